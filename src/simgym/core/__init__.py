@@ -1,0 +1,1 @@
+"""Types, contract, environment: the part of simgym everything else builds on."""

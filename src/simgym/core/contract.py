@@ -1,0 +1,119 @@
+"""The message contract between simgym and a world model.
+
+It is the layout Qwen-AgentWorld was trained on and AgentWorldBench samples use:
+
+* one ``system`` message: the domain's world-model prompt, filled with the scenario;
+* per earlier turn, a ``user`` message (``### Turn N``, optional task and control lines,
+  then ``**Action:**`` and the action) and an ``assistant`` message holding that turn's
+  observation after ``**Environment Observation:**``;
+* a last ``user`` message with the action to simulate.
+
+The model may think in ``<think>...</think>`` and should wrap its answer in
+``<predicted_observation>...</predicted_observation>``. :func:`parse_output` is forgiving:
+it drops reasoning (closed, unclosed, or only closed), takes the last tagged block (also an
+unclosed one, as when generation stops at the closing tag), and otherwise falls back to
+the whole remaining text.
+
+Earlier messages are never rewritten during an episode, so each request repeats the
+previous one as a prefix and server-side prefix caches hit.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OBSERVATION_HEADER = "**Environment Observation:**"
+ACTION_HEADER = "**Action:**"
+OPEN_TAG = "<predicted_observation>"
+CLOSE_TAG = "</predicted_observation>"
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_PRED_BLOCK = re.compile(
+    r"<predicted_observation>(.*?)</predicted_observation>", re.DOTALL | re.IGNORECASE
+)
+
+
+def user_message(
+    turn: int,
+    action_text: str,
+    *,
+    instruction: str | None = None,
+    control: str | None = None,
+) -> dict[str, str]:
+    """The ``user`` message for turn ``turn`` (1-based)."""
+    parts = [f"### Turn {turn}"]
+    if instruction:
+        parts.append(f"**Task:** {instruction}")
+    if control:
+        parts.append(f"**Control instruction:** {control}")
+    parts.append(f"{ACTION_HEADER}\n{action_text}")
+    return {"role": "user", "content": "\n\n".join(parts)}
+
+
+def assistant_message(observation: str) -> dict[str, str]:
+    """The ``assistant`` message that records a turn's observation in the history."""
+    return {"role": "assistant", "content": f"{OBSERVATION_HEADER}\n{observation}"}
+
+
+def action_text_of(user_content: str) -> str:
+    """The action part of a ``user`` message (inverse of :func:`user_message`)."""
+    head, sep, tail = user_content.rpartition(ACTION_HEADER)
+    return tail.lstrip("\n") if sep else user_content
+
+
+@dataclass(frozen=True)
+class ParsedOutput:
+    """A world model's raw text split into observation and reasoning."""
+
+    observation: str
+    reasoning: str | None
+    tagged: bool  # True when the observation came from a <predicted_observation> block
+
+
+def parse_output(raw: str, reasoning_content: str | None = None) -> ParsedOutput:
+    """Split raw model output into (observation, reasoning); see the module docstring."""
+    text = raw or ""
+    reasoning_parts: list[str] = [reasoning_content] if reasoning_content else []
+
+    for block in _THINK_BLOCK.findall(text):
+        reasoning_parts.append(block[len("<think>") : -len("</think>")])
+    text = _THINK_BLOCK.sub("", text)
+
+    # A close tag with no opener: chat templates that pre-fill "<think>" leave only this.
+    lower = text.lower()
+    if "</think>" in lower and "<think>" not in lower:
+        cut = lower.rfind("</think>")
+        reasoning_parts.append(text[:cut])
+        text = text[cut + len("</think>") :]
+        lower = text.lower()
+
+    # An opener with no close: reasoning ran on. An observation may still follow it.
+    if "<think>" in lower:
+        cut = lower.find("<think>")
+        rest = text[cut + len("<think>") :]
+        pred_at = rest.lower().find(OPEN_TAG)
+        if pred_at >= 0:
+            reasoning_parts.append(rest[:pred_at])
+            text = text[:cut] + rest[pred_at:]
+        else:
+            reasoning_parts.append(rest)
+            text = text[:cut]
+
+    reasoning = "\n".join(p.strip() for p in reasoning_parts if p and p.strip()) or None
+
+    blocks = _PRED_BLOCK.findall(text)
+    if blocks:
+        return ParsedOutput(_clean(blocks[-1]), reasoning, True)
+    lower = text.lower()
+    open_at = lower.rfind(OPEN_TAG)
+    if open_at >= 0:
+        return ParsedOutput(_clean(text[open_at + len(OPEN_TAG) :]), reasoning, True)
+    return ParsedOutput(_clean(text.replace(CLOSE_TAG, "")), reasoning, False)
+
+
+def _clean(observation: str) -> str:
+    observation = observation.strip("\n")
+    if observation.lstrip().startswith(OBSERVATION_HEADER):
+        observation = observation.lstrip()[len(OBSERVATION_HEADER) :].lstrip("\n")
+    return observation.rstrip()

@@ -1,0 +1,136 @@
+"""What a domain is: data plus a few small functions, and the registry of domains.
+
+A domain module (in ``simgym/domains/``) builds one :class:`Domain` and calls
+:func:`register_domain`. Adding a domain is one module plus its prompt file.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
+from simgym.core.types import Action
+
+
+@dataclass(frozen=True)
+class Demonstration:
+    """One worked turn shown to the world model: an action and the right observation."""
+
+    action: str
+    observation: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Domain:
+    """Everything simgym needs to simulate one kind of environment.
+
+    ``validate_action(action, scenario)`` returns the action, possibly normalized, or
+    raises :class:`ActionError`; ``render_action`` turns it into the text the world model
+    reads; ``check_observation(text, action, scenario)`` lists format problems (empty when
+    fine); ``parse_input(line, scenario)`` reads what a person types in ``simgym play``;
+    ``is_final(action)`` says whether the action ends the episode; ``prompt_slots``
+    fills the prompt template from the scenario. A final action of kind ``text`` is the
+    agent's answer and is not simulated; other final actions (``exit``) are simulated and
+    then end the episode.
+    """
+
+    name: str
+    description: str
+    scenario_model: type[BaseModel]
+    prompt_file: Path
+    validate_action: Callable[[Action, Any], Action]
+    render_action: Callable[[Action, Any], str]
+    initial_observation: Callable[[Any], str]
+    check_observation: Callable[[str, Action, Any], list[str]]
+    parse_input: Callable[[str, Any], Action]
+    prompt_slots: Callable[[Any], dict[str, str]]
+    is_final: Callable[[Action], bool] = lambda action: False
+    default_scenario: Callable[[], dict[str, Any]] = dict
+    demonstrations: tuple[Demonstration, ...] = ()
+    action_hint: str = ""
+    example_tasks: tuple[str, ...] = field(default=())
+
+    def scenario(self, data: dict[str, Any] | BaseModel | None) -> BaseModel:
+        """Validate a scenario dict against this domain's schema."""
+        if isinstance(data, self.scenario_model):
+            return data
+        if isinstance(data, BaseModel):
+            data = data.model_dump()
+        try:
+            return self.scenario_model.model_validate(data or self.default_scenario())
+        except ValidationError as exc:
+            raise ScenarioError(f"invalid {self.name} scenario:\n{exc}") from None
+
+    def prompt_template(self, override: str | Path | None = None) -> str:
+        """The system prompt template: the user's file if given, else the domain's own."""
+        if override is not None:
+            path = Path(override)
+            if not path.is_file():
+                raise ScenarioError(f"system prompt file not found: {path}")
+            return path.read_text(encoding="utf-8")
+        return self.prompt_file.read_text(encoding="utf-8")
+
+    def system_prompt(self, scenario: BaseModel, *, template: str | None = None,
+                      instructions: str | None = None) -> str:
+        """Fill the template's ``$slots`` from the scenario. Unknown slots stay as written,
+        so a user's own prompt file needs only the slots it wants."""
+        slots = {
+            "domain": self.name,
+            "demonstrations": render_demonstrations(self.demonstrations),
+            "control": instructions or "None.",
+            **self.prompt_slots(scenario),
+        }
+        return string.Template(template or self.prompt_template()).safe_substitute(slots)
+
+    def coerce_action(self, raw: Any, scenario: BaseModel, max_chars: int) -> Action:
+        """Parse, size-check and validate an action; raises :class:`ActionError`."""
+        action = Action.parse(raw)
+        size = action.size()
+        if size > max_chars:
+            raise ActionError(f"action is too large: {size} characters (limit {max_chars})")
+        return self.validate_action(action, scenario)
+
+
+def render_demonstrations(demos: tuple[Demonstration, ...]) -> str:
+    blocks = []
+    for i, demo in enumerate(demos, 1):
+        note = f" ({demo.note})" if demo.note else ""
+        blocks.append(
+            f"Example {i}{note}\n**Action:**\n{demo.action}\n"
+            f"<predicted_observation>\n{demo.observation}\n</predicted_observation>"
+        )
+    return "\n\n".join(blocks) if blocks else "None."
+
+
+def dump_json(value: Any) -> str:
+    """Stable, readable JSON for prompts (same input, same bytes: prefix caches stay warm)."""
+    return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
+
+
+_DOMAINS: dict[str, Domain] = {}
+
+
+def register_domain(domain: Domain) -> Domain:
+    _DOMAINS[domain.name] = domain
+    return domain
+
+
+def get_domain(name: str) -> Domain:
+    try:
+        return _DOMAINS[name]
+    except KeyError:
+        raise UnknownDomainError(
+            f"unknown domain {name!r}; available: {', '.join(sorted(_DOMAINS))}"
+        ) from None
+
+
+def domain_names() -> list[str]:
+    return sorted(_DOMAINS)

@@ -1,0 +1,338 @@
+"""``SimEnv``: a gym-style environment whose observations come from a world model.
+
+One episode is ``reset(task)`` then ``step(action)`` until ``done`` or ``truncated``. The
+environment keeps the world model's message history (see :mod:`simgym.core.contract`),
+validates each action before the model sees it, checks the model's output against the
+domain's format and retries, and records every turn in a :class:`Trajectory`. Nothing
+that goes wrong inside an episode raises: a bad action becomes an error observation, a
+failed world model ends the episode with the error recorded. Only misuse (step before
+reset) and bad configuration (unknown domain, invalid scenario) raise.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from simgym.core import contract
+from simgym.core.domain import Domain, get_domain
+from simgym.core.errors import ActionError, EpisodeStateError, WorldModelError
+from simgym.core.types import (
+    Action,
+    Observation,
+    StepResult,
+    Task,
+    Trajectory,
+    Turn,
+    new_id,
+)
+from simgym.core.worldmodel import Messages, Prediction, WorldModel
+
+RewardFn = Callable[[Trajectory, Turn], float]
+
+# Signs that a model wrote the next turn of the conversation instead of one observation.
+_RUNAWAY_MARKERS = ("### Turn ", contract.ACTION_HEADER)
+
+
+class SimEnv:
+    """A simulated environment for one domain, driven by a world model.
+
+    Args:
+        domain: a registered domain name or a :class:`Domain`.
+        world_model: a backend instance (share one across many environments).
+        scenario: the default initial world; a task's own ``scenario`` overrides it.
+        max_turns: steps before the episode is truncated.
+        seed: base seed; episode ``k`` uses ``seed + k`` unless ``reset`` is given one.
+        system_prompt: a ready system prompt (e.g. a benchmark sample's ``system_str``);
+            ``system_prompt_file``: a template file replacing the domain's own.
+        instructions: control instructions for the whole episode (in the system prompt).
+        validation_retries: extra world-model calls when the output fails the domain's
+            format check; the last answer is kept and its problems recorded.
+        max_action_chars: actions larger than this are rejected.
+        writer: anything with ``write(trajectory)``; each finished episode goes there.
+        reward_fn: ``fn(trajectory, turn) -> float`` called after every step.
+    """
+
+    def __init__(
+        self,
+        domain: Domain | str,
+        world_model: WorldModel,
+        scenario: dict[str, Any] | BaseModel | None = None,
+        *,
+        max_turns: int = 30,
+        seed: int | None = None,
+        system_prompt: str | None = None,
+        system_prompt_file: str | Path | None = None,
+        instructions: str | None = None,
+        validation_retries: int = 1,
+        max_action_chars: int = 16_000,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        writer: Any = None,
+        reward_fn: RewardFn | None = None,
+    ) -> None:
+        self.domain = get_domain(domain) if isinstance(domain, str) else domain
+        self.world_model = world_model
+        self.default_scenario = self.domain.scenario(scenario)
+        self.max_turns = max_turns
+        self.seed = seed
+        self.system_prompt_override = system_prompt
+        self._template = (
+            self.domain.prompt_template(system_prompt_file) if system_prompt_file else None
+        )
+        self.instructions = instructions
+        self.validation_retries = validation_retries
+        self.max_action_chars = max_action_chars
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.writer = writer
+        self.reward_fn = reward_fn
+        self._episodes = itertools.count()
+        self._trajectory: Trajectory | None = None
+        self._scenario: BaseModel = self.default_scenario
+        self._messages: Messages = []
+        self._episode_seed: int | None = None
+        self._finished = True
+
+    # -- public API -----------------------------------------------------------------
+
+    @property
+    def trajectory(self) -> Trajectory | None:
+        """The current (or last) episode's record."""
+        return self._trajectory
+
+    @property
+    def messages(self) -> Messages:
+        """The world model's message history so far (system prompt first)."""
+        return list(self._messages)
+
+    @property
+    def scenario(self) -> BaseModel:
+        return self._scenario
+
+    async def reset(
+        self,
+        task: Task | str | dict[str, Any] | None = None,
+        *,
+        scenario: dict[str, Any] | BaseModel | None = None,
+        seed: int | None = None,
+    ) -> Observation:
+        """Start a new episode and return its first observation.
+
+        An unfinished earlier episode is closed as truncated and written, not dropped.
+        """
+        self._close_episode(error="reset before the episode ended")
+        task = _as_task(task, self.domain.name)
+        if scenario is not None:
+            self._scenario = self.domain.scenario(scenario)
+        elif task.scenario:
+            self._scenario = self.domain.scenario(task.scenario)
+        else:
+            self._scenario = self.default_scenario
+        episode = next(self._episodes)
+        if seed is None and self.seed is not None:
+            seed = self.seed + episode
+        self._episode_seed = seed
+        system = self.system_prompt_override or self.domain.system_prompt(
+            self._scenario, template=self._template, instructions=self.instructions
+        )
+        self._messages = [{"role": "system", "content": system}]
+        first = Observation(text=self.domain.initial_observation(self._scenario), kind="initial")
+        self._trajectory = Trajectory(
+            episode_id=new_id("ep-"),
+            task=task,
+            domain=self.domain.name,
+            scenario=self._scenario.model_dump(mode="json"),
+            world_model=self.world_model.describe(),
+            seed=seed,
+            initial_observation=first,
+        )
+        self._finished = False
+        return first
+
+    async def step(self, action: Action | dict[str, Any] | str | list, *,
+                   control: str | None = None) -> StepResult:
+        """Apply one action. ``control`` is a hidden instruction to the world model for
+        this turn only (the agent never sees it; the trajectory records it)."""
+        trajectory = self._require_episode()
+        index = len(trajectory.turns) + 1
+        try:
+            parsed = self.domain.coerce_action(action, self._scenario, self.max_action_chars)
+        except ActionError as exc:
+            return self._finish_turn(_rejected_turn(index, action, str(exc)), None, "action")
+
+        action_text = self.domain.render_action(parsed, self._scenario)
+        if parsed.kind == "text" and self.domain.is_final(parsed):
+            turn = Turn(index=index, action=parsed, action_text=action_text,
+                        observation=Observation(text="", metadata={"final_answer": True}),
+                        in_history=False)
+            return self._finish_turn(turn, parsed, None)
+
+        history_turns = (len(self._messages) - 1) // 2
+        user = contract.user_message(
+            history_turns + 1,
+            action_text,
+            instruction=trajectory.task.instruction if history_turns == 0 else None,
+            control=control,
+        )
+        try:
+            prediction, attempts, problems = await self._predict([*self._messages, user], parsed)
+        except WorldModelError as exc:
+            turn = Turn(index=index, action=parsed, action_text=action_text, control=control,
+                        observation=_error_observation(str(exc)), error=str(exc),
+                        in_history=False)
+            return self._finish_turn(turn, parsed, "world_model")
+
+        observation = Observation(text=prediction.observation)
+        self._messages.append(user)
+        self._messages.append(contract.assistant_message(prediction.observation))
+        turn = Turn(
+            index=index,
+            action=parsed,
+            action_text=action_text,
+            observation=observation,
+            reasoning=prediction.reasoning,
+            raw=prediction.raw,
+            latency_s=prediction.latency_s,
+            usage=prediction.usage,
+            attempts=attempts,
+            format_problems=problems,
+            control=control,
+        )
+        return self._finish_turn(turn, parsed, None)
+
+    async def close(self) -> None:
+        """Write an unfinished episode (as truncated). The shared world model stays open."""
+        self._close_episode(error="environment closed before the episode ended")
+
+    def sync(self) -> SyncEnv:
+        """A blocking view of this environment (one background event loop for all)."""
+        from simgym.core.sync import SyncEnv
+
+        return SyncEnv(self)
+
+    # -- internals ------------------------------------------------------------------
+
+    def _require_episode(self) -> Trajectory:
+        if self._trajectory is None:
+            raise EpisodeStateError("call reset() before step()")
+        if self._finished:
+            raise EpisodeStateError("the episode has ended; call reset() to start another")
+        return self._trajectory
+
+    async def _predict(
+        self, messages: Messages, action: Action
+    ) -> tuple[Prediction, int, list[str]]:
+        prediction: Prediction | None = None
+        problems: list[str] = []
+        attempts = 0
+        for attempt in range(self.validation_retries + 1):
+            attempts = attempt + 1
+            seed = None if self._episode_seed is None else self._episode_seed * 1000 + attempt
+            prediction = await self.world_model.predict(
+                messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed
+            )
+            problems = self._check(prediction, action)
+            if not problems:
+                break
+        assert prediction is not None
+        if not prediction.observation.strip():
+            raise WorldModelError(f"world model returned no observation in {attempts} attempt(s)")
+        return prediction, attempts, problems
+
+    def _check(self, prediction: Prediction, action: Action) -> list[str]:
+        text = prediction.observation
+        if not text.strip():
+            return ["empty observation"]
+        problems = list(self.domain.check_observation(text, action, self._scenario))
+        if any(marker in text for marker in _RUNAWAY_MARKERS):
+            problems.append("the world model wrote further conversation turns")
+        return problems
+
+    def _finish_turn(self, turn: Turn, action: Action | None, error_type: str | None) -> StepResult:
+        trajectory = self._trajectory
+        assert trajectory is not None
+        trajectory.turns.append(turn)
+        if self.reward_fn is not None:
+            turn.reward = float(self.reward_fn(trajectory, turn))
+        trajectory.total_reward += turn.reward
+        done = action is not None and error_type is None and self.domain.is_final(action)
+        truncated = not done and (error_type == "world_model" or turn.index >= self.max_turns)
+        info: dict[str, Any] = {
+            "episode_id": trajectory.episode_id,
+            "turn": turn.index,
+            "latency_s": turn.latency_s,
+            "attempts": turn.attempts,
+        }
+        if turn.error:
+            info["error"] = turn.error
+            info["error_type"] = error_type
+        if turn.format_problems:
+            info["format_problems"] = turn.format_problems
+        if error_type == "world_model":
+            trajectory.error = turn.error
+        if done or truncated:
+            trajectory.done, trajectory.truncated = done, truncated
+            self._close_episode()
+        return StepResult(
+            observation=turn.observation, reward=turn.reward, done=done,
+            truncated=truncated, info=info,
+        )
+
+    def _close_episode(self, error: str | None = None) -> None:
+        trajectory = self._trajectory
+        if trajectory is None or self._finished:
+            return
+        if error is not None:
+            trajectory.truncated = True
+            trajectory.error = trajectory.error or error
+        trajectory.finished_at = time.time()
+        trajectory.metrics = _metrics(trajectory)
+        self._finished = True
+        if self.writer is not None:
+            self.writer.write(trajectory)
+
+
+def _as_task(task: Task | str | dict[str, Any] | None, domain: str) -> Task:
+    if task is None:
+        return Task(domain=domain)
+    if isinstance(task, str):
+        return Task(instruction=task, domain=domain)
+    if isinstance(task, dict):
+        task = Task.model_validate(task)
+    if task.domain is None:
+        task = task.model_copy(update={"domain": domain})
+    return task
+
+
+def _error_observation(message: str) -> Observation:
+    return Observation(text=f"[simgym error] {message}", kind="error", error=message)
+
+
+def _rejected_turn(index: int, raw: Any, message: str) -> Turn:
+    preview = raw if isinstance(raw, str) else repr(raw)
+    return Turn(
+        index=index,
+        action=raw if isinstance(raw, Action) else None,
+        action_text=preview[:2000],
+        observation=_error_observation(message),
+        error=message,
+        in_history=False,
+    )
+
+
+def _metrics(trajectory: Trajectory) -> dict[str, Any]:
+    turns = trajectory.turns
+    return {
+        "turns": len(turns),
+        "errors": sum(1 for t in turns if t.error),
+        "format_problems": sum(1 for t in turns if t.format_problems),
+        "prompt_tokens": sum(t.usage.prompt_tokens for t in turns),
+        "completion_tokens": sum(t.usage.completion_tokens for t in turns),
+        "latency_s": round(sum(t.latency_s for t in turns), 6),
+    }

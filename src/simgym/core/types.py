@@ -1,0 +1,265 @@
+"""The typed vocabulary shared by every part of simgym.
+
+A :class:`Task` says what the agent should do in which world (the *scenario*). The agent
+sends :class:`Action` objects; the environment answers with an :class:`Observation` inside
+a :class:`StepResult`. Each exchange is kept as a :class:`Turn`, and a whole episode as a
+:class:`Trajectory` (one line of JSONL on disk).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simgym.core.errors import ActionError
+
+TRAJECTORY_SCHEMA_VERSION = 1
+
+
+def new_id(prefix: str = "") -> str:
+    """A short random identifier (12 hex digits), optionally prefixed."""
+    return f"{prefix}{uuid.uuid4().hex[:12]}"
+
+
+class Task(BaseModel):
+    """What the agent is asked to do, and in which world.
+
+    ``scenario`` is the domain's description of the initial world (hidden from the
+    agent); it is validated against the domain's scenario schema when the episode starts.
+    """
+
+    id: str = Field(default_factory=lambda: new_id("task-"))
+    instruction: str = ""
+    domain: str | None = None
+    scenario: dict[str, Any] = Field(default_factory=dict)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolSpec(BaseModel):
+    """A tool the agent may call: name, description and JSON-schema parameters."""
+
+    name: str
+    description: str = ""
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        """The Chat Completions ``tools=[...]`` entry."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def to_mcp(self) -> dict[str, Any]:
+        """The MCP ``tools/list`` entry (``inputSchema`` in camelCase)."""
+        return {"name": self.name, "description": self.description, "inputSchema": self.parameters}
+
+    def to_plain(self) -> dict[str, Any]:
+        """A flat ``{name, description, parameters}`` dict, as world-model prompts show it."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_any(cls, spec: dict[str, Any] | ToolSpec) -> ToolSpec:
+        """Read a tool from its OpenAI, MCP or plain form."""
+        if isinstance(spec, ToolSpec):
+            return spec
+        if spec.get("type") == "function" and "function" in spec:
+            spec = spec["function"]
+        params = spec.get("parameters") or spec.get("inputSchema") or spec.get("input_schema")
+        return cls(
+            name=spec["name"],
+            description=spec.get("description", ""),
+            parameters=params or {"type": "object", "properties": {}},
+        )
+
+
+class KeyPress(BaseModel):
+    """Keystrokes sent to a terminal, then a wait of ``duration`` seconds."""
+
+    model_config = ConfigDict(frozen=True)
+
+    keystrokes: str
+    duration: float = 1.0
+
+
+ActionKind = Literal["tool_call", "keystrokes", "text"]
+
+
+class Action(BaseModel):
+    """One agent action: a tool call, terminal keystrokes, or free text.
+
+    Build one with :meth:`tool_call`, :meth:`keys` or :meth:`say`, or let
+    :meth:`parse` read the forms agents and files use.
+    """
+
+    kind: ActionKind
+    name: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    keystrokes: list[KeyPress] = Field(default_factory=list)
+    text: str | None = None
+
+    @classmethod
+    def tool_call(cls, name: str, arguments: dict[str, Any] | None = None) -> Action:
+        return cls(kind="tool_call", name=name, arguments=arguments or {})
+
+    @classmethod
+    def keys(cls, *keystrokes: str | KeyPress, duration: float = 1.0) -> Action:
+        presses = [
+            k if isinstance(k, KeyPress) else KeyPress(keystrokes=k, duration=duration)
+            for k in keystrokes
+        ]
+        return cls(kind="keystrokes", keystrokes=presses)
+
+    @classmethod
+    def say(cls, text: str) -> Action:
+        return cls(kind="text", text=text)
+
+    @classmethod
+    def parse(cls, raw: Any) -> Action:
+        """Read an action from an Action, a dict, a list of keystrokes, or a string.
+
+        Accepted dicts: ``{"kind": ...}`` (this model), ``{"name", "arguments"}`` (a tool
+        call; ``arguments`` may be a JSON string, as OpenAI sends it),
+        ``{"function": {...}}`` (an OpenAI tool call), ``{"keystrokes", "duration"}``.
+        A string that holds JSON is parsed as JSON; any other string is free text.
+        """
+        if isinstance(raw, Action):
+            return raw
+        if isinstance(raw, str):
+            stripped = raw.strip()
+            if stripped[:1] in ("{", "["):
+                try:
+                    return cls.parse(json.loads(stripped))
+                except json.JSONDecodeError as exc:
+                    raise ActionError(f"action looks like JSON but does not parse: {exc}") from None
+            return cls.say(raw)
+        if isinstance(raw, list):
+            if not raw:
+                raise ActionError("an empty list is not an action")
+            try:
+                return cls(kind="keystrokes", keystrokes=[KeyPress.model_validate(k) for k in raw])
+            except Exception as exc:
+                raise ActionError(f"a list action must hold keystroke objects: {exc}") from None
+        if isinstance(raw, dict):
+            return cls._parse_dict(raw)
+        raise ActionError(f"cannot read an action from {type(raw).__name__}")
+
+    @classmethod
+    def _parse_dict(cls, raw: dict[str, Any]) -> Action:
+        if "kind" in raw:
+            try:
+                return cls.model_validate(raw)
+            except Exception as exc:
+                raise ActionError(f"invalid action: {exc}") from None
+        if "function" in raw and isinstance(raw["function"], dict):
+            raw = raw["function"]
+        if "name" in raw:
+            args = raw.get("arguments", raw.get("args", {}))
+            if isinstance(args, str):
+                try:
+                    args = json.loads(args) if args.strip() else {}
+                except json.JSONDecodeError as exc:
+                    raise ActionError(
+                        f"arguments of tool call {raw['name']!r} are not valid JSON: {exc}"
+                    ) from None
+            if not isinstance(args, dict):
+                raise ActionError(f"arguments of tool call {raw['name']!r} must be an object")
+            if not isinstance(raw["name"], str) or not raw["name"]:
+                raise ActionError("a tool call needs a non-empty string name")
+            return cls.tool_call(raw["name"], args)
+        if "keystrokes" in raw:
+            return cls.parse([raw])
+        if "text" in raw:
+            return cls.say(str(raw["text"]))
+        raise ActionError(f"cannot tell what kind of action this is: keys {sorted(raw)}")
+
+    def size(self) -> int:
+        """Characters the action carries, for size limits."""
+        if self.kind == "tool_call":
+            return len(self.name or "") + len(json.dumps(self.arguments, ensure_ascii=False))
+        if self.kind == "keystrokes":
+            return sum(len(k.keystrokes) for k in self.keystrokes)
+        return len(self.text or "")
+
+
+class Usage(BaseModel):
+    """Tokens a world-model call used."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+ObservationKind = Literal["initial", "observation", "error"]
+
+
+class Observation(BaseModel):
+    """What the agent sees. ``kind='error'`` marks an observation made by simgym itself
+    (an invalid action, a failed world model) rather than predicted by the world model."""
+
+    text: str
+    kind: ObservationKind = "observation"
+    error: str | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepResult(BaseModel):
+    """The answer to one ``step``, with the gym-style fields."""
+
+    observation: Observation
+    reward: float = 0.0
+    done: bool = False
+    truncated: bool = False
+    info: dict[str, Any] = Field(default_factory=dict)
+
+
+class Turn(BaseModel):
+    """One action and what came of it, as recorded in a trajectory."""
+
+    index: int
+    action: Action | None = None
+    action_text: str = ""
+    observation: Observation
+    reasoning: str | None = None
+    raw: str | None = None
+    reward: float = 0.0
+    latency_s: float = 0.0
+    usage: Usage = Field(default_factory=Usage)
+    attempts: int = 0
+    error: str | None = None
+    format_problems: list[str] = Field(default_factory=list)
+    control: str | None = None
+    in_history: bool = True  # False when the world model never saw this turn
+
+
+class Trajectory(BaseModel):
+    """One episode. Serialized as one JSONL line; see the README for the schema."""
+
+    schema_version: int = TRAJECTORY_SCHEMA_VERSION
+    episode_id: str = Field(default_factory=lambda: new_id("ep-"))
+    task: Task
+    domain: str
+    scenario: dict[str, Any] = Field(default_factory=dict)
+    world_model: dict[str, Any] = Field(default_factory=dict)
+    seed: int | None = None
+    initial_observation: Observation | None = None
+    turns: list[Turn] = Field(default_factory=list)
+    total_reward: float = 0.0
+    done: bool = False
+    truncated: bool = False
+    error: str | None = None
+    started_at: float = Field(default_factory=time.time)
+    finished_at: float | None = None
+    metrics: dict[str, Any] = Field(default_factory=dict)

@@ -1,0 +1,98 @@
+"""The protocol every world-model backend follows, and the registry that builds them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field
+
+from simgym.core.contract import parse_output
+from simgym.core.errors import SimgymError
+from simgym.core.types import Usage
+
+Messages = list[dict[str, str]]
+
+
+class Prediction(BaseModel):
+    """One world-model answer: the parsed observation plus everything needed to audit it."""
+
+    observation: str
+    reasoning: str | None = None
+    raw: str = ""
+    tagged: bool = False
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+    finish_reason: str | None = None
+    model: str | None = None
+
+    @classmethod
+    def from_raw(
+        cls, raw: str, *, reasoning_content: str | None = None, **fields: Any
+    ) -> Prediction:
+        """Parse ``raw`` with the message contract and wrap it."""
+        parsed = parse_output(raw, reasoning_content)
+        return cls(
+            observation=parsed.observation,
+            reasoning=parsed.reasoning,
+            raw=raw,
+            tagged=parsed.tagged,
+            **fields,
+        )
+
+
+@runtime_checkable
+class WorldModel(Protocol):
+    """Anything that predicts the next observation from contract messages.
+
+    Backends are shared: one instance may serve thousands of environments at once, so
+    ``predict`` must be safe to await concurrently (limit concurrency inside).
+    """
+
+    name: str
+
+    async def predict(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Prediction: ...
+
+    def describe(self) -> dict[str, Any]:
+        """Name and settings, recorded in every trajectory."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+BackendFactory = Callable[..., WorldModel]
+_BACKENDS: dict[str, BackendFactory] = {}
+
+
+def register_backend(name: str, factory: BackendFactory) -> None:
+    """Make ``world_model=name`` build a backend with ``factory(**options)``."""
+    _BACKENDS[name] = factory
+
+
+def backend_names() -> list[str]:
+    return sorted(_BACKENDS)
+
+
+def create_world_model(spec: str | WorldModel, **options: Any) -> WorldModel:
+    """Build a backend by name (``local``, ``openai``, ``replay``, ...), or pass one through."""
+    if not isinstance(spec, str):
+        if options:
+            raise SimgymError("options were given together with a ready world model instance")
+        return spec
+    try:
+        factory = _BACKENDS[spec]
+    except KeyError:
+        raise SimgymError(
+            f"unknown world model {spec!r}; available: {', '.join(backend_names())}"
+        ) from None
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise SimgymError(f"bad options for world model {spec!r}: {exc}") from None

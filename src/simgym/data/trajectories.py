@@ -1,0 +1,86 @@
+"""Trajectory files: JSONL, one episode a line, appended and flushed per episode.
+
+A crash can at worst leave a partial last line; readers skip it (with a warning) and
+:func:`finished_ids` lets a rerun skip episodes that were already written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+
+from simgym.core.errors import SimgymError
+from simgym.core.types import Trajectory
+
+
+class TrajectoryWriter:
+    """Appends trajectories to a JSONL file; safe to share between threads and tasks."""
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fsync = fsync
+        self._lock = threading.Lock()
+        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
+        self._repair_tail()
+
+    def _repair_tail(self) -> None:
+        # If a crash cut the last line, start ours on a fresh line so it stays readable.
+        if self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":
+                self._file.write("\n")
+                self._file.flush()
+
+    def write(self, trajectory: Trajectory) -> None:
+        line = trajectory.model_dump_json() + "\n"
+        with self._lock:
+            self._file.write(line)
+            self._file.flush()
+            if self._fsync:
+                os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._file.closed:
+                self._file.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator[Trajectory]:
+    """Yield the trajectories in a JSONL file. Broken lines are skipped with a warning
+    (``strict=True`` raises instead)."""
+    path = Path(path)
+    if not path.is_file():
+        raise SimgymError(f"trajectory file not found: {path}")
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                yield Trajectory.model_validate(json.loads(line))
+            except (json.JSONDecodeError, ValueError) as exc:
+                message = f"{path}:{number}: skipping unreadable trajectory line ({exc.__class__.__name__})"
+                if strict:
+                    raise SimgymError(message) from None
+                warnings.warn(message, stacklevel=2)
+
+
+def finished_ids(path: str | os.PathLike[str]) -> set[str]:
+    """Task ids already written to ``path`` (empty if the file does not exist)."""
+    if not Path(path).is_file():
+        return set()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return {t.task.id for t in read_trajectories(path)}

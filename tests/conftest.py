@@ -1,0 +1,126 @@
+"""Shared fixtures: a real llama.cpp OpenAI-compatible server on loopback, and a small
+HTTP server that produces the faults a real server cannot be made to produce on demand."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from simgym.worldmodels.local import embedded_model_path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def model_path() -> str:
+    path = embedded_model_path()
+    assert path is not None, "embedded model missing: run `bash scripts/setup.sh --dev`"
+    return str(path)
+
+
+@pytest.fixture(scope="session")
+def llama_server(model_path: str, tmp_path_factory):
+    """llama-cpp-python's OpenAI-compatible server with the embedded model, on loopback."""
+    port = free_port()
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "llama_cpp.server", "--model", model_path,
+             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
+             "--model_alias", "smollm2"],
+            stdout=out, stderr=subprocess.STDOUT,
+        )
+    base = f"http://127.0.0.1:{port}/v1"
+    deadline = time.time() + 120
+    while True:
+        try:
+            with urllib.request.urlopen(base + "/models", timeout=2) as r:
+                if r.status == 200:
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.time() > deadline:
+            proc.kill()
+            raise RuntimeError("llama server did not start:\n" + log.read_text()[-3000:])
+        time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+class _FaultHandler(BaseHTTPRequestHandler):
+    """Modes by path prefix: /500, /429, /slow, /notags, /garbage, /empty."""
+
+    hits: Counter = Counter()
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    def _send(self, status: int, body: bytes, ctype: str = "application/json", headers=None):
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        self._send(200, json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode())
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", 0))
+        self.rfile.read(length)
+        mode = self.path.strip("/").split("/")[0]
+        type(self).hits[mode] += 1
+        if mode == "500":
+            return self._send(500, b'{"error": {"message": "internal failure"}}')
+        if mode == "429":
+            return self._send(429, b'{"error": {"message": "slow down"}}', headers={"Retry-After": "0"})
+        if mode == "slow":
+            time.sleep(3)
+        if mode == "garbage":
+            return self._send(200, b"<html>not json</html>", "text/html")
+        content = {"notags": "total 0\nuser@devbox:~$", "empty": "",
+                   "slow": "<predicted_observation>late</predicted_observation>"}.get(mode, "ok")
+        body = {
+            "id": "x", "object": "chat.completion", "created": 0, "model": "fault",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": content}}],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
+        }
+        self._send(200, json.dumps(body).encode())
+
+
+@pytest.fixture(scope="session")
+def fault_server():
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), _FaultHandler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address
+    yield f"http://{host}:{port}", _FaultHandler.hits
+    server.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_server(monkeypatch):
+    # Tests must not pick up a developer's own server settings.
+    for name in ("SIMGYM_BASE_URL", "OPENAI_BASE_URL", "SIMGYM_MODEL", "SIMGYM_MODEL_PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")

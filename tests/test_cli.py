@@ -1,0 +1,107 @@
+"""The `simgym` command, run as a real subprocess the way a user runs it."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import simgym
+from conftest import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def simgym_cli(*args, stdin="", timeout=300):
+    proc = subprocess.run([sys.executable, "-m", "simgym", *map(str, args)], input=stdin,
+                          capture_output=True, text=True, timeout=timeout)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc
+
+
+def test_domains_lists_registered_domains():
+    proc = simgym_cli("domains")
+    assert proc.returncode == 0
+    assert "terminal" in proc.stdout and "mcp" in proc.stdout
+
+
+def test_play_terminal_with_piped_input_records_the_session(tmp_path):
+    out = tmp_path / "play.jsonl"
+    proc = simgym_cli("play", "terminal", "--max-tokens", "48", "--out", out, stdin="ls\npwd\n")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("dev@devbox:~$")
+    [traj] = list(simgym.read_trajectories(out))
+    assert [t.action_text for t in traj.turns] == [
+        '[{"keystrokes": "ls\\n", "duration": 1}]', '[{"keystrokes": "pwd\\n", "duration": 1}]']
+    assert all(t.observation.text for t in traj.turns)
+
+
+def test_play_unknown_domain_is_a_clean_error():
+    proc = simgym_cli("play", "spaceship")
+    assert proc.returncode == 2 and "unknown domain 'spaceship'" in proc.stderr
+
+
+def test_play_with_server_down_reports_and_keeps_the_trajectory(tmp_path):
+    out = tmp_path / "down.jsonl"
+    proc = simgym_cli("play", "terminal", "-w", "openai", "--base-url",
+                      f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--out", out,
+                      stdin="ls\n")
+    assert proc.returncode == 0
+    assert "cannot reach world model" in proc.stderr
+    [traj] = list(simgym.read_trajectories(out))
+    assert traj.truncated and "cannot reach" in traj.error
+
+
+def test_play_mcp_rejects_undeclared_tool_and_goes_on(tmp_path):
+    out = tmp_path / "mcp.jsonl"
+    proc = simgym_cli("play", "mcp", "--max-tokens", "48", "--out", out,
+                      stdin='drop_everything {}\nget_customer {"customer_id": "C-1001"}\nanswer done\n')
+    assert proc.returncode == 0, proc.stderr
+    assert "unknown tool 'drop_everything'" in proc.stderr
+    [traj] = list(simgym.read_trajectories(out))
+    assert traj.done and len(traj.turns) == 3 and traj.turns[0].error
+
+
+def test_run_action_files_and_resume(tmp_path):
+    out = tmp_path / "runs.jsonl"
+    files = [EXAMPLES / "terminal" / "disk_cleanup.yaml", EXAMPLES / "tasks.jsonl"]
+    proc = simgym_cli("run", *files, "--out", out, "--max-tokens", "32", "--concurrency", "2")
+    assert proc.returncode == 0, proc.stderr
+    trajs = list(simgym.read_trajectories(out))
+    assert sorted(t.task.id for t in trajs) == ["jsonl-mcp-1", "jsonl-term-1", "terminal-disk-cleanup"]
+    mcp = next(t for t in trajs if t.task.id == "jsonl-mcp-1")
+    assert mcp.done and mcp.turns[-1].action.text == "Ana Lima, gold tier."
+    again = simgym_cli("run", *files, "--out", out)
+    assert again.returncode == 0 and "3 of 3 episodes already" in again.stderr
+    assert len(list(simgym.read_trajectories(out))) == 3
+
+    # the recorded episodes replay exactly
+    replayed = tmp_path / "replayed.jsonl"
+    proc = simgym_cli("run", EXAMPLES / "terminal" / "disk_cleanup.yaml", "--out", replayed,
+                      "-w", "replay", "--replay", out)
+    assert proc.returncode == 0, proc.stderr
+    [a] = [t for t in trajs if t.task.id == "terminal-disk-cleanup"]
+    [b] = list(simgym.read_trajectories(replayed))
+    assert [t.observation.text for t in a.turns] == [t.observation.text for t in b.turns]
+
+
+def test_run_bad_inputs_are_clean_errors(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "domain": "terminal", "actions": ["ls"]}\n{"id": broken\n')
+    proc = simgym_cli("run", bad, "--out", tmp_path / "o.jsonl")
+    assert proc.returncode == 2 and "bad.jsonl:2: not valid JSON" in proc.stderr
+    nodomain = tmp_path / "nodomain.jsonl"
+    nodomain.write_text(json.dumps({"id": "x", "actions": ["ls"]}) + "\n")
+    proc = simgym_cli("run", nodomain, "--out", tmp_path / "o.jsonl")
+    assert proc.returncode == 2 and "no domain" in proc.stderr
+    proc = simgym_cli("run", EXAMPLES / "tasks.jsonl", "--out", tmp_path / "o.jsonl", "-w", "replay")
+    assert proc.returncode == 2 and "needs --replay" in proc.stderr
+    proc = simgym_cli("run", tmp_path / "missing.yaml", "--out", tmp_path / "o.jsonl")
+    assert proc.returncode == 2 and "file not found" in proc.stderr
+
+
+def test_doctor_reports_backend_health():
+    ok = simgym_cli("doctor")
+    assert ok.returncode == 0 and "embedded model" in ok.stdout and "answered" in ok.stdout
+    down = simgym_cli("doctor", "-w", "openai", "--base-url", f"http://127.0.0.1:{free_port()}/v1")
+    assert down.returncode == 1 and "failed" in down.stdout

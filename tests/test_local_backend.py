@@ -1,0 +1,40 @@
+"""The embedded default model, in-process."""
+
+import pytest
+
+import simgym
+from simgym import LocalWorldModel, WorldModelError
+
+
+async def test_embedded_model_simulates_a_terminal_turn():
+    env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3)
+    first = await env.reset("list the files")
+    res = await env.step("ls")
+    assert first.text == "dev@devbox:~$ "
+    turn = env.trajectory.turns[-1]
+    assert res.observation.kind == "observation" and res.observation.text.strip()
+    assert turn.usage.prompt_tokens > 100 and turn.usage.completion_tokens > 0
+    assert env.trajectory.world_model["backend"] == "local"
+
+
+async def test_long_history_is_trimmed_to_fit_the_context():
+    wm = LocalWorldModel(n_ctx=1024, max_tokens=16)
+    history = [{"role": "system", "content": "You simulate a terminal."}]
+    for i in range(40):
+        history.append({"role": "user", "content": f"### Turn {i}\n\n**Action:**\necho {'x' * 80}"})
+        history.append({"role": "assistant", "content": "x" * 200})
+    history.append({"role": "user", "content": "### Turn 41\n\n**Action:**\nls"})
+    pred = await wm.predict(history)
+    assert pred.usage.prompt_tokens < 1024
+
+
+def test_missing_model_file_is_explained(tmp_path):
+    with pytest.raises(WorldModelError, match="not found"):
+        LocalWorldModel(model_path=tmp_path / "nope.gguf")
+
+
+async def test_prompt_that_cannot_fit_is_an_error():
+    wm = LocalWorldModel(n_ctx=256, max_tokens=16)
+    with pytest.raises(WorldModelError, match="does not fit"):
+        await wm.predict([{"role": "system", "content": "word " * 600},
+                          {"role": "user", "content": "ls"}])
