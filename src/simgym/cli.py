@@ -32,7 +32,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)
 
 
 # -- shared world-model options ---------------------------------------------------------
@@ -109,7 +109,7 @@ def world_model_options(fn):
         wm = WorldModelOptions(**{name: kwargs.pop(name) for name in names})
         return fn(*args, wm=wm, **kwargs)
 
-    params = [p for p in inspect.signature(fn).parameters.values() if p.name != "wm"]
+    params = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "wm"]
     wrapper.__signature__ = inspect.Signature(params + _WM_PARAMS)  # type: ignore[attr-defined]
     return wrapper
 

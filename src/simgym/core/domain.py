@@ -36,7 +36,9 @@ class Domain:
     raises :class:`ActionError`; ``render_action`` turns it into the text the world model
     reads; ``check_observation(text, action, scenario)`` lists format problems (empty when
     fine); ``parse_input(line, scenario)`` reads what a person types in ``simgym play``;
-    ``is_final(action)`` says whether the action ends the episode; ``prompt_slots``
+    ``is_final(action)`` says whether the action ends the episode;
+    ``observation_prefix(action, scenario, last_observation)`` is text the next
+    observation must start with, which backends that can pre-fill use; ``prompt_slots``
     fills the prompt template from the scenario. A final action of kind ``text`` is the
     agent's answer and is not simulated; other final actions (``exit``) are simulated and
     then end the episode.
@@ -53,6 +55,7 @@ class Domain:
     parse_input: Callable[[str, Any], Action]
     prompt_slots: Callable[[Any], dict[str, str]]
     is_final: Callable[[Action], bool] = lambda action: False
+    observation_prefix: Callable[[Action, Any, str], str] = lambda action, scenario, last: ""
     default_scenario: Callable[[], dict[str, Any]] = dict
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""
@@ -82,12 +85,12 @@ class Domain:
                       instructions: str | None = None) -> str:
         """Fill the template's ``$slots`` from the scenario. Unknown slots stay as written,
         so a user's own prompt file needs only the slots it wants."""
-        slots = {
-            "domain": self.name,
-            "demonstrations": render_demonstrations(self.demonstrations),
-            "control": instructions or "None.",
-            **self.prompt_slots(scenario),
-        }
+        slots = {"domain": self.name, "control": instructions or "None.",
+                 **self.prompt_slots(scenario)}
+        # Demonstrations may use the same slots, so a small model that copies them copies
+        # this world's details (its prompt, its server name) rather than another's.
+        demos = string.Template(render_demonstrations(self.demonstrations)).safe_substitute(slots)
+        slots["demonstrations"] = demos
         return string.Template(template or self.prompt_template()).safe_substitute(slots)
 
     def coerce_action(self, raw: Any, scenario: BaseModel, max_chars: int) -> Action:

@@ -181,7 +181,8 @@ class SimEnv:
             control=control,
         )
         try:
-            prediction, attempts, problems = await self._predict([*self._messages, user], parsed)
+            prediction, attempts, problems = await self._predict([*self._messages, user], parsed,
+                                                                 self._last_observation())
         except WorldModelError as exc:
             turn = Turn(index=index, action=parsed, action_text=action_text, control=control,
                         observation=_error_observation(str(exc)), error=str(exc),
@@ -225,9 +226,18 @@ class SimEnv:
             raise EpisodeStateError("the episode has ended; call reset() to start another")
         return self._trajectory
 
+    def _last_observation(self) -> str:
+        assert self._trajectory is not None
+        for turn in reversed(self._trajectory.turns):
+            if turn.in_history:
+                return turn.observation.text
+        first = self._trajectory.initial_observation
+        return first.text if first else ""
+
     async def _predict(
-        self, messages: Messages, action: Action
+        self, messages: Messages, action: Action, last_observation: str
     ) -> tuple[Prediction, int, list[str]]:
+        prefix = self.domain.observation_prefix(action, self._scenario, last_observation)
         prediction: Prediction | None = None
         problems: list[str] = []
         attempts = 0
@@ -235,7 +245,8 @@ class SimEnv:
             attempts = attempt + 1
             seed = None if self._episode_seed is None else self._episode_seed * 1000 + attempt
             prediction = await self.world_model.predict(
-                messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed
+                messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed,
+                prefix=prefix or None,
             )
             problems = self._check(prediction, action)
             if not problems:
@@ -292,6 +303,7 @@ class SimEnv:
             trajectory.truncated = True
             trajectory.error = trajectory.error or error
         trajectory.finished_at = time.time()
+        trajectory.world_model = self.world_model.describe()  # settings resolved by now
         trajectory.metrics = _metrics(trajectory)
         self._finished = True
         if self.writer is not None:

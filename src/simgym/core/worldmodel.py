@@ -47,6 +47,8 @@ class WorldModel(Protocol):
 
     Backends are shared: one instance may serve thousands of environments at once, so
     ``predict`` must be safe to await concurrently (limit concurrency inside).
+    ``prefix`` is text the observation is known to start with (a terminal echoes the
+    command); backends that can pre-fill the answer use it, others ignore it.
     """
 
     name: str
@@ -58,6 +60,7 @@ class WorldModel(Protocol):
         max_tokens: int | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
     ) -> Prediction: ...
 
     def describe(self) -> dict[str, Any]:

@@ -49,7 +49,10 @@ class MCPScenario(BaseModel):
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique: {names}")
         for tool in tools:
-            jsonschema.Draft202012Validator.check_schema(tool.parameters)
+            try:
+                jsonschema.Draft202012Validator.check_schema(tool.parameters)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"tool {tool.name!r} has an invalid schema: {exc.message}") from None
         return tools
 
     def tool(self, name: str) -> ToolSpec | None:

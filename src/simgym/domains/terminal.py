@@ -127,6 +127,20 @@ def _parse_input(line: str, scenario: TerminalScenario) -> Action:
     return Action.keys(line.rstrip("\n") + "\n")
 
 
+def _echo(action: Action, scenario: TerminalScenario, last_observation: str) -> str:
+    """A shell echoes a typed command line after the prompt the screen last showed."""
+    if len(action.keystrokes) != 1:
+        return ""
+    typed = action.keystrokes[0].keystrokes
+    if not typed.endswith("\n") or "\n" in typed[:-1]:
+        return ""
+    lines = last_observation.rstrip("\n").splitlines()
+    prompt = lines[-1] if lines else scenario.prompt()
+    if not re.search(r"[$#]\s*$", prompt):
+        return ""  # inside a program; its screen is not predictable from here
+    return f"{prompt.rstrip()} {typed}"
+
+
 def _is_final(action: Action) -> bool:
     if action.kind != "keystrokes" or not action.keystrokes:
         return False
@@ -160,6 +174,8 @@ def _slots(scenario: TerminalScenario) -> dict[str, str]:
         "environment": "\n".join(lines),
         "initial_screen": "```\n" + _initial(scenario) + "\n```",
         "prompt_example": scenario.prompt().rstrip(),
+        "prompt_cd_tmp": scenario.model_copy(
+            update={"cwd": scenario.working_dir.rstrip("/") + "/tmp"}).prompt().rstrip(),
     }
 
 
@@ -184,17 +200,17 @@ def _default() -> dict:
 DEMONSTRATIONS = (
     Demonstration(
         action='[{"keystrokes": "ls\\n", "duration": 1}]',
-        observation="alice@web01:~$ ls\nbackup.sh  logs  report.csv\nalice@web01:~$",
+        observation="$prompt_example ls\nbackup.sh  logs  report.csv\n$prompt_example",
     ),
     Demonstration(
         action='[{"keystrokes": "cat missing.txt\\n", "duration": 1}]',
-        observation="alice@web01:~$ cat missing.txt\ncat: missing.txt: No such file or directory\n"
-        "alice@web01:~$",
+        observation="$prompt_example cat missing.txt\ncat: missing.txt: No such file or directory\n"
+        "$prompt_example",
         note="an error",
     ),
     Demonstration(
         action='[{"keystrokes": "mkdir tmp && cd tmp\\n", "duration": 1}]',
-        observation="alice@web01:~$ mkdir tmp && cd tmp\nalice@web01:~/tmp$",
+        observation="$prompt_example mkdir tmp && cd tmp\n$prompt_cd_tmp",
         note="no output; the directory changed",
     ),
 )
@@ -212,6 +228,7 @@ TERMINAL = register_domain(
         parse_input=_parse_input,
         prompt_slots=_slots,
         is_final=_is_final,
+        observation_prefix=_echo,
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint='[{"keystrokes": "ls -la\\n", "duration": 1}] or a plain command line',

@@ -27,6 +27,7 @@ class FunctionWorldModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
     ) -> Prediction:
         start = time.perf_counter()
         raw = self._fn(messages)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from simgym.core.contract import CLOSE_TAG
+from simgym.core.contract import CLOSE_TAG, OBSERVATION_HEADER, OPEN_TAG
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Usage
 from simgym.core.worldmodel import Messages, Prediction
@@ -32,6 +32,10 @@ INSTALL_HINT = (
 # a llama.cpp context is not thread-safe, so each has a lock that serializes calls.
 _MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
+# A small model drifts into writing the next user turn; starting its answer for it (the
+# observation header and the opening tag) keeps it on the observation.
+PREFILL = f"{OBSERVATION_HEADER}\n{OPEN_TAG}\n"
+CACHE_BYTES = 1 << 30
 
 
 def embedded_model_path() -> Path | None:
@@ -54,6 +58,8 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
                 from llama_cpp import Llama
             except ImportError:
                 raise WorldModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+            from llama_cpp import LlamaRAMCache
+
             try:
                 llm = Llama(
                     model_path=path,
@@ -63,6 +69,9 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
                 )
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
                 raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
+            # Prompt evaluation dominates on CPU; keep the states of recent prompts so that
+            # interleaved episodes resume from their own prefix instead of starting over.
+            llm.set_cache(LlamaRAMCache(capacity_bytes=CACHE_BYTES))
             _MODELS[key] = (llm, threading.Lock())
         return _MODELS[key]
 
@@ -80,7 +89,7 @@ class LocalWorldModel:
         top_p: float = 0.9,
         repeat_penalty: float = 1.15,
         max_tokens: int = 256,
-        stop_at_close_tag: bool = True,
+        prefill: bool = True,
     ) -> None:
         path = model_path or os.environ.get("SIMGYM_MODEL_PATH") or embedded_model_path()
         if path is None:
@@ -94,7 +103,7 @@ class LocalWorldModel:
         self.top_p = top_p
         self.repeat_penalty = repeat_penalty
         self.max_tokens = max_tokens
-        self.stop = [CLOSE_TAG] if stop_at_close_tag else None
+        self.prefill = PREFILL if prefill else ""
         self.name = f"local:{Path(self.model_path).name}"
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
@@ -118,21 +127,25 @@ class LocalWorldModel:
             )
         return kept
 
-    def _generate(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None):
+    def _generate(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None,
+                  prefix: str):
         llm, lock = _load(self.model_path, self.n_ctx, self.n_threads)
         with lock:
-            fitted = self._fit(llm, messages, max_tokens)
-            kwargs: dict[str, Any] = dict(
-                messages=fitted,
+            fitted = self._fit(llm, messages, max_tokens + 16)
+            prompt, end_token = _chat_prompt(llm, fitted)
+            start = self.prefill + (prefix if self.prefill else "")
+            response = llm.create_completion(
+                prompt + start,
                 temperature=temperature,
                 top_p=self.top_p,
                 repeat_penalty=self.repeat_penalty,
                 max_tokens=max_tokens,
-                stop=self.stop,
+                stop=[CLOSE_TAG, end_token, "### Turn"],
+                seed=seed,
             )
-            if seed is not None:
-                kwargs["seed"] = seed
-            return llm.create_chat_completion(**kwargs)
+            choice = response["choices"][0]
+            choice["text"] = start + choice["text"]
+            return response
 
     async def predict(
         self,
@@ -141,6 +154,7 @@ class LocalWorldModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
     ) -> Prediction:
         start = time.perf_counter()
         try:
@@ -150,13 +164,14 @@ class LocalWorldModel:
                 max_tokens or self.max_tokens,
                 self.temperature if temperature is None else temperature,
                 seed,
+                prefix or "",
             )
         except WorldModelError:
             raise
         except Exception as exc:
             raise WorldModelError(f"local model failed: {type(exc).__name__}: {exc}") from None
         choice = response["choices"][0]
-        raw = choice["message"].get("content") or ""
+        raw = choice["text"]
         usage = response.get("usage") or {}
         return Prediction.from_raw(
             raw,
@@ -182,3 +197,17 @@ class LocalWorldModel:
 
     async def aclose(self) -> None:
         return None
+
+
+def _chat_prompt(llm: Any, messages: Messages) -> tuple[str, str]:
+    """Lay the messages out with the model's own chat template, ready for the answer."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    end = llm.detokenize([llm.token_eos()]).decode("utf-8", "ignore") or "<|im_end|>"
+    template = llm.metadata.get("tokenizer.chat_template")
+    if not template:  # ChatML, which most small chat models use
+        prompt = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
+        return prompt + "<|im_start|>assistant\n", "<|im_end|>"
+    bos = llm.detokenize([llm.token_bos()]).decode("utf-8", "ignore")
+    formatter = Jinja2ChatFormatter(template=template, eos_token=end, bos_token=bos)
+    return formatter(messages=messages).prompt, end

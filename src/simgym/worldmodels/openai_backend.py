@@ -104,6 +104,7 @@ class OpenAIWorldModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
     ) -> Prediction:
         client, limit = self._client()
         model = await self._resolve_model(client)

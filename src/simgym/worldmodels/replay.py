@@ -64,6 +64,7 @@ class ReplayWorldModel:
         max_tokens: int | None = None,
         temperature: float | None = None,
         seed: int | None = None,
+        prefix: str | None = None,
     ) -> Prediction:
         start = time.perf_counter()
         key = tuple(action_text_of(m["content"]) for m in messages if m["role"] == "user")
