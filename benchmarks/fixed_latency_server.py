@@ -14,16 +14,29 @@ import json
 
 import uvicorn
 
-ANSWER = "<predicted_observation>\nuser@devbox:~$ ls\nREADME.md  src  tests\nuser@devbox:~$\n</predicted_observation>"
+ANSWER = (
+    "<predicted_observation>\nuser@devbox:~$ ls\nREADME.md  src  tests\nuser@devbox:~$\n"
+    "</predicted_observation>"
+)
 
 
 def make_app(delay: float):
-    body = json.dumps({
-        "id": "bench", "object": "chat.completion", "created": 0, "model": "fixed",
-        "choices": [{"index": 0, "finish_reason": "stop",
-                     "message": {"role": "assistant", "content": ANSWER}}],
-        "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
-    }).encode()
+    body = json.dumps(
+        {
+            "id": "bench",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fixed",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": ANSWER},
+                }
+            ],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120},
+        }
+    ).encode()
     models = json.dumps({"object": "list", "data": [{"id": "fixed", "object": "model"}]}).encode()
 
     async def app(scope, receive, send):
@@ -38,9 +51,16 @@ def make_app(delay: float):
             payload = body
         else:
             payload = models
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"),
-                                (b"content-length", str(len(payload)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()),
+                ],
+            }
+        )
         await send({"type": "http.response.body", "body": payload})
 
     return app
@@ -51,5 +71,6 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=8123)
     parser.add_argument("--delay", type=float, default=0.1)
     args = parser.parse_args()
-    uvicorn.run(make_app(args.delay), host="127.0.0.1", port=args.port, log_level="warning",
-                backlog=4096)
+    uvicorn.run(
+        make_app(args.delay), host="127.0.0.1", port=args.port, log_level="warning", backlog=4096
+    )

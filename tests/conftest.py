@@ -38,10 +38,23 @@ def llama_server(model_path: str, tmp_path_factory):
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "llama_cpp.server", "--model", model_path,
-             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", "4096",
-             "--model_alias", "smollm2"],
-            stdout=out, stderr=subprocess.STDOUT,
+            [
+                sys.executable,
+                "-m",
+                "llama_cpp.server",
+                "--model",
+                model_path,
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--n_ctx",
+                "4096",
+                "--model_alias",
+                "smollm2",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
         )
     base = f"http://127.0.0.1:{port}/v1"
     deadline = time.time() + 120
@@ -82,7 +95,10 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        self._send(200, json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode())
+        self._send(
+            200,
+            json.dumps({"object": "list", "data": [{"id": "fault", "object": "model"}]}).encode(),
+        )
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
@@ -92,17 +108,30 @@ class _FaultHandler(BaseHTTPRequestHandler):
         if mode == "500":
             return self._send(500, b'{"error": {"message": "internal failure"}}')
         if mode == "429":
-            return self._send(429, b'{"error": {"message": "slow down"}}', headers={"Retry-After": "0"})
+            return self._send(
+                429, b'{"error": {"message": "slow down"}}', headers={"Retry-After": "0"}
+            )
         if mode == "slow":
             time.sleep(3)
         if mode == "garbage":
             return self._send(200, b"<html>not json</html>", "text/html")
-        content = {"notags": "total 0\nuser@devbox:~$", "empty": "",
-                   "slow": "<predicted_observation>late</predicted_observation>"}.get(mode, "ok")
+        content = {
+            "notags": "total 0\nuser@devbox:~$",
+            "empty": "",
+            "slow": "<predicted_observation>late</predicted_observation>",
+        }.get(mode, "ok")
         body = {
-            "id": "x", "object": "chat.completion", "created": 0, "model": "fault",
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": content}}],
+            "id": "x",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "fault",
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": content},
+                }
+            ],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},
         }
         self._send(200, json.dumps(body).encode())

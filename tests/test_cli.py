@@ -13,8 +13,13 @@ EXAMPLES = ROOT / "examples"
 
 
 def simgym_cli(*args, stdin="", timeout=300):
-    proc = subprocess.run([sys.executable, "-m", "simgym", *map(str, args)], input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "simgym", *map(str, args)],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     assert "Traceback" not in proc.stderr, proc.stderr
     return proc
 
@@ -32,7 +37,9 @@ def test_play_terminal_with_piped_input_records_the_session(tmp_path):
     assert proc.stdout.startswith("dev@devbox:~$")
     [traj] = list(simgym.read_trajectories(out))
     assert [t.action_text for t in traj.turns] == [
-        '[{"keystrokes": "ls\\n", "duration": 1}]', '[{"keystrokes": "pwd\\n", "duration": 1}]']
+        '[{"keystrokes": "ls\\n", "duration": 1}]',
+        '[{"keystrokes": "pwd\\n", "duration": 1}]',
+    ]
     assert all(t.observation.text for t in traj.turns)
 
 
@@ -43,9 +50,19 @@ def test_play_unknown_domain_is_a_clean_error():
 
 def test_play_with_server_down_reports_and_keeps_the_trajectory(tmp_path):
     out = tmp_path / "down.jsonl"
-    proc = simgym_cli("play", "terminal", "-w", "openai", "--base-url",
-                      f"http://127.0.0.1:{free_port()}/v1", "--model", "m", "--out", out,
-                      stdin="ls\n")
+    proc = simgym_cli(
+        "play",
+        "terminal",
+        "-w",
+        "openai",
+        "--base-url",
+        f"http://127.0.0.1:{free_port()}/v1",
+        "--model",
+        "m",
+        "--out",
+        out,
+        stdin="ls\n",
+    )
     assert proc.returncode == 0
     assert "cannot reach world model" in proc.stderr
     [traj] = list(simgym.read_trajectories(out))
@@ -54,8 +71,15 @@ def test_play_with_server_down_reports_and_keeps_the_trajectory(tmp_path):
 
 def test_play_mcp_rejects_undeclared_tool_and_goes_on(tmp_path):
     out = tmp_path / "mcp.jsonl"
-    proc = simgym_cli("play", "mcp", "--max-tokens", "48", "--out", out,
-                      stdin='drop_everything {}\nget_customer {"customer_id": "C-1001"}\nanswer done\n')
+    proc = simgym_cli(
+        "play",
+        "mcp",
+        "--max-tokens",
+        "48",
+        "--out",
+        out,
+        stdin='drop_everything {}\nget_customer {"customer_id": "C-1001"}\nanswer done\n',
+    )
     assert proc.returncode == 0, proc.stderr
     assert "unknown tool 'drop_everything'" in proc.stderr
     [traj] = list(simgym.read_trajectories(out))
@@ -68,7 +92,11 @@ def test_run_action_files_and_resume(tmp_path):
     proc = simgym_cli("run", *files, "--out", out, "--max-tokens", "32", "--concurrency", "2")
     assert proc.returncode == 0, proc.stderr
     trajs = list(simgym.read_trajectories(out))
-    assert sorted(t.task.id for t in trajs) == ["jsonl-mcp-1", "jsonl-term-1", "terminal-disk-cleanup"]
+    assert sorted(t.task.id for t in trajs) == [
+        "jsonl-mcp-1",
+        "jsonl-term-1",
+        "terminal-disk-cleanup",
+    ]
     mcp = next(t for t in trajs if t.task.id == "jsonl-mcp-1")
     assert mcp.done and mcp.turns[-1].action.text == "Ana Lima, gold tier."
     again = simgym_cli("run", *files, "--out", out)
@@ -77,8 +105,16 @@ def test_run_action_files_and_resume(tmp_path):
 
     # the recorded episodes replay exactly
     replayed = tmp_path / "replayed.jsonl"
-    proc = simgym_cli("run", EXAMPLES / "terminal" / "disk_cleanup.yaml", "--out", replayed,
-                      "-w", "replay", "--replay", out)
+    proc = simgym_cli(
+        "run",
+        EXAMPLES / "terminal" / "disk_cleanup.yaml",
+        "--out",
+        replayed,
+        "-w",
+        "replay",
+        "--replay",
+        out,
+    )
     assert proc.returncode == 0, proc.stderr
     [a] = [t for t in trajs if t.task.id == "terminal-disk-cleanup"]
     [b] = list(simgym.read_trajectories(replayed))
@@ -94,7 +130,9 @@ def test_run_bad_inputs_are_clean_errors(tmp_path):
     nodomain.write_text(json.dumps({"id": "x", "actions": ["ls"]}) + "\n")
     proc = simgym_cli("run", nodomain, "--out", tmp_path / "o.jsonl")
     assert proc.returncode == 2 and "no domain" in proc.stderr
-    proc = simgym_cli("run", EXAMPLES / "tasks.jsonl", "--out", tmp_path / "o.jsonl", "-w", "replay")
+    proc = simgym_cli(
+        "run", EXAMPLES / "tasks.jsonl", "--out", tmp_path / "o.jsonl", "-w", "replay"
+    )
     assert proc.returncode == 2 and "needs --replay" in proc.stderr
     proc = simgym_cli("run", tmp_path / "missing.yaml", "--out", tmp_path / "o.jsonl")
     assert proc.returncode == 2 and "file not found" in proc.stderr

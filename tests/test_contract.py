@@ -14,13 +14,17 @@ def test_last_of_several_blocks_wins():
 
 
 def test_think_block_is_reasoning():
-    out = parse_output("<think>the file exists</think>\n<predicted_observation>ok</predicted_observation>")
+    out = parse_output(
+        "<think>the file exists</think>\n<predicted_observation>ok</predicted_observation>"
+    )
     assert out.observation == "ok"
     assert out.reasoning == "the file exists"
 
 
 def test_unclosed_think_then_observation():
-    out = parse_output("<think>hmm, let me see <predicted_observation>ls output</predicted_observation>")
+    out = parse_output(
+        "<think>hmm, let me see <predicted_observation>ls output</predicted_observation>"
+    )
     assert out.observation == "ls output"
     assert out.reasoning == "hmm, let me see"
 
@@ -39,7 +43,7 @@ def test_only_closing_think_tag():
 
 
 def test_unclosed_observation_tag_as_when_stopped_at_close_tag():
-    out = parse_output("<predicted_observation>\n{\"ok\": true}\n")
+    out = parse_output('<predicted_observation>\n{"ok": true}\n')
     assert out.observation == '{"ok": true}'
     assert out.tagged
 
@@ -56,8 +60,9 @@ def test_reasoning_content_field_is_kept():
 
 
 def test_messages_round_trip_action_text():
-    msg = contract.user_message(3, '[{"keystrokes": "ls\\n", "duration": 1}]', instruction="do it",
-                                control="make it fail")
+    msg = contract.user_message(
+        3, '[{"keystrokes": "ls\\n", "duration": 1}]', instruction="do it", control="make it fail"
+    )
     assert msg["role"] == "user"
     assert msg["content"].startswith("### Turn 3")
     assert "**Task:** do it" in msg["content"]

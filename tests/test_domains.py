@@ -27,8 +27,14 @@ def test_terminal_prompt_and_initial_screen():
     [
         ("ls -la", '[{"keystrokes": "ls -la\\n", "duration": 1}]'),
         ("C-c", '[{"keystrokes": "C-c", "duration": 1}]'),
-        ({"name": "bash", "arguments": {"command": "pwd"}}, '[{"keystrokes": "pwd\\n", "duration": 1}]'),
-        ([{"keystrokes": "sleep 30\n", "duration": 35}], '[{"keystrokes": "sleep 30\\n", "duration": 35}]'),
+        (
+            {"name": "bash", "arguments": {"command": "pwd"}},
+            '[{"keystrokes": "pwd\\n", "duration": 1}]',
+        ),
+        (
+            [{"keystrokes": "sleep 30\n", "duration": 35}],
+            '[{"keystrokes": "sleep 30\\n", "duration": 35}]',
+        ),
     ],
 )
 def test_terminal_actions_render_as_keystroke_batches(raw, rendered):
@@ -57,7 +63,10 @@ def test_terminal_screen_check():
     assert TERM.check_observation("[sudo] password for dev: ", ls, None) == []
     assert TERM.check_observation("a b c", ls, None)
     # a long wait may leave a program running without a prompt
-    assert TERM.check_observation("Downloading 45%", Action.keys("apt install x\n", duration=30), None) == []
+    assert (
+        TERM.check_observation("Downloading 45%", Action.keys("apt install x\n", duration=30), None)
+        == []
+    )
 
 
 def test_terminal_play_input():
@@ -69,9 +78,13 @@ SCENARIO = MCP.scenario(None)
 
 
 def test_mcp_default_scenario_and_tool_validation():
-    ok = MCP.coerce_action({"name": "get_customer", "arguments": {"customer_id": "C-1001"}}, SCENARIO, 1000)
+    ok = MCP.coerce_action(
+        {"name": "get_customer", "arguments": {"customer_id": "C-1001"}}, SCENARIO, 1000
+    )
     assert json.loads(MCP.render_action(ok, SCENARIO)) == {
-        "name": "get_customer", "arguments": {"customer_id": "C-1001"}}
+        "name": "get_customer",
+        "arguments": {"customer_id": "C-1001"},
+    }
     with pytest.raises(ActionError, match="unknown tool 'drop_table'.*declares search_customers"):
         MCP.coerce_action({"name": "drop_table", "arguments": {}}, SCENARIO, 1000)
     with pytest.raises(ActionError, match="'customer_id' is a required property"):
@@ -89,7 +102,13 @@ def test_mcp_scenario_schema_checks():
         MCP.scenario({"tools": [{"name": "a"}, {"name": "a"}]})
     with pytest.raises(simgym.ScenarioError):
         MCP.scenario({"tools": [{"name": "a", "parameters": {"type": "nonsense"}}]})
-    s = MCP.scenario({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})
+    s = MCP.scenario(
+        {
+            "tools": [
+                {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+            ]
+        }
+    )
     assert isinstance(s, MCPScenario) and s.tools[0].name == "f"
 
 
@@ -100,14 +119,21 @@ def test_mcp_observation_checks_by_output_format():
     env_style = SCENARIO.model_copy(update={"output_format": "mcp"})
     assert MCP.check_observation('{"content": [], "isError": false}', call, env_style) == []
     assert MCP.check_observation('{"id": 1}', call, env_style)
-    assert MCP.check_observation("anything", call, SCENARIO.model_copy(update={"output_format": "text"})) == []
+    assert (
+        MCP.check_observation(
+            "anything", call, SCENARIO.model_copy(update={"output_format": "text"})
+        )
+        == []
+    )
 
 
 def test_mcp_play_input_forms():
     assert MCP.parse_input('get_customer {"customer_id": "C-1"}', SCENARIO) == Action.tool_call(
-        "get_customer", {"customer_id": "C-1"})
+        "get_customer", {"customer_id": "C-1"}
+    )
     assert MCP.parse_input("get_customer customer_id=C-1 limit=5", SCENARIO) == Action.tool_call(
-        "get_customer", {"customer_id": "C-1", "limit": 5})
+        "get_customer", {"customer_id": "C-1", "limit": 5}
+    )
     assert MCP.parse_input("answer the email is x", SCENARIO) == Action.say("the email is x")
 
 

@@ -32,12 +32,19 @@ async def test_reset_and_step_build_the_contract_history():
     assert msgs[3]["content"].startswith("### Turn 2\n\n**Action:**")
     assert msgs[2]["content"].startswith(contract.OBSERVATION_HEADER)
     turn = env.trajectory.turns[0]
-    assert turn.reasoning == "easy" and turn.action_text == '[{"keystrokes": "ls\\n", "duration": 1}]'
+    assert (
+        turn.reasoning == "easy" and turn.action_text == '[{"keystrokes": "ls\\n", "duration": 1}]'
+    )
 
 
 async def test_scenario_fills_system_prompt():
-    env = make_env(scenario={"user": "ci", "hostname": "build01",
-                             "files": {"/home/ci/build.log": "BUILD OK\n"}})
+    env = make_env(
+        scenario={
+            "user": "ci",
+            "hostname": "build01",
+            "files": {"/home/ci/build.log": "BUILD OK\n"},
+        }
+    )
     await env.reset()
     system = env.messages[0]["content"]
     assert "build01" in system and "BUILD OK" in system and "$environment" not in system
@@ -49,7 +56,10 @@ async def test_user_system_prompt_file_overrides(tmp_path):
     path.write_text("My own terminal prompt for $prompt_example. $unknown_slot stays.")
     env = make_env(system_prompt_file=path)
     await env.reset()
-    assert env.messages[0]["content"] == "My own terminal prompt for dev@devbox:~$. $unknown_slot stays."
+    assert (
+        env.messages[0]["content"]
+        == "My own terminal prompt for dev@devbox:~$. $unknown_slot stays."
+    )
 
 
 async def test_turn_limit_truncates_and_writes(tmp_path):
@@ -103,8 +113,13 @@ async def test_world_model_failure_ends_episode_cleanly(tmp_path):
 
 
 async def test_untagged_output_falls_back_and_bad_format_is_retried():
-    outputs = iter(["", "<predicted_observation>no prompt here</predicted_observation>",
-                    "just text\ndev@devbox:~$"])
+    outputs = iter(
+        [
+            "",
+            "<predicted_observation>no prompt here</predicted_observation>",
+            "just text\ndev@devbox:~$",
+        ]
+    )
     env = make_env(lambda m: next(outputs), validation_retries=2)
     await env.reset()
     res = await env.step("ls")
@@ -187,8 +202,9 @@ def test_unknown_domain_is_a_clear_error():
 
 def test_invalid_scenario_is_a_clear_error():
     with pytest.raises(simgym.ScenarioError, match="invalid terminal scenario"):
-        simgym.make("terminal", world_model=FunctionWorldModel(echo_world),
-                    scenario={"user": "two words"})
+        simgym.make(
+            "terminal", world_model=FunctionWorldModel(echo_world), scenario={"user": "two words"}
+        )
 
 
 async def test_replay_backend_reproduces_a_recorded_episode(tmp_path):

@@ -36,5 +36,6 @@ def test_missing_model_file_is_explained(tmp_path):
 async def test_prompt_that_cannot_fit_is_an_error():
     wm = LocalWorldModel(n_ctx=256, max_tokens=16)
     with pytest.raises(WorldModelError, match="does not fit"):
-        await wm.predict([{"role": "system", "content": "word " * 600},
-                          {"role": "user", "content": "ls"}])
+        await wm.predict(
+            [{"role": "system", "content": "word " * 600}, {"role": "user", "content": "ls"}]
+        )

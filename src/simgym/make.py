@@ -14,7 +14,10 @@ from simgym.core.env import SimEnv
 from simgym.core.worldmodel import WorldModel, create_world_model
 
 _ENV_OPTIONS = frozenset(inspect.signature(SimEnv.__init__).parameters) - {
-    "self", "domain", "world_model", "scenario"
+    "self",
+    "domain",
+    "world_model",
+    "scenario",
 }
 
 

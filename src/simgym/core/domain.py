@@ -81,12 +81,16 @@ class Domain:
             return path.read_text(encoding="utf-8")
         return self.prompt_file.read_text(encoding="utf-8")
 
-    def system_prompt(self, scenario: BaseModel, *, template: str | None = None,
-                      instructions: str | None = None) -> str:
+    def system_prompt(
+        self, scenario: BaseModel, *, template: str | None = None, instructions: str | None = None
+    ) -> str:
         """Fill the template's ``$slots`` from the scenario. Unknown slots stay as written,
         so a user's own prompt file needs only the slots it wants."""
-        slots = {"domain": self.name, "control": instructions or "None.",
-                 **self.prompt_slots(scenario)}
+        slots = {
+            "domain": self.name,
+            "control": instructions or "None.",
+            **self.prompt_slots(scenario),
+        }
         # Demonstrations may use the same slots, so a small model that copies them copies
         # this world's details (its prompt, its server name) rather than another's.
         demos = string.Template(render_demonstrations(self.demonstrations)).safe_substitute(slots)

@@ -15,7 +15,7 @@ import itertools
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
@@ -32,6 +32,9 @@ from simgym.core.types import (
     new_id,
 )
 from simgym.core.worldmodel import Messages, Prediction, WorldModel
+
+if TYPE_CHECKING:
+    from simgym.core.sync import SyncEnv
 
 RewardFn = Callable[[Trajectory, Turn], float]
 
@@ -155,8 +158,9 @@ class SimEnv:
         self._finished = False
         return first
 
-    async def step(self, action: Action | dict[str, Any] | str | list, *,
-                   control: str | None = None) -> StepResult:
+    async def step(
+        self, action: Action | dict[str, Any] | str | list, *, control: str | None = None
+    ) -> StepResult:
         """Apply one action. ``control`` is a hidden instruction to the world model for
         this turn only (the agent never sees it; the trajectory records it)."""
         trajectory = self._require_episode()
@@ -168,9 +172,13 @@ class SimEnv:
 
         action_text = self.domain.render_action(parsed, self._scenario)
         if parsed.kind == "text" and self.domain.is_final(parsed):
-            turn = Turn(index=index, action=parsed, action_text=action_text,
-                        observation=Observation(text="", metadata={"final_answer": True}),
-                        in_history=False)
+            turn = Turn(
+                index=index,
+                action=parsed,
+                action_text=action_text,
+                observation=Observation(text="", metadata={"final_answer": True}),
+                in_history=False,
+            )
             return self._finish_turn(turn, parsed, None)
 
         history_turns = (len(self._messages) - 1) // 2
@@ -181,12 +189,19 @@ class SimEnv:
             control=control,
         )
         try:
-            prediction, attempts, problems = await self._predict([*self._messages, user], parsed,
-                                                                 self._last_observation())
+            prediction, attempts, problems = await self._predict(
+                [*self._messages, user], parsed, self._last_observation()
+            )
         except WorldModelError as exc:
-            turn = Turn(index=index, action=parsed, action_text=action_text, control=control,
-                        observation=_error_observation(str(exc)), error=str(exc),
-                        in_history=False)
+            turn = Turn(
+                index=index,
+                action=parsed,
+                action_text=action_text,
+                control=control,
+                observation=_error_observation(str(exc)),
+                error=str(exc),
+                in_history=False,
+            )
             return self._finish_turn(turn, parsed, "world_model")
 
         observation = Observation(text=prediction.observation)
@@ -245,7 +260,10 @@ class SimEnv:
             attempts = attempt + 1
             seed = None if self._episode_seed is None else self._episode_seed * 1000 + attempt
             prediction = await self.world_model.predict(
-                messages, max_tokens=self.max_tokens, temperature=self.temperature, seed=seed,
+                messages,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                seed=seed,
                 prefix=prefix or None,
             )
             problems = self._check(prediction, action)
@@ -291,8 +309,11 @@ class SimEnv:
             trajectory.done, trajectory.truncated = done, truncated
             self._close_episode()
         return StepResult(
-            observation=turn.observation, reward=turn.reward, done=done,
-            truncated=truncated, info=info,
+            observation=turn.observation,
+            reward=turn.reward,
+            done=done,
+            truncated=truncated,
+            info=info,
         )
 
     def _close_episode(self, error: str | None = None) -> None:

@@ -58,7 +58,9 @@ class TrajectoryWriter:
         self.close()
 
 
-def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False) -> Iterator[Trajectory]:
+def read_trajectories(
+    path: str | os.PathLike[str], *, strict: bool = False
+) -> Iterator[Trajectory]:
     """Yield the trajectories in a JSONL file. Broken lines are skipped with a warning
     (``strict=True`` raises instead)."""
     path = Path(path)
@@ -71,7 +73,8 @@ def read_trajectories(path: str | os.PathLike[str], *, strict: bool = False) -> 
             try:
                 yield Trajectory.model_validate(json.loads(line))
             except (json.JSONDecodeError, ValueError) as exc:
-                message = f"{path}:{number}: skipping unreadable trajectory line ({exc.__class__.__name__})"
+                kind = exc.__class__.__name__
+                message = f"{path}:{number}: skipping unreadable trajectory line ({kind})"
                 if strict:
                     raise SimgymError(message) from None
                 warnings.warn(message, stacklevel=2)

@@ -52,7 +52,9 @@ class MCPScenario(BaseModel):
             try:
                 jsonschema.Draft202012Validator.check_schema(tool.parameters)
             except jsonschema.SchemaError as exc:
-                raise ValueError(f"tool {tool.name!r} has an invalid schema: {exc.message}") from None
+                raise ValueError(
+                    f"tool {tool.name!r} has an invalid schema: {exc.message}"
+                ) from None
         return tools
 
     def tool(self, name: str) -> ToolSpec | None:
@@ -63,7 +65,7 @@ def _validate(action: Action, scenario: MCPScenario) -> Action:
     if action.kind == "text":
         return action  # the agent's final answer
     if action.kind != "tool_call":
-        raise ActionError("the MCP domain takes tool calls: {\"name\": ..., \"arguments\": {...}}")
+        raise ActionError('the MCP domain takes tool calls: {"name": ..., "arguments": {...}}')
     tool = scenario.tool(action.name or "")
     if tool is None:
         declared = ", ".join(t.name for t in scenario.tools)
@@ -151,22 +153,45 @@ def _default() -> dict[str, Any]:
         "server_name": "customer-records",
         "description": "Customer records of a small bank's support desk.",
         "tools": [
-            {"name": "search_customers", "description": "Find customers by name or email.",
-             "parameters": {"type": "object", "properties": {"query": {"type": "string"}},
-                            "required": ["query"]}},
-            {"name": "get_customer", "description": "Fetch one customer by id.",
-             "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}},
-                            "required": ["customer_id"]}},
-            {"name": "update_email", "description": "Change a customer's email address.",
-             "parameters": {"type": "object",
-                            "properties": {"customer_id": {"type": "string"},
-                                           "email": {"type": "string"}},
-                            "required": ["customer_id", "email"]}},
+            {
+                "name": "search_customers",
+                "description": "Find customers by name or email.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"query": {"type": "string"}},
+                    "required": ["query"],
+                },
+            },
+            {
+                "name": "get_customer",
+                "description": "Fetch one customer by id.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"customer_id": {"type": "string"}},
+                    "required": ["customer_id"],
+                },
+            },
+            {
+                "name": "update_email",
+                "description": "Change a customer's email address.",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"customer_id": {"type": "string"}, "email": {"type": "string"}},
+                    "required": ["customer_id", "email"],
+                },
+            },
         ],
-        "state": {"customers": [
-            {"id": "C-1001", "name": "Ana Lima", "email": "ana.lima@example.com", "tier": "gold"},
-            {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org", "tier": "basic"},
-        ]},
+        "state": {
+            "customers": [
+                {
+                    "id": "C-1001",
+                    "name": "Ana Lima",
+                    "email": "ana.lima@example.com",
+                    "tier": "gold",
+                },
+                {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org", "tier": "basic"},
+            ]
+        },
     }
 
 

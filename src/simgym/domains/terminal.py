@@ -13,8 +13,29 @@ from simgym.core.errors import ActionError
 from simgym.core.types import Action, KeyPress
 
 TMUX_KEYS = frozenset(
-    {"C-c", "C-d", "C-z", "C-l", "C-a", "C-e", "C-u", "C-r", "Escape", "Tab", "Enter",
-     "Up", "Down", "Left", "Right", "BSpace", "Home", "End", "PageUp", "PageDown", "q"}
+    {
+        "C-c",
+        "C-d",
+        "C-z",
+        "C-l",
+        "C-a",
+        "C-e",
+        "C-u",
+        "C-r",
+        "Escape",
+        "Tab",
+        "Enter",
+        "Up",
+        "Down",
+        "Left",
+        "Right",
+        "BSpace",
+        "Home",
+        "End",
+        "PageUp",
+        "PageDown",
+        "q",
+    }
 )
 MAX_DURATION_S = 600.0
 # Tool calls that tool-calling agents commonly use for a shell.
@@ -80,8 +101,12 @@ def _validate(action: Action, scenario: TerminalScenario) -> Action:
 def _from_tool_call(action: Action) -> Action:
     args = action.arguments
     if action.name in ("send_keys", "keystrokes") and isinstance(args.get("keystrokes"), str):
-        return _validate(Action.keys(KeyPress(keystrokes=args["keystrokes"],
-                                              duration=float(args.get("duration", 1.0)))), None)
+        return _validate(
+            Action.keys(
+                KeyPress(keystrokes=args["keystrokes"], duration=float(args.get("duration", 1.0)))
+            ),
+            None,
+        )
     if action.name in COMMAND_TOOLS and isinstance(args.get("command"), str):
         return _validate(Action.say(args["command"]), None)
     raise ActionError(
@@ -92,8 +117,10 @@ def _from_tool_call(action: Action) -> Action:
 
 def _render(action: Action, scenario: TerminalScenario) -> str:
     batches = [
-        {"keystrokes": k.keystrokes, "duration": int(k.duration) if k.duration.is_integer()
-         else k.duration}
+        {
+            "keystrokes": k.keystrokes,
+            "duration": int(k.duration) if k.duration.is_integer() else k.duration,
+        }
         for k in action.keystrokes
     ]
     return json.dumps(batches, ensure_ascii=False)
@@ -175,7 +202,10 @@ def _slots(scenario: TerminalScenario) -> dict[str, str]:
         "initial_screen": "```\n" + _initial(scenario) + "\n```",
         "prompt_example": scenario.prompt().rstrip(),
         "prompt_cd_tmp": scenario.model_copy(
-            update={"cwd": scenario.working_dir.rstrip("/") + "/tmp"}).prompt().rstrip(),
+            update={"cwd": scenario.working_dir.rstrip("/") + "/tmp"}
+        )
+        .prompt()
+        .rstrip(),
     }
 
 

@@ -33,9 +33,7 @@ class FunctionWorldModel:
         raw = self._fn(messages)
         if inspect.isawaitable(raw):
             raw = await raw
-        return Prediction.from_raw(
-            str(raw), latency_s=time.perf_counter() - start, model=self.name
-        )
+        return Prediction.from_raw(str(raw), latency_s=time.perf_counter() - start, model=self.name)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": "function", "name": self.name}

@@ -57,7 +57,9 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
             try:
                 from llama_cpp import Llama
             except ImportError:
-                raise WorldModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+                raise WorldModelError(
+                    f"llama-cpp-python is not installed; {INSTALL_HINT}"
+                ) from None
             from llama_cpp import LlamaRAMCache
 
             try:
@@ -127,8 +129,9 @@ class LocalWorldModel:
             )
         return kept
 
-    def _generate(self, messages: Messages, max_tokens: int, temperature: float, seed: int | None,
-                  prefix: str):
+    def _generate(
+        self, messages: Messages, max_tokens: int, temperature: float, seed: int | None, prefix: str
+    ):
         llm, lock = _load(self.model_path, self.n_ctx, self.n_threads)
         with lock:
             fitted = self._fit(llm, messages, max_tokens + 16)
