@@ -116,6 +116,7 @@ class _FaultHandler(BaseHTTPRequestHandler):
         if mode == "garbage":
             return self._send(200, b"<html>not json</html>", "text/html")
         content = {
+            "reasoning": "<predicted_observation>done\nuser@devbox:~$</predicted_observation>",
             "notags": "total 0\nuser@devbox:~$",
             "empty": "",
             "slow": "<predicted_observation>late</predicted_observation>",
@@ -129,7 +130,11 @@ class _FaultHandler(BaseHTTPRequestHandler):
                 {
                     "index": 0,
                     "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": content},
+                    "message": {
+                        "role": "assistant",
+                        "content": content,
+                        **({"reasoning_content": "the ls ran"} if mode == "reasoning" else {}),
+                    },
                 }
             ],
             "usage": {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5},

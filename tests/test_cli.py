@@ -143,3 +143,56 @@ def test_doctor_reports_backend_health():
     assert ok.returncode == 0 and "embedded model" in ok.stdout and "answered" in ok.stdout
     down = simgym_cli("doctor", "-w", "openai", "--base-url", f"http://127.0.0.1:{free_port()}/v1")
     assert down.returncode == 1 and "failed" in down.stdout
+
+
+def test_play_in_a_real_terminal(tmp_path):
+    """A person at a terminal: the screen ends at the prompt and the typed line is not
+    echoed twice."""
+    import os
+    import pty
+    import select
+    import time
+
+    out = tmp_path / "tty.jsonl"
+    pid, fd = pty.fork()
+    if pid == 0:  # the child becomes simgym, attached to the pseudo-terminal
+        os.execv(
+            sys.executable,
+            [
+                sys.executable,
+                "-m",
+                "simgym",
+                "play",
+                "terminal",
+                "--max-tokens",
+                "32",
+                "--out",
+                str(out),
+            ],
+        )
+    screen = b""
+
+    def read_until(pattern: bytes, timeout: float, start: int = 0) -> None:
+        nonlocal screen
+        deadline = time.time() + timeout
+        while pattern not in screen[start:] and time.time() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    screen += os.read(fd, 4096)
+                except OSError:
+                    break
+
+    read_until(b"dev@devbox:~$", 60)
+    assert b"dev@devbox:~$" in screen
+    os.write(fd, b"ls\n")
+    before = len(screen)
+    read_until(b"$", 120, start=before + 3)  # past the echo of what was typed
+    os.write(fd, b":quit\n")
+    read_until(b"trajectory appended", 60)
+    _, status = os.waitpid(pid, 0)
+    os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert b"$" in screen[before + 3 :]
+    [traj] = list(simgym.read_trajectories(out))
+    assert len(traj.turns) == 1 and traj.turns[0].observation.text

@@ -54,6 +54,7 @@ async def test_real_server_drives_a_terminal_episode(llama_server, tmp_path):
     assert all(t.usage.completion_tokens > 0 for t in saved.turns)
     # the second request repeated the first one as its prefix
     assert saved.turns[1].usage.prompt_tokens > saved.turns[0].usage.prompt_tokens
+    await env.world_model.aclose()
 
 
 async def test_concurrency_limit_bounds_requests_in_flight(llama_server):
@@ -70,6 +71,7 @@ async def test_concurrency_limit_bounds_requests_in_flight(llama_server):
     watcher = asyncio.create_task(watch())
     await asyncio.gather(*(wm.predict(MSGS) for _ in range(5)))
     watcher.cancel()
+    await wm.aclose()
     assert peak == 2
 
 
@@ -118,6 +120,7 @@ async def test_text_without_tags_falls_back_to_plain_text(fault_server):
     res = await env.step("ls")
     assert res.observation.text == "total 0\nuser@devbox:~$"
     assert env.trajectory.turns[-1].raw == "total 0\nuser@devbox:~$"
+    await env.world_model.aclose()
 
 
 async def test_failures_inside_an_episode_are_recorded(fault_server, tmp_path):
@@ -136,8 +139,30 @@ async def test_failures_inside_an_episode_are_recorded(fault_server, tmp_path):
     assert res.truncated and "HTTP 500" in res.observation.text
     saved = next(simgym.read_trajectories(tmp_path / "t.jsonl"))
     assert "HTTP 500" in saved.error
+    await env.world_model.aclose()
 
 
 def test_missing_base_url_is_explained():
     with pytest.raises(WorldModelError, match="needs a server"):
         OpenAIWorldModel()
+
+
+async def test_reasoning_content_field_is_recorded(fault_server):
+    base, _ = fault_server
+    wm = OpenAIWorldModel(base_url=f"{base}/reasoning/v1", model="m")
+    pred = await wm.predict(MSGS)
+    assert pred.reasoning == "the ls ran"
+    assert pred.observation == "done\nuser@devbox:~$" and pred.tagged
+    await wm.aclose()
+
+
+def test_sync_env_shares_one_client_across_steps(llama_server):
+    wm = OpenAIWorldModel(base_url=llama_server, model="smollm2", max_tokens=16)
+    env = simgym.make("terminal", world_model=wm, validation_retries=0).sync()
+    env.reset()
+    env.step("ls")
+    env.step("pwd")
+    assert len(wm._per_loop) == 1  # one loop, one client: connections are reused
+    assert [t.observation.kind for t in env.trajectory.turns] == ["observation"] * 2
+    env.close()
+    simgym.run_sync(wm.aclose())

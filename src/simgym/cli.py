@@ -232,10 +232,11 @@ def play(
     `tool key=value`, or `answer <text>` to finish. `:quit` or end of input stops.
     """
     domain_obj = simgym.get_domain(domain)
+    backend = wm.build()
     writer = simgym.TrajectoryWriter(out) if out else None
     env = simgym.SimEnv(
         domain_obj,
-        wm.build(),
+        backend,
         _load_scenario(scenario),
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
@@ -279,6 +280,7 @@ def play(
                 break
     finally:
         env.close()
+        simgym.run_sync(backend.aclose())
         if writer:
             writer.close()
             errors.print(f"[dim]trajectory appended to {out}[/]")

@@ -132,10 +132,17 @@ class OpenAIWorldModel:
                 response = await client.post(
                     "/chat/completions", body=params, cast_to=ChatCompletion
                 )
-            except openai.APITimeoutError:
+            except openai.APITimeoutError as exc:
+                # The aiohttp transport reports a refused connection as a timeout too;
+                # only a call that really waited out its timeout is called one.
+                waited = time.perf_counter() - start
+                if waited >= self.timeout * 0.9:
+                    raise WorldModelError(
+                        f"world model at {self.base_url} timed out after {self.timeout:g}s "
+                        f"({self.max_retries} retries)"
+                    ) from None
                 raise WorldModelError(
-                    f"world model at {self.base_url} timed out after {self.timeout:g}s "
-                    f"({self.max_retries} retries)"
+                    f"cannot reach world model at {self.base_url}: {_root_cause(exc)}"
                 ) from None
             except openai.APIConnectionError as exc:
                 raise WorldModelError(
@@ -195,6 +202,12 @@ def _http_client(timeout: float) -> Any:
         return openai.DefaultAioHttpClient(timeout=timeout)
     except RuntimeError:  # the openai[aiohttp] extra is missing
         return None
+
+
+def _root_cause(exc: BaseException) -> str:
+    while exc.__cause__ is not None or exc.__context__ is not None:
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return str(exc) or type(exc).__name__
 
 
 def _short(text: str, limit: int = 300) -> str:
