@@ -238,3 +238,19 @@ async def test_many_concurrent_episodes_share_one_backend():
 
     trajs = await asyncio.gather(*(episode(i) for i in range(200)))
     assert all(f"out:echo {i}-2" in t.turns[-1].observation.text for i, t in enumerate(trajs))
+
+
+async def test_scenario_can_ask_for_invalid_actions_to_be_simulated():
+    seen = []
+
+    def world(messages):
+        seen.append(messages[-1]["content"])
+        return '<predicted_observation>{"error": {"code": -32602, "message": "Unknown tool: nuke"}}</predicted_observation>'
+
+    scenario = {**simgym.get_domain("mcp").default_scenario(), "simulate_invalid_actions": True}
+    env = simgym.make("mcp", world_model=FunctionWorldModel(world), scenario=scenario)
+    await env.reset()
+    res = await env.step({"name": "nuke", "arguments": {}})
+    assert res.observation.kind == "observation" and "Unknown tool" in res.observation.text
+    assert '"name": "nuke"' in seen[0]
+    assert env.trajectory.turns[0].action is None and env.trajectory.turns[0].in_history

@@ -6,7 +6,14 @@ obs = env.sync().reset("Find the largest file in the home directory")
 """
 
 from simgym.core.contract import parse_output
-from simgym.core.domain import Domain, domain_names, get_domain, register_domain
+from simgym.core.domain import (
+    Demonstration,
+    Domain,
+    ScenarioBase,
+    domain_names,
+    get_domain,
+    register_domain,
+)
 from simgym.core.env import SimEnv
 from simgym.core.errors import (
     ActionError,
@@ -43,6 +50,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Action",
     "ActionError",
+    "Demonstration",
     "Domain",
     "EpisodeStateError",
     "FunctionWorldModel",
@@ -52,6 +60,7 @@ __all__ = [
     "OpenAIWorldModel",
     "Prediction",
     "ReplayWorldModel",
+    "ScenarioBase",
     "ScenarioError",
     "SimEnv",
     "SimgymError",

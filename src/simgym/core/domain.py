@@ -13,10 +13,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
 from simgym.core.types import Action
+
+
+class ScenarioBase(BaseModel):
+    """Fields every domain's scenario has."""
+
+    notes: str = Field("", description="anything else true of this world (hidden state)")
+    simulate_invalid_actions: bool = Field(
+        False,
+        description="send actions that fail validation to the world model as typed, so it "
+        "simulates the environment's own error, instead of rejecting them",
+    )
 
 
 @dataclass(frozen=True)

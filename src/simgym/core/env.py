@@ -12,6 +12,7 @@ reset) and bad configuration (unknown domain, invalid scenario) raise.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -168,10 +169,19 @@ class SimEnv:
         try:
             parsed = self.domain.coerce_action(action, self._scenario, self.max_action_chars)
         except ActionError as exc:
-            return self._finish_turn(_rejected_turn(index, action, str(exc)), None, "action")
+            if not getattr(self._scenario, "simulate_invalid_actions", False):
+                return self._finish_turn(_rejected_turn(index, action, str(exc)), None, "action")
+            parsed, action_text = None, _raw_text(action)
+        else:
+            action_text = self.domain.render_action(parsed, self._scenario)
+        return await self._simulate(index, parsed, action_text, control)
 
-        action_text = self.domain.render_action(parsed, self._scenario)
-        if parsed.kind == "text" and self.domain.is_final(parsed):
+    async def _simulate(
+        self, index: int, parsed: Action | None, action_text: str, control: str | None
+    ) -> StepResult:
+        trajectory = self._trajectory
+        assert trajectory is not None
+        if parsed is not None and parsed.kind == "text" and self.domain.is_final(parsed):
             turn = Turn(
                 index=index,
                 action=parsed,
@@ -250,9 +260,13 @@ class SimEnv:
         return first.text if first else ""
 
     async def _predict(
-        self, messages: Messages, action: Action, last_observation: str
+        self, messages: Messages, action: Action | None, last_observation: str
     ) -> tuple[Prediction, int, list[str]]:
-        prefix = self.domain.observation_prefix(action, self._scenario, last_observation)
+        prefix = (
+            self.domain.observation_prefix(action, self._scenario, last_observation)
+            if action is not None
+            else ""
+        )
         prediction: Prediction | None = None
         problems: list[str] = []
         attempts = 0
@@ -274,11 +288,13 @@ class SimEnv:
             raise WorldModelError(f"world model returned no observation in {attempts} attempt(s)")
         return prediction, attempts, problems
 
-    def _check(self, prediction: Prediction, action: Action) -> list[str]:
+    def _check(self, prediction: Prediction, action: Action | None) -> list[str]:
         text = prediction.observation
         if not text.strip():
             return ["empty observation"]
-        problems = list(self.domain.check_observation(text, action, self._scenario))
+        problems = []
+        if action is not None:  # an invalid action's output has no format to check
+            problems = list(self.domain.check_observation(text, action, self._scenario))
         if any(marker in text for marker in _RUNAWAY_MARKERS):
             problems.append("the world model wrote further conversation turns")
         return problems
@@ -347,8 +363,20 @@ def _error_observation(message: str) -> Observation:
     return Observation(text=f"[simgym error] {message}", kind="error", error=message)
 
 
+def _raw_text(raw: Any) -> str:
+    """An action that failed validation, as text for the world model or the record."""
+    if isinstance(raw, str):
+        return raw
+    if isinstance(raw, Action):
+        return raw.model_dump_json(exclude_defaults=True)
+    try:
+        return json.dumps(raw, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(raw)
+
+
 def _rejected_turn(index: int, raw: Any, message: str) -> Turn:
-    preview = raw if isinstance(raw, str) else repr(raw)
+    preview = _raw_text(raw)
     return Turn(
         index=index,
         action=raw if isinstance(raw, Action) else None,

@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
-from simgym.core.domain import Demonstration, Domain, dump_json, register_domain
+from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
 from simgym.core.types import Action, ToolSpec
 
@@ -23,7 +23,7 @@ OUTPUT_FORMATS = {
 }
 
 
-class MCPScenario(BaseModel):
+class MCPScenario(ScenarioBase):
     """An MCP server: its name, declared tools and the records behind them."""
 
     server_name: str = "records"
@@ -31,7 +31,6 @@ class MCPScenario(BaseModel):
     tools: list[ToolSpec]
     state: dict[str, Any] = Field(default_factory=dict, description="the server's data")
     output_format: Literal["json", "text", "mcp"] = "json"
-    notes: str = ""
 
     @field_validator("tools", mode="before")
     @classmethod

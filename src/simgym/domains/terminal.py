@@ -6,9 +6,9 @@ import json
 import re
 from pathlib import Path
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import Field, field_validator
 
-from simgym.core.domain import Demonstration, Domain, dump_json, register_domain
+from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
 from simgym.core.types import Action, KeyPress
 
@@ -42,7 +42,7 @@ MAX_DURATION_S = 600.0
 COMMAND_TOOLS = ("bash", "shell", "run", "run_command", "execute")
 
 
-class TerminalScenario(BaseModel):
+class TerminalScenario(ScenarioBase):
     """The machine behind the terminal: who is logged in where, and what is on it."""
 
     user: str = "user"
@@ -57,7 +57,6 @@ class TerminalScenario(BaseModel):
     programs: list[str] = Field(default_factory=list, description="installed programs")
     services: list[str] = Field(default_factory=list, description="running services")
     env: dict[str, str] = Field(default_factory=dict, description="environment variables")
-    notes: str = Field("", description="anything else true of this machine")
 
     @field_validator("user", "hostname")
     @classmethod
