@@ -130,7 +130,7 @@ class SimEnv:
 
         An unfinished earlier episode is closed as truncated and written, not dropped.
         """
-        self._close_episode(error="reset before the episode ended")
+        self._close_episode(truncate=True, error="reset before the episode ended")
         task = _as_task(task, self.domain.name)
         if scenario is not None:
             self._scenario = self.domain.scenario(scenario)
@@ -232,9 +232,13 @@ class SimEnv:
         )
         return self._finish_turn(turn, parsed, None)
 
-    async def close(self) -> None:
-        """Write an unfinished episode (as truncated). The shared world model stays open."""
-        self._close_episode(error="environment closed before the episode ended")
+    async def close(
+        self, reason: str | None = "environment closed before the episode ended"
+    ) -> None:
+        """Write an unfinished episode as truncated, with ``reason`` as its error (``None``
+        when stopping early is expected, as when a script runs out of actions). The shared
+        world model stays open."""
+        self._close_episode(truncate=True, error=reason)
 
     def sync(self) -> SyncEnv:
         """A blocking view of this environment (one background event loop for all)."""
@@ -332,11 +336,11 @@ class SimEnv:
             info=info,
         )
 
-    def _close_episode(self, error: str | None = None) -> None:
+    def _close_episode(self, *, truncate: bool = False, error: str | None = None) -> None:
         trajectory = self._trajectory
         if trajectory is None or self._finished:
             return
-        if error is not None:
+        if truncate:
             trajectory.truncated = True
             trajectory.error = trajectory.error or error
         trajectory.finished_at = time.time()

@@ -96,7 +96,7 @@ async def run_episode(env: SimEnv, spec: EpisodeSpec) -> Trajectory:
         result = await env.step(action)
         if result.done or result.truncated:
             break
-    await env.close()  # an episode whose script ran out is written as truncated
+    await env.close(reason=None)  # a script that ran out: truncated, but not an error
     assert env.trajectory is not None
     return env.trajectory
 
