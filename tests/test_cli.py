@@ -196,3 +196,21 @@ def test_play_in_a_real_terminal(tmp_path):
     assert b"$" in screen[before + 3 :]
     [traj] = list(simgym.read_trajectories(out))
     assert len(traj.turns) == 1 and traj.turns[0].observation.text
+
+
+def test_mcp_import_from_a_real_server_then_play(tmp_path):
+    scenario = tmp_path / "records.yaml"
+    server = f"{sys.executable} -m simgym.real.mcp_servers.records --db {tmp_path / 'r.db'}"
+    proc = simgym_cli("mcp", "import", "--command", server, "--out", scenario)
+    assert proc.returncode == 0, proc.stderr
+    assert "get_customer" in scenario.read_text()
+    out = tmp_path / "play.jsonl"
+    # a call that breaks the imported schema is rejected before any world model runs
+    proc = simgym_cli(
+        "play", "mcp", "--scenario", scenario, "--max-tokens", "16", "--out", out,
+        stdin="get_customer customer_id=1001\n:quit\n",
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "1001 is not of type 'string'" in proc.stderr
+    none = simgym_cli("mcp", "import", "--out", scenario)
+    assert none.returncode == 2 and "exactly one of" in none.stderr

@@ -1,0 +1,1 @@
+"""Real environments that produce ground truth for the simulated ones."""

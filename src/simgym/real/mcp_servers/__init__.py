@@ -1,0 +1,1 @@
+"""Real MCP servers built with the official ``mcp`` SDK (install ``simgym[mcp]``)."""

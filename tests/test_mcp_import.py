@@ -1,0 +1,261 @@
+"""The real records MCP server, and importing real servers as simulated mcp scenarios."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK 2.x (simgym[mcp])")
+
+from mcp import Client  # noqa: E402
+from mcp.server import Server  # noqa: E402
+from mcp.types import ListToolsResult, Tool  # noqa: E402
+
+import simgym  # noqa: E402
+from conftest import free_port  # noqa: E402
+from simgym.domains.mcp_import import (  # noqa: E402
+    fetch_server_tools,
+    scenario_from_server,
+    scenario_from_server_sync,
+)
+from simgym.real.mcp_servers.records import RecordsStore, build_server, seed_rows  # noqa: E402
+
+MCP = simgym.get_domain("mcp")
+RECORDS = [sys.executable, "-m", "simgym.real.mcp_servers.records"]
+TOOL_NAMES = [
+    "search_customers",
+    "get_customer",
+    "update_email",
+    "list_accounts",
+    "list_tickets",
+    "create_ticket",
+]
+
+
+@pytest.fixture(scope="module")
+def http_url(tmp_path_factory):
+    """The records server over streamable HTTP on a free loopback port."""
+    work = tmp_path_factory.mktemp("records-http")
+    port = free_port()
+    log = open(work / "server.log", "w")  # closed after the server stops
+    proc = subprocess.Popen(
+        [*RECORDS, "--db", str(work / "records.db"), "--http", "--port", str(port)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.time() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            break
+        except OSError:
+            if proc.poll() is not None or time.time() > deadline:
+                proc.kill()
+                log.close()
+                raise RuntimeError(
+                    "records server did not start:\n" + (work / "server.log").read_text()
+                ) from None
+            time.sleep(0.1)
+    yield f"http://127.0.0.1:{port}/mcp"
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+async def declared(tmp_path_factory):
+    """The tools the records server declares, read from the server object itself."""
+    server = build_server(tmp_path_factory.mktemp("records-decl") / "records.db")
+    return {tool.name: tool for tool in await server.list_tools()}
+
+
+def _assert_mirrors_records(scenario: dict, declared: dict) -> None:
+    assert scenario["server_name"] == "customer-records"
+    assert "small bank" in scenario["description"] and "search_customers" in scenario["description"]
+    assert [t["name"] for t in scenario["tools"]] == TOOL_NAMES == list(declared)
+    for tool in scenario["tools"]:
+        assert tool["parameters"] == declared[tool["name"]].input_schema
+        assert tool["description"] == declared[tool["name"]].description
+    assert scenario["output_format"] == "mcp" and scenario["state"] == {}
+    parsed = MCP.scenario(scenario)
+    assert parsed.tool("update_email").parameters["required"] == ["customer_id", "email"]
+
+
+# --- the records server ---------------------------------------------------------------------
+
+
+def test_records_seed_is_deterministic_and_kept(tmp_path):
+    first = RecordsStore(tmp_path / "a.db").snapshot()
+    assert first == RecordsStore(tmp_path / "b.db").snapshot()
+    assert first != RecordsStore(tmp_path / "c.db", seed=99).snapshot()
+    assert len(first["customers"]) == 12 and first["accounts"] and first["tickets"]
+    # the first customers are the ones the simulated mcp domain's default scenario shows
+    ana = first["customers"][0]
+    assert (ana["id"], ana["name"], ana["email"]) == ("C-1001", "Ana Lima", "ana.lima@example.com")
+    store = RecordsStore(tmp_path / "a.db")
+    store.update_email("C-1001", "ana@example.net")
+    reopened = RecordsStore(tmp_path / "a.db").get_customer("C-1001")
+    assert reopened.email == "ana@example.net"  # an existing file is never reseeded
+
+
+async def test_real_server_through_sdk_client(http_url):
+    async with Client(http_url) as client:
+        result = await client.call_tool("get_customer", {"customer_id": "C-1002"})
+        assert not result.is_error
+        assert result.structured_content["email"] == "ben@example.org"
+        assert json.loads(result.content[0].text) == result.structured_content
+
+        accounts = await client.call_tool("list_accounts", {"customer_id": "C-1001"})
+        seeded = [row for row in seed_rows()["accounts"] if row[1] == "C-1001"]
+        got = accounts.structured_content["accounts"]
+        assert [(a["id"], round(a["balance"] * 100)) for a in got] == [(r[0], r[3]) for r in seeded]
+
+        found = await client.call_tool("search_customers", {"query": "OKAFOR"})
+        assert [c["id"] for c in found.structured_content["customers"]] == ["C-1002"]
+
+        changed = await client.call_tool(
+            "update_email", {"customer_id": "C-1002", "email": "Ben.Okafor@Example.net"}
+        )
+        assert (
+            not changed.is_error and changed.structured_content["email"] == "ben.okafor@example.net"
+        )
+        again = await client.call_tool("get_customer", {"customer_id": "C-1002"})
+        assert again.structured_content["email"] == "ben.okafor@example.net"
+
+        ticket = await client.call_tool(
+            "create_ticket", {"customer_id": "C-1002", "subject": "Card lost", "priority": "high"}
+        )
+        open_ = await client.call_tool("list_tickets", {"customer_id": "C-1002", "status": "open"})
+        assert ticket.structured_content["id"] in [
+            t["id"] for t in open_.structured_content["tickets"]
+        ]
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments", "message"),
+    [
+        ("get_customer", {"customer_id": "C-9999"}, "customer C-9999 not found"),
+        ("update_email", {"customer_id": "C-1003", "email": "nope"}, "invalid email address"),
+        (
+            "update_email",
+            {"customer_id": "C-1003", "email": "ana.lima@example.com"},
+            "already used",
+        ),
+        ("create_ticket", {"customer_id": "C-1003", "subject": "  "}, "at least 3 characters"),
+        ("get_customer", {"customer_id": 1003}, "customer_id"),
+    ],
+)
+async def test_real_server_reports_tool_errors(http_url, name, arguments, message):
+    async with Client(http_url) as client:
+        result = await client.call_tool(name, arguments)
+    assert result.is_error and message in result.content[0].text
+
+
+# --- importing a real server as a scenario -------------------------------------------------------
+
+
+async def test_import_over_stdio(tmp_path, declared):
+    scenario = await scenario_from_server([*RECORDS, "--db", str(tmp_path / "r.db")])
+    _assert_mirrors_records(scenario, declared)
+
+
+async def test_import_over_http(http_url, declared):
+    listing = await fetch_server_tools(url=http_url)
+    assert listing.version == "1.0.0" and listing.protocol_version
+    assert listing.tools[0]["annotations"]["readOnlyHint"] is True  # wire form kept
+    _assert_mirrors_records(await scenario_from_server(url=http_url, timeout=10), declared)
+
+
+async def test_imported_scenario_drives_a_simulated_episode(http_url):
+    scenario = await scenario_from_server(url=http_url)
+    async with Client(http_url) as client:  # a real answer, as the world model should imitate it
+        real = await client.call_tool("get_customer", {"customer_id": "C-1001"})
+    real_text = json.dumps(real.model_dump(mode="json", by_alias=True, exclude_none=True))
+    call = simgym.Action.tool_call("get_customer", {"customer_id": "C-1001"})
+    assert MCP.check_observation(real_text, call, MCP.scenario(scenario)) == []
+
+    env = simgym.make(
+        "mcp",
+        world_model=simgym.FunctionWorldModel(
+            lambda messages: f"<predicted_observation>{real_text}</predicted_observation>"
+        ),
+        scenario=scenario,
+    )
+    first = await env.reset("What is Ana Lima's email address?")
+    assert "customer-records" in first.text and "update_email" in first.text
+    assert '"pattern"' in env.messages[0]["content"]  # the real schemas reach the world model
+
+    ok = await env.step({"name": "get_customer", "arguments": {"customer_id": "C-1001"}})
+    assert ok.observation.kind != "error" and json.loads(ok.observation.text)["isError"] is False
+    undeclared = await env.step({"name": "delete_customer", "arguments": {"customer_id": "C-1001"}})
+    assert undeclared.observation.kind == "error" and "unknown tool" in undeclared.observation.text
+    wrong_type = await env.step({"name": "get_customer", "arguments": {"customer_id": 1001}})
+    assert wrong_type.observation.kind == "error"
+    assert "invalid arguments" in wrong_type.observation.text
+    assert "1001 is not of type 'string'" in wrong_type.observation.text
+    bad_id = await env.step({"name": "get_customer", "arguments": {"customer_id": "ana"}})
+    assert bad_id.observation.kind == "error"  # the server's id pattern is enforced too
+    await env.close()
+
+
+async def test_import_follows_tools_list_pagination():
+    tools = [
+        Tool(name=f"tool_{n}", description=f"Tool {n}.", input_schema={"type": "object"})
+        for n in range(5)
+    ]
+
+    async def list_tools(ctx, params):
+        start = int(params.cursor) if params and params.cursor else 0
+        following = str(start + 2) if start + 2 < len(tools) else None
+        return ListToolsResult(tools=tools[start : start + 2], next_cursor=following)
+
+    server = Server("paged", instructions="Five tools, two a page.", on_list_tools=list_tools)
+    scenario = await scenario_from_server(server=server)
+    assert [t["name"] for t in scenario["tools"]] == [t.name for t in tools]
+    assert (
+        scenario["server_name"] == "paged" and scenario["description"] == "Five tools, two a page."
+    )
+
+
+# --- failures give one clear SimgymError -----------------------------------------------------
+
+
+def test_missing_command_is_reported():
+    with pytest.raises(simgym.SimgymError, match="command not found: 'no-such-mcp-server'"):
+        scenario_from_server_sync(["no-such-mcp-server", "--db", "x.db"])
+
+
+async def test_crashing_server_is_reported_with_its_stderr():
+    crash = "import sys; sys.stderr.write('fatal: no database configured\\n'); sys.exit(3)"
+    with pytest.raises(simgym.SimgymError, match="did it crash") as info:
+        await scenario_from_server([sys.executable, "-c", crash])
+    assert "fatal: no database configured" in str(info.value)
+
+
+async def test_silent_server_times_out():
+    hang = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with pytest.raises(simgym.SimgymError, match="timed out after 1 s"):
+        await scenario_from_server(hang, timeout=1)
+
+
+async def test_unreachable_url_is_reported():
+    url = f"http://127.0.0.1:{free_port()}/mcp"
+    with pytest.raises(simgym.SimgymError, match="could not reach the MCP server at"):
+        await scenario_from_server(url=url, timeout=10)
+
+
+async def test_bad_targets_are_reported(http_url):
+    with pytest.raises(simgym.SimgymError, match="exactly one of"):
+        await scenario_from_server(["x"], url=http_url)
+    with pytest.raises(simgym.SimgymError, match="not an http"):
+        await scenario_from_server(url="ftp://127.0.0.1/mcp")
+    with pytest.raises(simgym.SimgymError, match="check the endpoint path"):
+        await scenario_from_server(url=http_url.replace("/mcp", "/nope"), timeout=10)
