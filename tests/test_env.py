@@ -141,6 +141,8 @@ async def test_empty_output_every_time_is_an_error():
     await env.reset()
     res = await env.step("ls")
     assert res.observation.kind == "error" and "no observation" in res.info["error"]
+    assert res.info["error_type"] == "empty_output" and not res.truncated  # the episode goes on
+    assert env.trajectory.error is None and not env.trajectory.turns[-1].in_history
 
 
 async def test_reset_mid_episode_writes_the_unfinished_one(tmp_path):

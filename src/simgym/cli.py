@@ -372,16 +372,58 @@ def run(
             rate = progress.tasks[0].completed / max(time.perf_counter() - start, 1e-9)
             progress.update(bar, advance=1, rate=f"{rate:.2f} ep/s", errors=stats["errors"])
 
-        async def main() -> None:
+        async def main() -> list[simgym.Trajectory]:
             try:
-                await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
+                return await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
             finally:
                 await backend.aclose()
 
-        asyncio.run(main())
+        finished: list[simgym.Trajectory] = asyncio.run(main())
+    errors.print(_summary(finished))
     errors.print(
         f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} errors) to {out}"
     )
+
+
+def _summary(trajectories: list[simgym.Trajectory]) -> Table:
+    """Per-domain totals of a run: how episodes ended and what went wrong."""
+    table = Table(
+        "domain",
+        "episodes",
+        "done",
+        "truncated",
+        "turns",
+        "rejected actions",
+        "world-model errors",
+        "format problems",
+        "tokens",
+        "mean latency s",
+    )
+    for domain in sorted({t.domain for t in trajectories}):
+        group = [t for t in trajectories if t.domain == domain]
+        turns = [turn for t in group for turn in t.turns]
+        simulated = [turn for turn in turns if turn.in_history]
+        table.add_row(
+            domain,
+            str(len(group)),
+            str(sum(t.done for t in group)),
+            str(sum(t.truncated for t in group)),
+            str(len(turns)),
+            str(
+                sum(
+                    1
+                    for turn in turns
+                    if turn.observation.kind == "error"
+                    and turn.action is None
+                    and not turn.in_history
+                )
+            ),
+            str(sum(1 for turn in turns if turn.error_type in ("world_model", "empty_output"))),
+            str(sum(1 for turn in turns if turn.format_problems)),
+            str(sum(turn.usage.total_tokens for turn in turns)),
+            f"{sum(x.latency_s for x in simulated) / max(len(simulated), 1):.2f}",
+        )
+    return table
 
 
 @app.command()

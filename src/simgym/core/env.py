@@ -212,7 +212,10 @@ class SimEnv:
                 error=str(exc),
                 in_history=False,
             )
-            return self._finish_turn(turn, parsed, "world_model")
+            # A model that answered, but with nothing usable, may do better next turn; a
+            # model that cannot be reached ends the episode.
+            kind = "empty_output" if isinstance(exc, _NoObservation) else "world_model"
+            return self._finish_turn(turn, parsed, kind)
 
         observation = Observation(text=prediction.observation)
         self._messages.append(user)
@@ -289,7 +292,7 @@ class SimEnv:
                 break
         assert prediction is not None
         if not prediction.observation.strip():
-            raise WorldModelError(f"world model returned no observation in {attempts} attempt(s)")
+            raise _NoObservation(f"world model returned no observation in {attempts} attempt(s)")
         return prediction, attempts, problems
 
     def _check(self, prediction: Prediction, action: Action | None) -> list[str]:
@@ -306,6 +309,7 @@ class SimEnv:
     def _finish_turn(self, turn: Turn, action: Action | None, error_type: str | None) -> StepResult:
         trajectory = self._trajectory
         assert trajectory is not None
+        turn.error_type = error_type  # type: ignore[assignment]
         trajectory.turns.append(turn)
         if self.reward_fn is not None:
             turn.reward = float(self.reward_fn(trajectory, turn))
@@ -349,6 +353,10 @@ class SimEnv:
         self._finished = True
         if self.writer is not None:
             self.writer.write(trajectory)
+
+
+class _NoObservation(WorldModelError):
+    """The world model answered, but every attempt was empty after parsing."""
 
 
 def _as_task(task: Task | str | dict[str, Any] | None, domain: str) -> Task:

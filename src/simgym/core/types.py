@@ -237,6 +237,9 @@ class Turn(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     attempts: int = 0
     error: str | None = None
+    # action: rejected before the world model; world_model: the model failed (the episode
+    # ends); empty_output: the model answered nothing usable (the episode goes on)
+    error_type: Literal["action", "world_model", "empty_output"] | None = None
     format_problems: list[str] = Field(default_factory=list)
     control: str | None = None
     in_history: bool = True  # False when the world model never saw this turn

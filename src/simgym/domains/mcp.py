@@ -102,6 +102,13 @@ def _check(text: str, action: Action, scenario: MCPScenario) -> list[str]:
     return []
 
 
+def _prefix(action: Action, scenario: MCPScenario, last_observation: str) -> str:
+    """How a JSON result must begin, so a small model starts on the right foot."""
+    if scenario.output_format == "mcp":
+        return '{"content": [{"type": "text", "text": "'
+    return "{" if scenario.output_format == "json" else ""
+
+
 def _parse_input(line: str, scenario: MCPScenario) -> Action:
     """``tool_name {"json": "args"}``, a full JSON call, or ``answer <text>``."""
     stripped = line.strip()
@@ -220,6 +227,7 @@ MCP = register_domain(
         parse_input=_parse_input,
         prompt_slots=_slots,
         is_final=lambda action: action.kind == "text",
+        observation_prefix=_prefix,
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint='{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}',
