@@ -207,7 +207,14 @@ def test_mcp_import_from_a_real_server_then_play(tmp_path):
     out = tmp_path / "play.jsonl"
     # a call that breaks the imported schema is rejected before any world model runs
     proc = simgym_cli(
-        "play", "mcp", "--scenario", scenario, "--max-tokens", "16", "--out", out,
+        "play",
+        "mcp",
+        "--scenario",
+        scenario,
+        "--max-tokens",
+        "16",
+        "--out",
+        out,
         stdin="get_customer customer_id=1001\n:quit\n",
     )
     assert proc.returncode == 0, proc.stderr
