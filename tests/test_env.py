@@ -256,3 +256,24 @@ async def test_scenario_can_ask_for_invalid_actions_to_be_simulated():
     assert res.observation.kind == "observation" and "Unknown tool" in res.observation.text
     assert '"name": "nuke"' in seen[0]
     assert env.trajectory.turns[0].action is None and env.trajectory.turns[0].in_history
+
+
+async def test_real_executor_hooks_wrap_each_episode():
+    events = []
+
+    class Executor(FunctionWorldModel):
+        async def start_episode(self, scenario, task):
+            events.append(("start", task.id, scenario.hostname))
+            return "real-screen$ "
+
+        async def end_episode(self):
+            events.append(("end",))
+
+    env = simgym.make("terminal", world_model=Executor(echo_world), max_turns=1)
+    first = await env.reset(Task(id="a"))
+    assert first.text == "real-screen$ "
+    res = await env.step("ls")  # the turn limit ends the episode: the world is torn down
+    assert res.truncated and events == [("start", "a", "devbox"), ("end",)]
+    await env.reset(Task(id="b"))
+    await env.close()
+    assert events[-2:] == [("start", "b", "devbox"), ("end",)]

@@ -102,6 +102,7 @@ class SimEnv:
         self._messages: Messages = []
         self._episode_seed: int | None = None
         self._finished = True
+        self._started = False  # the world model's start_episode hook ran and needs ending
 
     # -- public API -----------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class SimEnv:
         An unfinished earlier episode is closed as truncated and written, not dropped.
         """
         self._close_episode(truncate=True, error="reset before the episode ended")
+        await self._release()
         task = _as_task(task, self.domain.name)
         if scenario is not None:
             self._scenario = self.domain.scenario(scenario)
@@ -146,7 +148,13 @@ class SimEnv:
             self._scenario, template=self._template, instructions=self.instructions
         )
         self._messages = [{"role": "system", "content": system}]
-        first = Observation(text=self.domain.initial_observation(self._scenario), kind="initial")
+        first_text = self.domain.initial_observation(self._scenario)
+        start = getattr(self.world_model, "start_episode", None)
+        if start is not None:  # a real executor builds the world and shows its first screen
+            shown = await start(self._scenario, task)
+            first_text = first_text if shown is None else shown
+            self._started = True
+        first = Observation(text=first_text, kind="initial")
         self._trajectory = Trajectory(
             episode_id=new_id("ep-"),
             task=task,
@@ -174,7 +182,9 @@ class SimEnv:
             parsed, action_text = None, _raw_text(action)
         else:
             action_text = self.domain.render_action(parsed, self._scenario)
-        return await self._simulate(index, parsed, action_text, control)
+        result = await self._simulate(index, parsed, action_text, control)
+        await self._release()
+        return result
 
     async def _simulate(
         self, index: int, parsed: Action | None, action_text: str, control: str | None
@@ -242,6 +252,7 @@ class SimEnv:
         when stopping early is expected, as when a script runs out of actions). The shared
         world model stays open."""
         self._close_episode(truncate=True, error=reason)
+        await self._release()
 
     def sync(self) -> SyncEnv:
         """A blocking view of this environment (one background event loop for all)."""
@@ -250,6 +261,14 @@ class SimEnv:
         return SyncEnv(self)
 
     # -- internals ------------------------------------------------------------------
+
+    async def _release(self) -> None:
+        """Let a real executor tear its world down once the episode is over."""
+        if self._started and self._finished:
+            self._started = False
+            end = getattr(self.world_model, "end_episode", None)
+            if end is not None:
+                await end()
 
     def _require_episode(self) -> Trajectory:
         if self._trajectory is None:

@@ -49,6 +49,12 @@ class WorldModel(Protocol):
     ``predict`` must be safe to await concurrently (limit concurrency inside).
     ``prefix`` is text the observation is known to start with (a terminal echoes the
     command); backends that can pre-fill the answer use it, others ignore it.
+
+    A backend that is a *real* environment (a sandboxed shell, a live MCP server) may also
+    define ``async start_episode(scenario, task) -> str | None`` (build the world; return
+    its first observation, or None for the domain's default) and ``async end_episode()``;
+    ``SimEnv`` calls them around each episode. Such executors hold one world at a time, so
+    give each environment its own.
     """
 
     name: str
