@@ -69,3 +69,16 @@ def test_messages_round_trip_action_text():
     assert "**Control instruction:** make it fail" in msg["content"]
     assert contract.action_text_of(msg["content"]) == '[{"keystrokes": "ls\\n", "duration": 1}]'
     assert contract.assistant_message("abc")["content"] == "**Environment Observation:**\nabc"
+
+
+def test_empty_trailing_tag_does_not_erase_the_observation():
+    raw = "<predicted_observation>\nfile.txt\n</predicted_observation>\n<predicted_observation>\n"
+    assert parse_output(raw).observation == "file.txt"
+    unclosed = "<predicted_observation>\nfirst\n<predicted_observation>\n"
+    assert parse_output(unclosed).observation == "first"
+    assert parse_output("<predicted_observation>\n\n").observation == ""
+
+
+def test_unclosed_block_after_a_closed_one_wins_when_it_has_text():
+    raw = "<predicted_observation>old</predicted_observation>\n<predicted_observation>new"
+    assert parse_output(raw).observation == "new"

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 import yaml
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -172,7 +173,7 @@ def friendly_errors(fn):
         try:
             return fn(*args, **kwargs)
         except SimgymError as exc:
-            errors.print(f"[bold red]error:[/] {exc}", highlight=False, markup=True)
+            errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
             raise typer.Exit(2) from None
         except KeyboardInterrupt:
             errors.print("interrupted")
@@ -229,7 +230,9 @@ def play(
     """Act in a simulated world yourself: type an action, see what the world model shows.
 
     Terminal: type command lines (or C-c, C-d, Tab ...). MCP: `tool {"arg": 1}`,
-    `tool key=value`, or `answer <text>` to finish. `:quit` or end of input stops.
+    `tool key=value`, or `answer <text>` to finish. Search: `search q1 | q2`,
+    `open URL goal`, or `answer <text>`. SWE: `read_file PATH`, `run_tests`, `submit`,
+    or any shell line. `:quit` or end of input stops.
     """
     domain_obj = simgym.get_domain(domain)
     backend = wm.build()
@@ -261,14 +264,14 @@ def play(
             try:
                 action = domain_obj.parse_input(line, env.env.scenario)
             except SimgymError as exc:
-                errors.print(f"[red]invalid action:[/] {exc}")
+                errors.print(f"[red]invalid action:[/] {escape(str(exc))}")
                 continue
             with console.status("simulating...", spinner="dots") if interactive else _nullctx():
                 result = env.step(action)
             if show_reasoning and env.trajectory and env.trajectory.turns[-1].reasoning:
                 console.print(f"[dim]{env.trajectory.turns[-1].reasoning}[/]")
             if result.observation.kind == "error":
-                errors.print(f"[red]{result.observation.text}[/]")
+                errors.print(f"[red]{escape(result.observation.text)}[/]")
             else:
                 text = result.observation.text
                 if interactive and domain == "terminal":
@@ -283,7 +286,7 @@ def play(
         simgym.run_sync(backend.aclose())
         if writer:
             writer.close()
-            errors.print(f"[dim]trajectory appended to {out}[/]")
+            errors.print(f"[dim]trajectory appended to {escape(str(out))}[/]")
 
 
 class _nullctx:

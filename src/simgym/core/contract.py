@@ -29,9 +29,8 @@ OPEN_TAG = "<predicted_observation>"
 CLOSE_TAG = "</predicted_observation>"
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_PRED_BLOCK = re.compile(
-    r"<predicted_observation>(.*?)</predicted_observation>", re.DOTALL | re.IGNORECASE
-)
+_OPEN = re.compile(re.escape(OPEN_TAG), re.IGNORECASE)
+_CLOSE = re.compile(re.escape(CLOSE_TAG), re.IGNORECASE)
 
 
 def user_message(
@@ -102,13 +101,15 @@ def parse_output(raw: str, reasoning_content: str | None = None) -> ParsedOutput
 
     reasoning = "\n".join(p.strip() for p in reasoning_parts if p and p.strip()) or None
 
-    blocks = _PRED_BLOCK.findall(text)
-    if blocks:
-        return ParsedOutput(_clean(blocks[-1]), reasoning, True)
-    lower = text.lower()
-    open_at = lower.rfind(OPEN_TAG)
-    if open_at >= 0:
-        return ParsedOutput(_clean(text[open_at + len(OPEN_TAG) :]), reasoning, True)
+    # The last non-empty tagged block wins (closed or not): a model that opens a fresh
+    # tag and stops right away should not erase the observation it just wrote.
+    pieces = _OPEN.split(text)
+    if len(pieces) > 1:
+        for piece in reversed(pieces[1:]):
+            content = _CLOSE.split(piece)[0]
+            if content.strip():
+                return ParsedOutput(_clean(content), reasoning, True)
+        return ParsedOutput("", reasoning, True)
     return ParsedOutput(_clean(text.replace(CLOSE_TAG, "")), reasoning, False)
 
 
