@@ -65,6 +65,20 @@ class ToolSpec(BaseModel):
         """A flat ``{name, description, parameters}`` dict, as world-model prompts show it."""
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """Raise :class:`ActionError` naming each argument that breaks the schema."""
+        import jsonschema  # imported here: only tool domains need it
+
+        errors = sorted(
+            jsonschema.Draft202012Validator(self.parameters).iter_errors(arguments),
+            key=lambda e: list(e.path),
+        )
+        if errors:
+            detail = "; ".join(
+                f"{'/'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
+            )
+            raise ActionError(f"invalid arguments for tool {self.name!r}: {detail}")
+
     @classmethod
     def from_any(cls, spec: dict[str, Any] | ToolSpec) -> ToolSpec:
         """Read a tool from its OpenAI, MCP or plain form."""

@@ -71,15 +71,7 @@ def _validate(action: Action, scenario: MCPScenario) -> Action:
         raise ActionError(
             f"unknown tool {action.name!r}: server {scenario.server_name!r} declares {declared}"
         )
-    errors = sorted(
-        jsonschema.Draft202012Validator(tool.parameters).iter_errors(action.arguments),
-        key=lambda e: list(e.path),
-    )
-    if errors:
-        detail = "; ".join(
-            f"{'/'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
-        )
-        raise ActionError(f"invalid arguments for tool {tool.name!r}: {detail}")
+    tool.check_arguments(action.arguments)
     return action
 
 

@@ -45,7 +45,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-import jsonschema
 from pydantic import BaseModel, Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
@@ -166,18 +165,6 @@ class SearchScenario(ScenarioBase):
 # -- actions ---------------------------------------------------------------------------
 
 
-def _schema_errors(tool: ToolSpec, arguments: dict[str, Any]) -> None:
-    errors = sorted(
-        jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments),
-        key=lambda e: list(e.path),
-    )
-    if errors:
-        detail = "; ".join(
-            f"{'/'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
-        )
-        raise ActionError(f"invalid arguments for tool {tool.name!r}: {detail}")
-
-
 def _search_arguments(args: dict[str, Any]) -> dict[str, Any]:
     args = dict(args)
     if "query" in args:
@@ -190,7 +177,7 @@ def _search_arguments(args: dict[str, Any]) -> dict[str, Any]:
         raise ActionError(
             f"web_search takes at most {MAX_QUERIES} queries per call, got {len(args['queries'])}"
         )
-    _schema_errors(WEB_SEARCH, args)
+    WEB_SEARCH.check_arguments(args)
     # Engines ignore runs of whitespace; one line per query keeps the headings intact.
     queries = [" ".join(q.split()) for q in args["queries"]]
     blank = [str(i) for i, q in enumerate(queries, 1) if not q]
@@ -206,7 +193,7 @@ def _extractor_arguments(args: dict[str, Any]) -> dict[str, Any]:
         if len(url) != 1:
             raise ActionError(f"web_extractor opens one URL per call, got {len(url)}")
         args["url"] = url[0]
-    _schema_errors(WEB_EXTRACTOR, args)
+    WEB_EXTRACTOR.check_arguments(args)
     problem = _url_problem(args["url"].strip())
     if problem:
         raise ActionError(f"web_extractor: {problem}")

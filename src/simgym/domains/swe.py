@@ -34,7 +34,6 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
@@ -215,7 +214,7 @@ def _validate(action: Action, scenario: SWEScenario) -> Action:
         raise ActionError(
             f"unknown tool {action.name!r}: the repository tools are {', '.join(_BY_NAME)}"
         )
-    _check_schema(tool, action.arguments)
+    tool.check_arguments(action.arguments)
     args = dict(action.arguments)
     if tool.name == "bash" and not args["command"].strip():
         raise ActionError("bash: the command is blank")
@@ -225,18 +224,6 @@ def _validate(action: Action, scenario: SWEScenario) -> Action:
     if start is not None and end is not None and end < start:
         raise ActionError(f"read_file: end_line {end} is before start_line {start}")
     return Action.tool_call(tool.name, args)
-
-
-def _check_schema(tool: ToolSpec, arguments: dict[str, Any]) -> None:
-    errors = sorted(
-        jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments),
-        key=lambda e: list(e.path),
-    )
-    if errors:
-        detail = "; ".join(
-            f"{'/'.join(map(str, e.path)) or 'arguments'}: {e.message}" for e in errors[:5]
-        )
-        raise ActionError(f"invalid arguments for tool {tool.name!r}: {detail}")
 
 
 def _canonical(action: Action, scenario: SWEScenario) -> Action:
