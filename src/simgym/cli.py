@@ -232,7 +232,9 @@ def play(
     Terminal: type command lines (or C-c, C-d, Tab ...). MCP: `tool {"arg": 1}`,
     `tool key=value`, or `answer <text>` to finish. Search: `search q1 | q2`,
     `open URL goal`, or `answer <text>`. SWE: `read_file PATH`, `run_tests`, `submit`,
-    or any shell line. `:quit` or end of input stops.
+    or any shell line. Web, os, android: call syntax such as `click('12')` or short forms
+    such as `click 12`, `hotkey ctrl s`, `swipe up`, `answer <text>`. `:quit` or end of
+    input stops.
     """
     domain_obj = simgym.get_domain(domain)
     backend = wm.build()

@@ -172,6 +172,13 @@ class Action(BaseModel):
                 return cls.model_validate(raw)
             except Exception as exc:
                 raise ActionError(f"invalid action: {exc}") from None
+        if isinstance(raw.get("action_type"), str):
+            # AndroidWorld ({"action_type": "click", "index": 5}) and OSWorld computer_13
+            # ({"action_type": "CLICK", "parameters": {...}}) JSON actions
+            params = raw.get("parameters")
+            if not isinstance(params, dict):
+                params = {k: v for k, v in raw.items() if k != "action_type"}
+            return cls.tool_call(raw["action_type"], params)
         if "function" in raw and isinstance(raw["function"], dict):
             raw = raw["function"]
         if "name" in raw:

@@ -143,7 +143,9 @@ class LocalWorldModel:
                 top_p=self.top_p,
                 repeat_penalty=self.repeat_penalty,
                 max_tokens=max_tokens,
-                stop=[CLOSE_TAG, end_token, "### Turn"],
+                # With the prefill the answer's tag is already open, so a second opening
+                # tag would start a new answer: stop there.
+                stop=[CLOSE_TAG, end_token, "### Turn"] + ([OPEN_TAG] if self.prefill else []),
                 seed=seed,
             )
             choice = response["choices"][0]
