@@ -472,6 +472,11 @@ def doctor(*, wm: WorldModelOptions) -> None:
         else "bash scripts/setup.sh installs it",
     )
     table.add_row(
+        "tmux",
+        "ok" if shutil.which("tmux") else "[yellow]missing[/]",
+        "for real terminals (apt-get install tmux)",
+    )
+    table.add_row(
         "bubblewrap",
         "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
         "for real sandboxes (apt-get install bubblewrap)",
@@ -509,6 +514,91 @@ def _probe(backend: simgym.WorldModel) -> tuple[str, str]:
         "ok",
         f"{backend.name} answered in {time.perf_counter() - start:.2f}s: {prediction.raw[:40]!r}",
     )
+
+
+# -- real environments ------------------------------------------------------------------
+
+
+@app.command()
+@friendly_errors
+def record(
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="action files (.yaml/.json, one episode each) or task files (.jsonl)"),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="trajectory JSONL (appended)")],
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="domain for specs that do not name one")
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="sandboxes running at once")] = 2,
+    max_turns: Annotated[int, typer.Option()] = 30,
+    resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
+    command_timeout: Annotated[
+        float, typer.Option(help="seconds a command may run before it is killed")
+    ] = 300.0,
+    cpu_seconds: Annotated[int, typer.Option(help="CPU seconds per process")] = 60,
+    memory_mb: Annotated[int, typer.Option(help="address space per process, MiB")] = 2048,
+) -> None:
+    """Run scripted episodes for real (terminal, swe) in bubblewrap sandboxes: no network,
+    a throw-away root per episode. Trajectories go to --out, as `simgym run` writes them."""
+    from simgym.real.sandbox import Limits, bwrap_problem
+    from simgym.real.terminal import record as record_real
+
+    problem = bwrap_problem()
+    if problem:
+        raise SimgymError(problem)
+    limits = Limits(cpu_s=cpu_seconds, memory_mb=memory_mb, command_s=command_timeout)
+    finished = record_real(
+        files,
+        out,
+        domain=domain,
+        concurrency=concurrency,
+        max_turns=max_turns,
+        resume=resume,
+        limits=limits,
+    )
+    errors.print(_summary(finished))
+    errors.print(f"recorded {len(finished)} episodes to {out}")
+
+
+@app.command()
+@friendly_errors
+def export(
+    files: Annotated[list[Path], typer.Argument(help="trajectory JSONL files")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="rows to write: .jsonl, or .parquet (pyarrow)")
+    ],
+    output_format: Annotated[
+        str, typer.Option("--format", "-f", help="awb (AgentWorldBench rows) | sft (chat data)")
+    ] = "awb",
+    mode: Annotated[str, typer.Option(help="sft: one example per episode or per turn")] = "episode",
+    domain: Annotated[
+        str | None, typer.Option("--domain", "-d", help="only this domain's episodes")
+    ] = None,
+    system_prompt_file: Annotated[
+        Path | None,
+        typer.Option(help="the prompt template the episodes ran with, if not the domain's"),
+    ] = None,
+    instructions: Annotated[
+        str | None, typer.Option(help="control instructions the episodes ran with")
+    ] = None,
+) -> None:
+    """Convert trajectories into AgentWorldBench rows (one per turn) or chat SFT data."""
+    from simgym.data.export import export_files
+
+    if system_prompt_file is not None and not system_prompt_file.is_file():
+        raise SimgymError(f"system prompt file not found: {system_prompt_file}")
+    template = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
+    count = export_files(
+        files,
+        out,
+        output_format,  # type: ignore[arg-type]
+        mode=mode,  # type: ignore[arg-type]
+        template=template,
+        instructions=instructions,
+        domain=domain,
+    )
+    errors.print(f"wrote {count} {output_format} rows to {out}")
 
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)

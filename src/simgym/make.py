@@ -8,6 +8,8 @@ from typing import Any
 from pydantic import BaseModel
 
 import simgym.domains  # noqa: F401  (registers the built-in domains)
+import simgym.real.swe  # noqa: F401  (registers the real-swe backend)
+import simgym.real.terminal  # noqa: F401  (registers the real-terminal backend)
 import simgym.worldmodels  # noqa: F401  (registers the built-in backends)
 from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv

@@ -162,6 +162,7 @@ class SimEnv:
             scenario=self._scenario.model_dump(mode="json"),
             world_model=self.world_model.describe(),
             seed=seed,
+            system_prompt=system,
             initial_observation=first,
         )
         self._finished = False

@@ -276,6 +276,7 @@ class Trajectory(BaseModel):
     scenario: dict[str, Any] = Field(default_factory=dict)
     world_model: dict[str, Any] = Field(default_factory=dict)
     seed: int | None = None
+    system_prompt: str | None = None  # exactly what the world model was given
     initial_observation: Observation | None = None
     turns: list[Turn] = Field(default_factory=list)
     total_reward: float = 0.0

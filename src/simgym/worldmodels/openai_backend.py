@@ -10,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import openai
-from openai.types.chat import ChatCompletion
+if TYPE_CHECKING:
+    import openai
 
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Usage
@@ -73,6 +73,8 @@ class OpenAIWorldModel:
         self._model_lock: asyncio.Lock | None = None
 
     def _client(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        import openai  # here, not at module level: it takes most of simgym's import time
+
         key = id(asyncio.get_running_loop())
         if key not in self._per_loop:
             client = openai.AsyncOpenAI(
@@ -86,6 +88,8 @@ class OpenAIWorldModel:
         return self._per_loop[key]
 
     async def _resolve_model(self, client: openai.AsyncOpenAI) -> str:
+        import openai
+
         if self.model:
             return self.model
         try:
@@ -107,6 +111,9 @@ class OpenAIWorldModel:
         seed: int | None = None,
         prefix: str | None = None,
     ) -> Prediction:
+        import openai
+        from openai.types.chat import ChatCompletion
+
         client, limit = self._client()
         model = await self._resolve_model(client)
         params: dict[str, Any] = {
@@ -198,6 +205,8 @@ class OpenAIWorldModel:
 def _http_client(timeout: float) -> Any:
     """The SDK's aiohttp transport when installed (it spends far less CPU per request than
     the default pool when hundreds of requests are in flight), else the SDK's default."""
+    import openai
+
     try:
         return openai.DefaultAioHttpClient(timeout=timeout)
     except RuntimeError:  # the openai[aiohttp] extra is missing

@@ -1,0 +1,234 @@
+"""Turn trajectories into benchmark rows and training data.
+
+Two formats, both rebuilt with :mod:`simgym.core.contract` so every message is exactly
+what the environment sent the world model at run time:
+
+* **awb** - AgentWorldBench rows, one per turn: ``task`` (the domain), ``id`` (a stable
+  integer), ``prompt`` (the user messages of the earlier turns), ``response`` (the
+  observation messages of the earlier turns *and of this turn*: its last entry is the
+  turn's recorded observation, the ground truth a prediction is scored against),
+  ``current_prompt`` (this turn's user message), ``system_str``, ``turn_idx`` (1-based)
+  and ``total_turns``. This is the layout AgentWorldBench's own evaluator reads: history
+  ``prompt[i]``/``response[i]`` for ``i < turn_idx - 1``, truth ``response[turn_idx - 1]``.
+* **sft** - chat data for training a world model, ``{"messages": [...]}`` per line:
+  ``episode`` mode gives one conversation per episode (system, then user/assistant pairs
+  with the observations in history form); ``turn`` mode gives one example per turn whose
+  last assistant message is the answer in the form the system prompt asks for
+  (``<predicted_observation>...</predicted_observation>``).
+
+Only turns the world saw are exported (``in_history``): rejected actions, final answers
+and failed predictions never reached the model. The system prompt is rebuilt from the
+domain and the recorded scenario (pass ``system_prompt`` when the episode used another).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from simgym.core import contract
+from simgym.core.domain import get_domain
+from simgym.core.errors import SimgymError
+from simgym.core.types import Trajectory
+from simgym.data.trajectories import read_trajectories
+
+AWB_FIELDS = (
+    "task",
+    "id",
+    "prompt",
+    "response",
+    "current_prompt",
+    "system_str",
+    "turn_idx",
+    "total_turns",
+)
+ExportFormat = Literal["awb", "sft"]
+SftMode = Literal["episode", "turn"]
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One turn as the world model saw it: the user message and the observation message."""
+
+    user: dict[str, str]
+    assistant: dict[str, str]
+    observation: str
+
+
+def system_prompt_of(
+    trajectory: Trajectory, *, template: str | None = None, instructions: str | None = None
+) -> str:
+    """The system prompt the episode ran with: as recorded, or (for trajectories written
+    before prompts were recorded, or when ``template``/``instructions`` override it)
+    rebuilt from its domain and scenario."""
+    if trajectory.system_prompt is not None and template is None and instructions is None:
+        return trajectory.system_prompt
+    import simgym.domains  # noqa: F401  (registers the built-in domains)
+
+    domain = get_domain(trajectory.domain)
+    scenario = domain.scenario(trajectory.scenario or None)
+    return domain.system_prompt(scenario, template=template, instructions=instructions)
+
+
+def exchanges(trajectory: Trajectory) -> list[Exchange]:
+    """The turns in the world model's history, numbered and worded as the environment did
+    (the task instruction goes with the first, a turn's control instruction with it)."""
+    found: list[Exchange] = []
+    for turn in trajectory.turns:
+        if not turn.in_history:
+            continue
+        number = len(found) + 1
+        user = contract.user_message(
+            number,
+            turn.action_text,
+            instruction=trajectory.task.instruction if number == 1 else None,
+            control=turn.control,
+        )
+        text = turn.observation.text
+        found.append(Exchange(user, contract.assistant_message(text), text))
+    return found
+
+
+def awb_rows(trajectory: Trajectory, *, system_prompt: str | None = None) -> list[dict[str, Any]]:
+    """AgentWorldBench rows for one episode, one per turn (see the module docstring)."""
+    turns = exchanges(trajectory)
+    if not turns:
+        return []
+    system = system_prompt if system_prompt is not None else system_prompt_of(trajectory)
+    rows = []
+    for index, turn in enumerate(turns, 1):
+        rows.append(
+            {
+                "task": trajectory.domain,
+                "id": row_id(trajectory.episode_id, index),
+                "prompt": [t.user["content"] for t in turns[: index - 1]],
+                "response": [t.assistant["content"] for t in turns[:index]],
+                "current_prompt": turn.user["content"],
+                "system_str": system,
+                "turn_idx": index,
+                "total_turns": len(turns),
+            }
+        )
+    return rows
+
+
+def row_id(episode_id: str, turn: int) -> int:
+    """A stable integer id for a turn of an episode (fits a JSON number exactly)."""
+    digest = hashlib.sha1(f"{episode_id}:{turn}".encode()).hexdigest()
+    return int(digest[:13], 16)
+
+
+def sft_examples(
+    trajectory: Trajectory, *, mode: SftMode = "episode", system_prompt: str | None = None
+) -> list[dict[str, Any]]:
+    """Chat training examples for one episode (see the module docstring for the modes)."""
+    if mode not in ("episode", "turn"):
+        raise SimgymError(f"unknown SFT mode {mode!r}: use 'episode' or 'turn'")
+    turns = exchanges(trajectory)
+    if not turns:
+        return []
+    system = {
+        "role": "system",
+        "content": system_prompt if system_prompt is not None else system_prompt_of(trajectory),
+    }
+    if mode == "episode":
+        messages = [system]
+        for turn in turns:
+            messages += [turn.user, turn.assistant]
+        return [{"messages": messages}]
+    examples = []
+    for index, turn in enumerate(turns):
+        history = [system]
+        for earlier in turns[:index]:
+            history += [earlier.user, earlier.assistant]
+        answer = f"{contract.OPEN_TAG}\n{turn.observation}\n{contract.CLOSE_TAG}"
+        history += [turn.user, {"role": "assistant", "content": answer}]
+        examples.append({"messages": history})
+    return examples
+
+
+def export_rows(
+    trajectories: Iterable[Trajectory],
+    fmt: ExportFormat = "awb",
+    *,
+    mode: SftMode = "episode",
+    system_prompt: str | None = None,
+    template: str | None = None,
+    instructions: str | None = None,
+    domain: str | None = None,
+) -> Iterator[dict[str, Any]]:
+    """Rows of ``fmt`` for every trajectory (optionally only those of one ``domain``).
+    ``system_prompt`` is a ready prompt for all episodes; otherwise each episode's is
+    rebuilt, from ``template`` and ``instructions`` when the episodes ran with them."""
+    if fmt not in ("awb", "sft"):
+        raise SimgymError(f"unknown export format {fmt!r}: use 'awb' or 'sft'")
+    if mode not in ("episode", "turn"):
+        raise SimgymError(f"unknown SFT mode {mode!r}: use 'episode' or 'turn'")
+    for trajectory in trajectories:
+        if domain is not None and trajectory.domain != domain:
+            continue
+        system = system_prompt
+        if system is None and any(turn.in_history for turn in trajectory.turns):
+            system = system_prompt_of(trajectory, template=template, instructions=instructions)
+        if fmt == "awb":
+            yield from awb_rows(trajectory, system_prompt=system)
+        else:
+            yield from sft_examples(trajectory, mode=mode, system_prompt=system)
+
+
+def export_files(
+    paths: Iterable[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    fmt: ExportFormat = "awb",
+    *,
+    mode: SftMode = "episode",
+    system_prompt: str | None = None,
+    template: str | None = None,
+    instructions: str | None = None,
+    domain: str | None = None,
+) -> int:
+    """Convert trajectory JSONL files into ``out``: JSONL, or Parquet when ``out`` ends in
+    ``.parquet`` (needs ``pyarrow``). Returns the number of rows written. The options
+    are those of :func:`export_rows`."""
+    trajectories = (t for path in paths for t in read_trajectories(path))
+    rows = export_rows(
+        trajectories,
+        fmt,
+        mode=mode,
+        system_prompt=system_prompt,
+        template=template,
+        instructions=instructions,
+        domain=domain,
+    )
+    target = Path(out)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.suffix == ".parquet":
+        return write_parquet(list(rows), target)
+    count = 0
+    with open(target, "w", encoding="utf-8") as f:
+        for row in rows:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            count += 1
+    return count
+
+
+def write_parquet(rows: list[dict[str, Any]], path: str | os.PathLike[str]) -> int:
+    """Write rows as a Parquet file (loadable with ``datasets.load_dataset("parquet")``)."""
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise SimgymError("Parquet export needs pyarrow (pip install pyarrow)") from None
+    pq.write_table(pa.Table.from_pylist(rows), str(path))
+    return len(rows)
+
+
+def read_rows(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows from an exported JSONL file."""
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]

@@ -1,0 +1,865 @@
+"""A bubblewrap sandbox: a throw-away root filesystem, no network, resource limits.
+
+:class:`Sandbox` builds a fresh root directory from a scenario's files (the host's ``/usr``
+is mounted read-only over it, nothing else of the host is visible) and runs commands in it
+with ``bwrap``: every namespace unshared (so no network but a private loopback), all
+capabilities dropped, no nested user namespaces, and rlimits on CPU time, memory, file
+size and open files. :meth:`Sandbox.exec` runs one command in a fresh shell;
+:class:`ShellSession` keeps one interactive ``bash`` alive in a tmux session inside the
+sandbox, types keys into it and reads the screen back.
+
+The host never talks to anything the sandbox could replace: the tmux client runs *inside*
+the sandbox behind a small control loop on a pipe, and the host only reads bytes from that
+pipe and (read-only) the process table, to see whether a command is still running and to
+kill one that ran past its time limit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import posixpath
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import BinaryIO
+
+from simgym.core.errors import SimgymError
+
+# Host trees mounted read-only into every sandbox. /usr/local is replaced by the
+# sandbox's own (empty or scenario-filled) directory so host-local tools stay out.
+_SYSTEM_TREES = ("/usr",)
+_SYSTEM_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# Small pieces of the host's /etc that programs need to start (linker cache, terminal
+# descriptions, Debian's alternatives). Accounts, keys and host names are never copied.
+_ETC_COPY = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "nsswitch.conf",
+    "localtime",
+    "timezone",
+    "inputrc",
+    "terminfo",
+    "alternatives",
+    "os-release",
+    "debian_version",
+    "lsb-release",
+    "mime.types",
+    "magic",
+    "magic.mime",
+    "protocols",
+    "services",
+    "vim",
+    "perl",
+    "python3",
+    "ssl/certs",  # public CA certificates only: /etc/ssl/private is never copied
+    "ssl/openssl.cnf",
+)
+_READ_ONLY_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/", "/libx32/")
+_VIRTUAL_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/simgym/")
+CONTROL_DIR = "/run/simgym"  # read-only inside: the control loop, tmux and shell settings
+TMUX_SOCKET = "/run/tmux-simgym/socket"  # the tmux server's socket, inside the sandbox
+SANDBOX_UID = 1000
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+class SandboxError(SimgymError):
+    """The sandbox could not be built, started or reached."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sandbox may use. CPU, memory and file size apply to every process the
+    shell starts; ``command_s`` is the wall-clock time a foreground command may run
+    before it is killed, ``episode_s`` the life of the whole sandbox."""
+
+    cpu_s: int = 60
+    memory_mb: int = 2048
+    file_mb: int = 512
+    open_files: int = 1024
+    command_s: float = 300.0
+    episode_s: float = 1800.0
+    max_wait_s: float = 30.0  # the longest wait after an action, whatever it asks for
+    output_chars: int = 50_000  # longest command output kept by exec
+
+
+@dataclass
+class ExecResult:
+    """The result of :meth:`Sandbox.exec`."""
+
+    output: str
+    exit_code: int
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+@lru_cache(maxsize=1)
+def bwrap_problem() -> str | None:
+    """Why sandboxes cannot run here (None when they can): bwrap missing, or the kernel
+    refuses the namespaces it needs (unprivileged user namespaces turned off)."""
+    exe = shutil.which("bwrap")
+    if exe is None:
+        return "bubblewrap is not installed (apt-get install bubblewrap)"
+    if shutil.which("tmux") is None:
+        return "tmux is not installed (apt-get install tmux)"
+    probe = [exe, *_namespace_args(), "--ro-bind", "/usr", "/usr", *_link_args(), "--"]
+    try:
+        done = subprocess.run(
+            [*probe, "/bin/true"], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bwrap failed to start: {exc}"
+    if done.returncode != 0:
+        return f"bwrap cannot create its namespaces here: {done.stderr.strip()}"
+    return None
+
+
+def _namespace_args() -> list[str]:
+    return [
+        "--unshare-all",
+        "--unshare-user",  # explicit: --unshare-all only tries, and we rely on it
+        "--disable-userns",
+        "--cap-drop",
+        "ALL",
+        "--die-with-parent",
+        "--new-session",
+    ]
+
+
+def _link_args() -> list[str]:
+    """Recreate the host's /bin -> usr/bin style links, or mount the real directories."""
+    args: list[str] = []
+    for path in _SYSTEM_LINKS:
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+@dataclass
+class Sandbox:
+    """A throw-away root built from ``files`` (path -> content; a path ending in ``/`` is a
+    directory; relative paths are relative to ``cwd``). Files under the read-only system
+    trees (``/usr`` but ``/usr/local``, ``/bin``, ``/lib``) cannot be placed and are listed
+    in :attr:`skipped`. ``user`` ``root`` runs as uid 0 (without capabilities), anyone
+    else as uid 1000."""
+
+    files: dict[str, str] = field(default_factory=dict)
+    user: str = "user"
+    hostname: str = "sandbox"
+    home: str | None = None
+    cwd: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    limits: Limits = field(default_factory=Limits)
+    read_only_binds: dict[str, str] = field(default_factory=dict)  # host path -> inside path
+    skipped: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", self.user):
+            raise SandboxError(f"not a valid user name for the sandbox: {self.user!r}")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9.-]{0,62}", self.hostname):
+            raise SandboxError(f"not a valid host name for the sandbox: {self.hostname!r}")
+        self.home = self.home or ("/root" if self.user == "root" else f"/home/{self.user}")
+        self.cwd = self.cwd or self.home
+        self._base: Path | None = None
+
+    # -- the filesystem -------------------------------------------------------------
+
+    @property
+    def uid(self) -> int:
+        return 0 if self.user == "root" else SANDBOX_UID
+
+    @property
+    def root(self) -> Path:
+        """The sandbox's ``/`` on the host (only while built)."""
+        if self._base is None:
+            raise SandboxError("the sandbox is not built")
+        return self._base / "root"
+
+    @property
+    def control(self) -> Path:
+        """Host directory mounted read-only at :data:`CONTROL_DIR`."""
+        if self._base is None:
+            raise SandboxError("the sandbox is not built")
+        return self._base / "control"
+
+    def build(self) -> Sandbox:
+        """Create the root directory on the host; idempotent."""
+        if self._base is not None:
+            return self
+        problem = bwrap_problem()
+        if problem:
+            raise SandboxError(problem)
+        self._base = Path(tempfile.mkdtemp(prefix="simgym-sandbox-"))
+        try:
+            self._skeleton()
+            for path, content in self.files.items():
+                self._place(path, content)
+        except Exception:
+            self.destroy()
+            raise
+        return self
+
+    def destroy(self) -> None:
+        """Delete the root directory (the sandbox's processes must be gone)."""
+        if self._base is not None:
+            shutil.rmtree(self._base, ignore_errors=True)
+            self._base = None
+
+    def _skeleton(self) -> None:
+        root = self.root
+        for directory in ("tmp", "var/tmp", "var/log", "etc", "usr/local/bin", "run", "opt"):
+            (root / directory).mkdir(parents=True, exist_ok=True)
+        for path in ("tmp", "var/tmp"):
+            (root / path).chmod(0o1777)
+        self.control.mkdir()
+        assert self.home is not None and self.cwd is not None
+        for path in (self.home, self.cwd):
+            self._inside(path).mkdir(parents=True, exist_ok=True)
+        for path in _SYSTEM_LINKS:  # /bin -> usr/bin and friends, as on the host
+            if os.path.islink(path):
+                (root / path.lstrip("/")).symlink_to(os.readlink(path))
+        etc = root / "etc"
+        for name in _ETC_COPY:
+            source = Path("/etc") / name
+            (etc / name).parent.mkdir(parents=True, exist_ok=True)
+            try:
+                if source.is_dir() and not source.is_symlink():
+                    shutil.copytree(source, etc / name, symlinks=True)
+                elif source.exists() or source.is_symlink():
+                    shutil.copy2(source, etc / name, follow_symlinks=False)
+            except OSError:
+                continue  # unreadable host file: the sandbox does without it
+        name = self.user
+        home = self.home
+        accounts = "root:x:0:0:root:/root:/bin/bash\n"
+        groups = "root:x:0:\n"
+        if self.uid != 0:
+            accounts += f"{name}:x:{SANDBOX_UID}:{SANDBOX_UID}::{home}:/bin/bash\n"
+            groups += f"{name}:x:{SANDBOX_UID}:\n"
+        accounts += "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+        groups += "nogroup:x:65534:\n"
+        (etc / "passwd").write_text(accounts)
+        (etc / "group").write_text(groups)
+        (etc / "hostname").write_text(self.hostname + "\n")
+        (etc / "hosts").write_text(f"127.0.0.1\tlocalhost\n127.0.1.1\t{self.hostname}\n")
+
+    def _inside(self, path: str) -> Path:
+        """The host path of an absolute sandbox path (normalized, never outside the root)."""
+        normal = posixpath.normpath("/" + path.lstrip("/"))
+        return self.root / normal.lstrip("/")
+
+    def _absolute(self, path: str) -> str:
+        assert self.cwd is not None
+        raw = path if path.startswith("/") else posixpath.join(self.cwd, path)
+        return posixpath.normpath(raw)
+
+    def _place(self, path: str, content: str) -> None:
+        absolute = self._absolute(path)
+        probe = absolute + "/"
+        if (
+            probe.startswith(_READ_ONLY_PREFIXES) and not probe.startswith("/usr/local/")
+        ) or probe.startswith(_VIRTUAL_PREFIXES):
+            self.skipped.append(path)
+            return
+        target = self._inside(absolute)
+        if path.endswith("/"):
+            self._safe_parent(target / "x")
+            target.mkdir(parents=True, exist_ok=True)
+            return
+        self._safe_parent(target)
+        if target.is_symlink():  # e.g. the copied /etc/localtime link: replace, never follow
+            target.unlink()
+        target.write_text(content, encoding="utf-8")
+        if content.startswith("#!"):
+            target.chmod(0o755)
+
+    def _safe_parent(self, target: Path) -> None:
+        """Create ``target``'s parent, refusing any path that resolves outside the root."""
+        target.parent.mkdir(parents=True, exist_ok=True)
+        real = Path(os.path.realpath(target.parent))
+        if real != self.root and self.root not in real.parents:
+            raise SandboxError(f"scenario path leaves the sandbox: {target}")
+
+    # -- running ----------------------------------------------------------------------
+
+    def bwrap_command(self, argv: list[str], *, chdir: str | None = None) -> list[str]:
+        """The full ``bwrap`` command line that runs ``argv`` inside this sandbox."""
+        exe = shutil.which("bwrap")
+        if exe is None:
+            raise SandboxError("bubblewrap is not installed (apt-get install bubblewrap)")
+        root = self.root
+        args = [*self.tree_limits(), exe, *_namespace_args(), "--bind", str(root), "/"]
+        for tree in _SYSTEM_TREES:
+            args += ["--ro-bind", tree, tree]
+        args += ["--bind", str(root / "usr" / "local"), "/usr/local"]
+        for path in _SYSTEM_LINKS:  # the links themselves were made in the root
+            if os.path.isdir(path) and not os.path.islink(path):
+                args += ["--ro-bind", path, path]
+        for host, inside in self.read_only_binds.items():
+            args += ["--ro-bind", host, inside]
+        args += ["--ro-bind", str(self.control), CONTROL_DIR]
+        args += ["--proc", "/proc", "--dev", "/dev", "--hostname", self.hostname]
+        args += ["--uid", str(self.uid), "--gid", str(self.uid)]
+        args += ["--clearenv"]
+        for key, value in self.environment().items():
+            args += ["--setenv", key, value]
+        args += ["--chdir", chdir or self.cwd or "/", "--", *argv]
+        return args
+
+    def environment(self) -> dict[str, str]:
+        assert self.home is not None
+        return {
+            "HOME": self.home,
+            "USER": self.user,
+            "LOGNAME": self.user,
+            "SHELL": "/bin/bash",
+            "PATH": PATH,
+            "LANG": "C.UTF-8",
+            "HOSTNAME": self.hostname,
+            "TERM": "xterm-256color",
+            **self.env,
+        }
+
+    def limits_script(self) -> str:
+        """Shell lines that set the per-process limits. Hard limits cannot be raised from
+        inside; the CPU soft limit comes first so a runaway process gets SIGXCPU ("CPU
+        time limit exceeded") before the hard limit's SIGKILL (soft first: a hard limit below
+        the current soft one is refused)."""
+        lim = self.limits
+        return (
+            f"ulimit -S -t {lim.cpu_s}\n"
+            f"ulimit -H -t {lim.cpu_s + 5}\n"
+            f"ulimit -v {lim.memory_mb * 1024}\n"
+            f"ulimit -f {lim.file_mb * 1024}\n"
+            "ulimit -c 0\n"
+        )
+
+    def tree_limits(self) -> list[str]:
+        """A ``prlimit`` prefix that limits every process of the sandbox, tmux included
+        (``prlimit`` execs, so the pid stays bwrap's). Empty where prlimit is missing:
+        the shell's own limits still apply."""
+        exe = shutil.which("prlimit")
+        if exe is None:
+            return []
+        lim = self.limits
+        memory = (lim.memory_mb + 256) * 1024 * 1024  # room for tmux next to the shell
+        return [exe, f"--nofile={lim.open_files}", "--core=0", f"--as={memory}", "--"]
+
+    async def exec(
+        self,
+        command: str,
+        *,
+        cwd: str | None = None,
+        stdin: bytes | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Run ``command`` with ``bash -c`` in a fresh sandboxed process (the files persist,
+        processes do not). Output is stdout and stderr together; a command still running
+        after ``timeout`` seconds is killed and reported with exit code 124."""
+        self.build()
+        limit = min(timeout or self.limits.command_s, self.limits.command_s)
+        # The limits are set by an outer shell so the command's own line numbers (in error
+        # messages) are its own: "bash: line 1: go: command not found".
+        script = self.limits_script() + 'exec bash -c "$1"'
+        argv = self.bwrap_command(["/bin/bash", "-c", script, "bash", command], chdir=cwd)
+        start = time.perf_counter()
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        timed_out = False
+        try:
+            out, _ = await asyncio.wait_for(proc.communicate(stdin), timeout=limit)
+        except TimeoutError:
+            timed_out = True
+            _kill_inside(proc.pid)
+            try:
+                out, _ = await asyncio.wait_for(proc.communicate(), 5)
+            except TimeoutError:
+                _kill_group(proc.pid)
+                out, _ = await proc.communicate()
+        code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
+        if code == 1 and out.startswith(b"bwrap: "):
+            raise SandboxError(out.decode("utf-8", errors="replace").strip())
+        if code < 0:  # killed by a signal: report it as a shell would
+            code = 128 - code
+        text = out.decode("utf-8", errors="replace")
+        if len(text) > self.limits.output_chars:
+            text = text[: self.limits.output_chars] + "\n[output truncated]\n"
+        return ExecResult(text, code, timed_out, time.perf_counter() - start)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_inside(bwrap_pid: int) -> None:
+    """Kill the sandbox's init (the outer bwrap's child); the kernel then ends every
+    process in its pid namespace and the outer bwrap exits normally, to be reaped by
+    us. Killing the outer one first would leave the inner one to the host's init."""
+    for pid, stat in _process_table().items():
+        if stat.ppid == bwrap_pid:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+
+async def _stop(proc: asyncio.subprocess.Process) -> None:
+    """End a sandbox started as ``proc``: end of input first, then kills."""
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+    for kill in (None, _kill_inside, _kill_group):
+        if kill is not None:
+            kill(proc.pid)
+        try:
+            await asyncio.wait_for(proc.wait(), 2)
+            return
+        except TimeoutError:
+            continue
+
+
+# -- the interactive shell ------------------------------------------------------------------
+
+_CONTROL_LOOP = r"""# simgym: runs tmux commands for the host, one request at a time.
+nonce=$1
+tmux -S /run/tmux-simgym/socket -f /run/simgym/tmux.conf new-session -d -s main \
+    -x "$2" -y "$3" -c "$4" || exit 1
+printf '%s ready\n' "$nonce"
+while IFS=$'\x1f' read -r -d '' -a request; do
+    tmux -S /run/tmux-simgym/socket "${request[@]}" 2>&1
+    rc=$?
+    printf '\n%s %d\n' "$nonce" "$rc"
+done
+"""
+
+_TMUX_CONF = """set -g status off
+set -g remain-on-exit on
+set -g remain-on-exit-format ""
+set -g history-limit 5000
+set -g update-environment ""
+set -g default-terminal "{term}"
+set -sg escape-time 0
+set -g default-command "exec /bin/bash --noprofile --rcfile /run/simgym/bashrc -i"
+"""
+
+# Before each prompt the shell counts it in a tmux option: the host sees the moment a
+# command has finished (and its exit status) without guessing from the screen.
+_PROMPT_HOOK = (
+    f"__simgym_rc=$?; tmux -S {TMUX_SOCKET} set -p @simgym_prompt "
+    '"$((++__simgym_n)) $__simgym_rc" >/dev/null 2>&1'
+)
+_BASHRC = (
+    "{limits}[ -f ~/.bashrc ] && . ~/.bashrc\n"
+    r"PS1='\u@\h:\w\$ '" + "\n"
+    "PROMPT_COMMAND='{hook}'\n"
+)
+
+# tmux key names sent as keys; any other text is typed literally.
+_KEY = re.compile(
+    r"(?:[CMS]-.+|Enter|Escape|Tab|BTab|BSpace|Space|Up|Down|Left|Right|Home|End|"
+    r"PageUp|PageDown|PPage|NPage|IC|DC|F\d{1,2})"
+)
+_POLL_S = 0.05
+_SETTLE_S = 0.2
+
+
+@dataclass
+class ShellState:
+    """What the host knows about the shell after a poll."""
+
+    prompts: int = 0  # prompts drawn so far
+    last_status: int | None = None  # exit status the last prompt reported
+    dead: bool = False  # the shell has exited
+    full_screen: bool = False  # a program has switched to the alternate screen
+    cursor_x: int = 0  # the cursor's column
+
+
+class ShellSession:
+    """One interactive ``bash`` in a tmux session inside ``sandbox``.
+
+    :meth:`send` types keystroke batches and returns the new part of the screen: from
+    the line the cursor was on (the prompt, now holding the echoed command) to the end,
+    the way a person reads a terminal after pressing Enter. When what was on the screen
+    no longer matches (a full-screen program, ``clear``), the whole visible screen is
+    returned instead.
+    """
+
+    def __init__(self, sandbox: Sandbox, *, width: int = 160, height: int = 48) -> None:
+        self.sandbox = sandbox
+        self.width = width
+        self.height = height
+        self._proc: asyncio.subprocess.Process | None = None
+        self._nonce = secrets.token_hex(12)
+        self._lines: list[str] = []
+        self._shell_pid: int | None = None  # host pid of the pane's bash
+        self._stderr: BinaryIO | None = None
+        self._timer: threading.Timer | None = None
+        self._lock = asyncio.Lock()
+        self.killed_commands = 0
+
+    # -- life cycle ---------------------------------------------------------------------
+
+    async def start(self, *, timeout: float = 20.0) -> str:
+        """Start the sandbox and the shell; return the first screen."""
+        sandbox = self.sandbox.build()
+        self._write_control_files()
+        (sandbox.root / "run" / "tmux-simgym").mkdir(parents=True, exist_ok=True)
+        control = f"{CONTROL_DIR}/control.sh"
+        size = [str(self.width), str(self.height), sandbox.cwd or "/"]
+        argv = sandbox.bwrap_command(["/bin/bash", control, self._nonce, *size])
+        self._stderr = open(self.sandbox.control.parent / "bwrap.log", "wb")  # noqa: SIM115
+        self._proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=self._stderr,
+            start_new_session=True,
+            limit=1 << 24,
+        )
+        self._timer = threading.Timer(sandbox.limits.episode_s, self._expire)
+        self._timer.daemon = True
+        self._timer.start()
+        try:
+            await asyncio.wait_for(self._read_until_ready(), timeout)
+            deadline = time.monotonic() + timeout
+            while not await self._prompt_drawn(0):
+                if time.monotonic() > deadline:
+                    raise SandboxError("the shell did not show a prompt")
+                await asyncio.sleep(_POLL_S)
+            pane_pid = int((await self._tmux("display", "-p", "-t", "main", "#{pane_pid}")).strip())
+            self._shell_pid = _host_pid(self._proc.pid, pane_pid)
+        except (TimeoutError, ValueError, SandboxError) as exc:
+            log = self._log_tail()
+            await self.close()
+            raise SandboxError(f"the sandbox shell did not start: {exc} {log}".strip()) from None
+        self._lines = await self._capture_all()
+        return "\n".join(self._lines)
+
+    async def close(self) -> None:
+        """Stop every process in the sandbox and delete its files."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            await _stop(proc)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
+        self.sandbox.destroy()
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    def _expire(self) -> None:
+        # The episode outlived its time: kill everything; the next call reports it.
+        proc = self._proc
+        if proc is not None:
+            _kill_inside(proc.pid)
+
+    def _write_control_files(self) -> None:
+        control = self.sandbox.control
+        (control / "control.sh").write_text(_CONTROL_LOOP)
+        term = "tmux-256color" if _terminfo_has("tmux-256color") else "screen"
+        (control / "tmux.conf").write_text(_TMUX_CONF.format(term=term))
+        bashrc = _BASHRC.format(limits=self.sandbox.limits_script(), hook=_PROMPT_HOOK)
+        (control / "bashrc").write_text(bashrc)
+
+    def _log_tail(self) -> str:
+        try:
+            text = (self.sandbox.control.parent / "bwrap.log").read_text(errors="replace")
+        except (OSError, SandboxError):
+            return ""
+        return text.strip()[-500:]
+
+    # -- talking to tmux ------------------------------------------------------------------
+
+    async def _read_line(self) -> str:
+        assert self._proc is not None and self._proc.stdout is not None
+        raw = await self._proc.stdout.readline()
+        if not raw:
+            raise SandboxError("the sandbox has exited")
+        return raw.decode("utf-8", errors="replace")
+
+    async def _read_until_ready(self) -> None:
+        while (await self._read_line()).rstrip("\n") != f"{self._nonce} ready":
+            pass
+
+    async def _tmux(self, *args: str, timeout: float = 15.0) -> str:
+        """Run one tmux command inside the sandbox; return its output."""
+        if not self.running:
+            raise SandboxError("the sandbox is not running (it ended or ran out of time)")
+        assert self._proc is not None and self._proc.stdin is not None
+        if any("\x00" in a or "\x1f" in a for a in args):
+            raise SandboxError("keystrokes may not contain NUL or \\x1f bytes")
+        self._proc.stdin.write("\x1f".join(args).encode() + b"\x00")
+        await self._proc.stdin.drain()
+        end = f"{self._nonce} "
+
+        async def collect() -> tuple[str, int]:
+            lines: list[str] = []
+            while True:
+                line = await self._read_line()
+                if line.startswith(end) and line[len(end) :].strip().lstrip("-").isdigit():
+                    text = "".join(lines)
+                    return text[:-1] if text.endswith("\n") else text, int(line[len(end) :])
+                lines.append(line)
+
+        try:
+            text, code = await asyncio.wait_for(collect(), timeout)
+        except TimeoutError:
+            raise SandboxError(f"tmux {args[0]} did not answer in {timeout:g}s") from None
+        if code != 0:
+            raise SandboxError(f"tmux {args[0]} failed: {text.strip()}")
+        return text
+
+    async def state(self) -> ShellState:
+        out = await self._tmux(
+            "display",
+            "-p",
+            "-t",
+            "main",
+            "#{pane_dead}|#{alternate_on}|#{cursor_x}|#{@simgym_prompt}",
+        )
+        dead, alternate, cursor, prompt = (out.strip().split("|", 3) + ["", "", ""])[:4]
+        count, _, status = prompt.partition(" ")
+        return ShellState(
+            prompts=int(count) if count.isdigit() else 0,
+            last_status=int(status) if status.lstrip("-").isdigit() else None,
+            dead=dead == "1",
+            full_screen=alternate == "1",
+            cursor_x=int(cursor) if cursor.isdigit() else 0,
+        )
+
+    async def _capture_all(self) -> list[str]:
+        text = await self._tmux("capture-pane", "-p", "-J", "-S", "-", "-t", "main")
+        return _trim(text)
+
+    async def screen(self) -> str:
+        """The visible screen now."""
+        return "\n".join(_trim(await self._tmux("capture-pane", "-p", "-J", "-t", "main")))
+
+    # -- acting -------------------------------------------------------------------------
+
+    async def send(self, batches: list[tuple[str, float]]) -> str:
+        """Type each ``(keystrokes, wait_seconds)`` batch in turn, waiting after each until
+        the shell is back at a prompt (or the wait is over); return the new screen text."""
+        async with self._lock:
+            if (await self.state()).dead:
+                await self._respawn()
+            for keys, wait in batches:
+                await self._send_one(keys, wait)
+            if (await self.state()).full_screen:
+                # vim, less, top: the program's screen is the observation; the shell's
+                # scrollback is compared again once the program gives the screen back.
+                return await self.screen()
+            lines = await self._capture_all()
+            new = _new_part(self._lines, lines)
+            if new is None:
+                new = _trim(await self._tmux("capture-pane", "-p", "-J", "-t", "main"))
+            self._lines = lines
+            return "\n".join(new)
+
+    async def _respawn(self) -> None:
+        # The shell died (exit, CPU limit): a new login in the same sandbox.
+        await self._tmux("respawn-pane", "-k", "-t", "main")
+        deadline = time.monotonic() + 10
+        before = (await self.state()).prompts
+        while (await self.state()).prompts == before and time.monotonic() < deadline:
+            await asyncio.sleep(_POLL_S)
+        pane_pid = int((await self._tmux("display", "-p", "-t", "main", "#{pane_pid}")).strip())
+        assert self._proc is not None
+        self._shell_pid = _host_pid(self._proc.pid, pane_pid)
+
+    async def _send_one(self, keys: str, wait: float) -> None:
+        self._enforce_command_limit()
+        before = (await self.state()).prompts
+        await self._type(keys)
+        limit = max(min(wait, self.sandbox.limits.max_wait_s), _POLL_S)
+        deadline = time.monotonic() + limit
+        previous: str | None = None
+        stable_since = time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(_POLL_S)
+            self._enforce_command_limit()
+            state = await self.state()
+            if state.dead:
+                return
+            idle = self._shell_idle()
+            if state.prompts != before and idle and await self._prompt_drawn(before):
+                return  # the command finished and a new prompt is up
+            if not idle or keys.endswith("\n") or keys == "Enter":
+                continue  # a program holds the terminal, or a line is still being run
+            screen = await self.screen()  # typing at the prompt: wait for the echo to settle
+            if screen != previous:
+                previous, stable_since = screen, time.monotonic()
+            elif time.monotonic() - stable_since >= _SETTLE_S:
+                return
+
+    async def _prompt_drawn(self, before: int) -> bool:
+        """Whether a prompt after the ``before``-th is fully on the screen. The counter
+        moves just *before* bash prints the prompt, so wait until the cursor has left
+        the line start and the screen holds still for a moment."""
+        state = await self.state()
+        if state.prompts <= before or state.cursor_x == 0:
+            return False
+        first = await self.screen()
+        await asyncio.sleep(_POLL_S / 2)
+        return first == await self.screen()
+
+    async def _type(self, keys: str) -> None:
+        if _KEY.fullmatch(keys):
+            await self._tmux("send-keys", "-t", "main", keys)
+            return
+        parts = keys.split("\n")
+        for i, part in enumerate(parts):
+            if part:
+                await self._tmux("send-keys", "-t", "main", "-l", "--", part)
+            if i < len(parts) - 1:
+                await self._tmux("send-keys", "-t", "main", "Enter")
+
+    # -- watching processes from the host ----------------------------------------------
+
+    def _shell_idle(self) -> bool:
+        """True when the shell itself owns the terminal (no foreground job)."""
+        stat = _read_stat(self._shell_pid) if self._shell_pid else None
+        return stat is None or stat.tpgid in (stat.pgrp, -1)
+
+    def _enforce_command_limit(self) -> None:
+        """Kill a foreground job that has run longer than ``limits.command_s``."""
+        if self._shell_pid is None or self._proc is None:
+            return
+        stat = _read_stat(self._shell_pid)
+        if stat is None or stat.tpgid in (stat.pgrp, -1, 0):
+            return
+        table = _process_table()
+        ours = _descendants(table, self._proc.pid)
+        group = [pid for pid in ours if table[pid].pgrp == stat.tpgid]
+        if not group:
+            return
+        started = min(table[pid].start for pid in group)
+        if _uptime() - started < self.sandbox.limits.command_s:
+            return
+        for pid in group:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.killed_commands += 1
+
+
+def _trim(text: str) -> list[str]:
+    lines = [line.rstrip() for line in text.split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _new_part(before: list[str], after: list[str]) -> list[str] | None:
+    """The lines of ``after`` from the last line of ``before`` on, when ``after`` still
+    starts with what ``before`` showed; None when the screen was redrawn."""
+    if not before:
+        return after
+    keep = len(before) - 1
+    if len(after) < keep or after[:keep] != before[:keep]:
+        return None
+    return after[keep:]
+
+
+@lru_cache(maxsize=4)
+def _terminfo_has(name: str) -> bool:
+    return any(
+        Path(base, name[0], name).exists()
+        for base in ("/usr/share/terminfo", "/lib/terminfo", "/etc/terminfo")
+    )
+
+
+@dataclass(frozen=True)
+class _Stat:
+    ppid: int
+    pgrp: int
+    tpgid: int
+    start: float  # seconds after boot
+
+
+_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _read_stat(pid: int | None) -> _Stat | None:
+    if pid is None:
+        return None
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: the fields start after the last ')'.
+    fields = raw[raw.rfind(")") + 2 :].split()
+    try:
+        return _Stat(int(fields[1]), int(fields[2]), int(fields[5]), int(fields[19]) / _TICKS)
+    except (IndexError, ValueError):
+        return None
+
+
+def _process_table() -> dict[int, _Stat]:
+    table: dict[int, _Stat] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _read_stat(int(entry))
+            if stat is not None:
+                table[int(entry)] = stat
+    return table
+
+
+def _descendants(table: dict[int, _Stat], ancestor: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for pid, stat in table.items():
+        children.setdefault(stat.ppid, []).append(pid)
+    found: set[int] = set()
+    todo = [ancestor]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def _host_pid(ancestor: int, inner_pid: int) -> int | None:
+    """The host pid of the process numbered ``inner_pid`` inside the sandbox started as
+    ``ancestor`` (matched on the innermost NSpid entry)."""
+    table = _process_table()
+    for pid in _descendants(table, ancestor):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("NSpid:") and line.split()[-1] == str(inner_pid):
+                return pid
+    return None
+
+
+def _uptime() -> float:
+    try:
+        return float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return time.clock_gettime(time.CLOCK_BOOTTIME)

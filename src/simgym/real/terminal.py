@@ -1,0 +1,227 @@
+"""The terminal domain for real: keystrokes typed into a bash shell in a bubblewrap sandbox.
+
+:class:`RealTerminal` is a world-model backend that does not predict: it builds the
+scenario's machine (its files, user, host name and working directory) in a
+:class:`~simgym.real.sandbox.Sandbox`, types each action into a live shell and returns
+the screen. Plug it in wherever a world model goes::
+
+    env = simgym.make("terminal", world_model=RealTerminal())
+
+and the same action files, agents and trajectory writers record ground truth. Each
+environment needs its own ``RealTerminal`` (it holds one machine at a time).
+
+:func:`record` runs scripted episodes against the real backends and appends the
+trajectories to a file (what ``simgym record`` does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from simgym.core import contract
+from simgym.core.domain import get_domain
+from simgym.core.env import SimEnv
+from simgym.core.errors import SimgymError, WorldModelError
+from simgym.core.types import Task, Trajectory
+from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession
+
+BACKEND_NAME = "real-terminal"
+
+
+class RealTerminal:
+    """A real shell behind the terminal domain's interface (see the module docstring).
+
+    Args:
+        limits: CPU, memory, file-size and time limits of the sandbox.
+        width, height: the terminal's size in characters.
+        read_only_binds: extra host directories to show inside, ``{host: inside}``
+            (a toolchain, say); nothing else of the host is visible.
+    """
+
+    name = BACKEND_NAME
+
+    def __init__(
+        self,
+        *,
+        limits: Limits | None = None,
+        width: int = 160,
+        height: int = 48,
+        read_only_binds: dict[str, str] | None = None,
+    ) -> None:
+        self.limits = limits or Limits()
+        self.width = width
+        self.height = height
+        self.read_only_binds = dict(read_only_binds or {})
+        self.session: ShellSession | None = None
+        self.skipped_files: list[str] = []
+        self._last: tuple[int, str, Prediction] | None = None
+
+    async def start_episode(self, scenario: BaseModel | dict[str, Any], task: Task) -> str:
+        """Build the scenario's machine in a new sandbox; return its first screen."""
+        await self.end_episode()
+        world: Any = get_domain("terminal").scenario(scenario)
+        sandbox = Sandbox(
+            files=dict(world.files),
+            user=world.user,
+            hostname=world.hostname,
+            home=world.home,
+            cwd=world.working_dir,
+            env=dict(world.env),
+            limits=self.limits,
+            read_only_binds=self.read_only_binds,
+        )
+        self.session = ShellSession(sandbox, width=self.width, height=self.height)
+        self._last = None
+        try:
+            first = await self.session.start()
+        except BaseException:
+            self.session = None
+            raise
+        self.skipped_files = list(sandbox.skipped)
+        return first
+
+    async def end_episode(self) -> None:
+        """Stop the shell and delete the machine."""
+        session, self.session = self.session, None
+        if session is not None:
+            await session.close()
+
+    async def predict(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        prefix: str | None = None,
+    ) -> Prediction:
+        """Type the last user message's action into the shell; return the screen."""
+        content = messages[-1]["content"]
+        if self._last is not None and self._last[:2] == (len(messages), content):
+            # A retry of the same turn (the environment re-asks when a format check
+            # fails): running the keys twice would change the world, so answer again.
+            return self._last[2]
+        if self.session is None:
+            raise WorldModelError("the real terminal has no machine: start_episode first")
+        batches = keystroke_batches(contract.action_text_of(content))
+        start = time.perf_counter()
+        try:
+            screen = await self.session.send(batches)
+        except SandboxError as exc:
+            raise WorldModelError(f"real terminal: {exc}") from None
+        prediction = Prediction(
+            observation=screen,
+            raw=screen,
+            tagged=True,
+            latency_s=time.perf_counter() - start,
+            model=BACKEND_NAME,
+            finish_reason="executed",
+        )
+        self._last = (len(messages), content, prediction)
+        return prediction
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "backend": BACKEND_NAME,
+            "sandbox": "bubblewrap",
+            "limits": asdict(self.limits),
+            "size": [self.width, self.height],
+        }
+
+    async def aclose(self) -> None:
+        await self.end_episode()
+
+
+def keystroke_batches(action_text: str) -> list[tuple[str, float]]:
+    """``(keystrokes, seconds)`` pairs from a rendered terminal action (the JSON list the
+    terminal domain renders). Text that is not such a list is typed as one command line,
+    as when a scenario lets invalid actions through."""
+    try:
+        data = json.loads(action_text)
+    except json.JSONDecodeError:
+        data = None
+    if isinstance(data, dict):
+        data = [data]
+    if isinstance(data, list) and data and all(isinstance(b, dict) for b in data):
+        try:
+            return [(str(b["keystrokes"]), float(b.get("duration", 1.0))) for b in data]
+        except (KeyError, TypeError, ValueError):
+            pass
+    text = action_text if action_text.endswith("\n") else action_text + "\n"
+    return [(text, 1.0)]
+
+
+register_backend(BACKEND_NAME, RealTerminal)
+
+
+# -- recording ----------------------------------------------------------------------------
+
+ExecutorFactory = Callable[..., Any]
+
+
+def real_backends() -> dict[str, ExecutorFactory]:
+    """Domain name -> the real executor class that runs it."""
+    backends: dict[str, ExecutorFactory] = {"terminal": RealTerminal}
+    from simgym.real.swe import RealSWE  # imported here: it imports this module's helpers
+
+    backends["swe"] = RealSWE
+    return backends
+
+
+async def arecord(
+    files: Iterable[str | Path],
+    out: str | Path,
+    *,
+    domain: str | None = None,
+    concurrency: int = 2,
+    max_turns: int = 30,
+    resume: bool = True,
+    limits: Limits | None = None,
+    on_done: Callable[[Trajectory], None] | None = None,
+) -> list[Trajectory]:
+    """Run the episodes in action/task files against real backends, appending each
+    trajectory to ``out`` as it finishes; with ``resume``, task ids already in ``out``
+    are skipped. Every episode gets a fresh sandbox."""
+    import simgym.domains  # noqa: F401  (registers the built-in domains)
+    from simgym.data.trajectories import TrajectoryWriter, finished_ids
+    from simgym.rollout.scripted import load_specs, run_specs
+
+    specs = load_specs(list(files), domain)
+    backends = real_backends()
+    for spec in specs:
+        name = spec.task.domain
+        if name not in backends:
+            raise SimgymError(
+                f"{spec.task.id}: no real backend for domain {name!r}; "
+                f"available: {', '.join(sorted(backends))}"
+            )
+    done = finished_ids(out) if resume else set()
+    todo = [spec for spec in specs if spec.task.id not in done]
+    with TrajectoryWriter(out) as writer:
+
+        def make_env(spec: Any) -> SimEnv:
+            executor = backends[spec.task.domain](limits=limits)
+            # One try per turn: a real action must not run twice.
+            return SimEnv(
+                spec.task.domain,
+                executor,
+                max_turns=max_turns,
+                writer=writer,
+                validation_retries=0,
+            )
+
+        return await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
+
+
+def record(files: Iterable[str | Path], out: str | Path, **options: Any) -> list[Trajectory]:
+    """Blocking :func:`arecord`."""
+    return asyncio.run(arecord(files, out, **options))
