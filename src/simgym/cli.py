@@ -601,6 +601,10 @@ def export(
     errors.print(f"wrote {count} {output_format} rows to {out}")
 
 
+from simgym.bench.cli import bench_app  # noqa: E402  (a sub-app; it does not import this module)
+
+app.add_typer(bench_app, name="bench")
+
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")
 

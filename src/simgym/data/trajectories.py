@@ -8,54 +8,24 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
+from simgym.data.jsonl import JsonlAppender
 
 
-class TrajectoryWriter:
-    """Appends trajectories to a JSONL file; safe to share between threads and tasks."""
+class TrajectoryWriter(JsonlAppender):
+    """Appends trajectories to a JSONL file; safe to share between threads and tasks.
+    Each episode is flushed and fsynced as it is written."""
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fsync = fsync
-        self._lock = threading.Lock()
-        self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 (kept open)
-        self._repair_tail()
-
-    def _repair_tail(self) -> None:
-        # If a crash cut the last line, start ours on a fresh line so it stays readable.
-        if self.path.stat().st_size == 0:
-            return
-        with open(self.path, "rb") as f:
-            f.seek(-1, os.SEEK_END)
-            if f.read(1) != b"\n":
-                self._file.write("\n")
-                self._file.flush()
+        super().__init__(path, fsync=fsync)
 
     def write(self, trajectory: Trajectory) -> None:
-        line = trajectory.model_dump_json() + "\n"
-        with self._lock:
-            self._file.write(line)
-            self._file.flush()
-            if self._fsync:
-                os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        with self._lock:
-            if not self._file.closed:
-                self._file.close()
-
-    def __enter__(self) -> TrajectoryWriter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        self.append(trajectory.model_dump_json())
 
 
 def read_trajectories(

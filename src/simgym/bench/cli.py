@@ -1,0 +1,417 @@
+"""``simgym bench``: infer, judge, score and compare (a typer sub-app, ``bench_app``).
+
+Mounted by the main command as ``simgym bench``; also runnable alone as
+``python -m simgym.bench``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import time
+import warnings
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from simgym.core.errors import SimgymError
+from simgym.core.worldmodel import WorldModel
+
+bench_app = typer.Typer(
+    help="World-model fidelity benchmark (AgentWorldBench-compatible): infer, judge, score.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True, soft_wrap=True)
+
+# The reference evaluation's settings for served models (long reasoning needs room).
+OFFICIAL = {"max_tokens": 32768, "temperature": 0.6}
+
+
+def friendly(fn):
+    """simgym's own errors as one line and exit status 2; Ctrl-C as a resume hint."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except SimgymError as exc:
+            errors.print(f"[bold red]error:[/] {exc}", highlight=False)
+            raise typer.Exit(2) from None
+        except KeyboardInterrupt:
+            errors.print("interrupted: finished rows are saved; rerun the same command to resume")
+            raise typer.Exit(130) from None
+
+    return wrapper
+
+
+def build_backend(
+    kind: str,
+    *,
+    base_url: str | None,
+    model: str | None,
+    model_path: str | None,
+    n_ctx: int | None,
+    timeout: float,
+    concurrency: int,
+    api_key: str | None = None,
+    judge: bool = False,
+) -> WorldModel:
+    """A backend for ``kind`` (openai, local, or any registered name)."""
+    import simgym
+
+    opts: dict[str, Any] = {}
+    if kind == "openai":
+        opts = {
+            "base_url": base_url,
+            "model": model,
+            "api_key": api_key,
+            "timeout": timeout,
+            "max_concurrency": concurrency,
+        }
+    elif kind == "local":
+        opts = {"model_path": model_path}
+        if n_ctx:
+            opts["n_ctx"] = n_ctx
+        if judge:
+            opts["prefill"] = False  # a judge answers in JSON, not as an observation
+    return simgym.world_model(kind, **opts)
+
+
+def request_settings(
+    kind: str, max_tokens: int | None, temperature: float | None
+) -> tuple[int | None, float | None]:
+    """Per-request settings: what was asked, else the reference evaluation's for served
+    models, else the backend's own defaults (the embedded model needs small answers)."""
+    if kind == "openai":
+        return max_tokens or OFFICIAL["max_tokens"], (
+            OFFICIAL["temperature"] if temperature is None else temperature
+        )
+    return max_tokens, temperature
+
+
+class RowProgress:
+    """A progress bar with rate, ETA and failures, fed one finished row at a time."""
+
+    def __init__(self, label: str, total: int, failed: Any) -> None:
+        self._failed = failed
+        self.progress = Progress(
+            TextColumn(f"[bold]{label}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("failed {task.fields[failed]}"),
+            TimeElapsedColumn(),
+            console=errors,
+        )
+        self.bar = self.progress.add_task(label, total=total, rate="", failed=0)
+        self.failures = 0
+        self.start = time.perf_counter()
+
+    def __enter__(self) -> RowProgress:
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+
+    def __call__(self, row: dict[str, Any]) -> None:
+        self.failures += bool(self._failed(row))
+        done = self.progress.tasks[0].completed + 1
+        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        self.progress.update(self.bar, advance=1, rate=f"{rate:.2f} rows/s", failed=self.failures)
+
+
+def _print_summary(what: str, summary: Any, out: Path) -> None:
+    errors.print(
+        f"{what}: {summary.written} rows written to {out} in {summary.seconds:.1f}s "
+        f"({summary.rate:.2f} rows/s), {summary.failed} failed, "
+        f"{summary.skipped} already done"
+    )
+    for message, count in sorted(summary.errors.items(), key=lambda kv: -kv[1])[:5]:
+        errors.print(f"  {count} x {message}", highlight=False)
+
+
+def _warnings_to_stderr() -> None:
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        errors.print(f"[yellow]warning:[/] {message}", highlight=False)
+
+    warnings.showwarning = show  # type: ignore[assignment]
+
+
+# -- commands ---------------------------------------------------------------------------
+
+
+@bench_app.command()
+@friendly
+def infer(
+    data: Annotated[
+        list[Path],
+        typer.Option("--data", "-d", help="AgentWorldBench folder or JSONL files (repeatable)"),
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="predictions JSONL (appended)")],
+    world_model: Annotated[
+        str, typer.Option("--world-model", "-w", help="openai | local | another backend")
+    ] = "openai",
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server (or SIMGYM_BASE_URL)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="served model name")] = None,
+    model_path: Annotated[str | None, typer.Option(help="GGUF file for -w local")] = None,
+    n_ctx: Annotated[int | None, typer.Option(help="context size for -w local")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="answer budget (openai default: 32768, as the reference)")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="sampling temperature (openai default: 0.6)")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="seconds per request")] = 1800.0,
+    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 64,
+    retries: Annotated[int, typer.Option(help="extra tries on transient errors")] = 2,
+    limit: Annotated[int | None, typer.Option(help="at most this many rows per domain")] = None,
+    domains: Annotated[
+        list[str] | None, typer.Option("--domains", help="only these domains (comma list)")
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="sample --limit rows at random with this seed")
+    ] = None,
+    retry_failed: Annotated[
+        bool, typer.Option(help="on resume, redo rows that failed before")
+    ] = True,
+    restart: Annotated[bool, typer.Option(help="discard rows already in --out")] = False,
+    fsync: Annotated[bool, typer.Option(help="fsync after every row")] = False,
+) -> None:
+    """Predict the next observation of every benchmark row (resumable)."""
+    from simgym.bench.data import load_rows, select_rows
+    from simgym.bench.infer import infer_rows, plan_infer
+    from simgym.bench.store import RowWriter
+
+    _warnings_to_stderr()
+    rows = select_rows(load_rows(data), domains=domains, limit=limit, seed=seed)
+    todo, finished = plan_infer(rows, out, retry_failed=retry_failed, restart=restart)
+    skipped = len(rows) - len(todo)
+    if skipped:
+        errors.print(f"resuming: {skipped} of {len(rows)} rows already in {out}")
+    backend = build_backend(
+        world_model,
+        base_url=base_url,
+        model=model,
+        model_path=model_path,
+        n_ctx=n_ctx,
+        timeout=timeout,
+        concurrency=concurrency,
+    )
+    tokens, temp = request_settings(world_model, max_tokens, temperature)
+
+    async def main():
+        try:
+            with (
+                RowWriter(out, fsync=fsync) as writer,
+                RowProgress("infer", len(todo), lambda r: r["status"] != "ok") as progress,
+            ):
+                return await infer_rows(
+                    todo,
+                    backend,
+                    writer,
+                    concurrency=concurrency,
+                    max_tokens=tokens,
+                    temperature=temp,
+                    retries=retries,
+                    on_result=progress,
+                )
+        finally:
+            await backend.aclose()
+
+    summary = asyncio.run(main())
+    summary.selected, summary.skipped = len(rows), skipped
+    _print_summary("infer", summary, out)
+
+
+@bench_app.command()
+@friendly
+def judge(
+    predictions: Annotated[
+        Path, typer.Option("--predictions", "-p", help="predictions JSONL from `bench infer`")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="judged JSONL (appended)")],
+    judge_backend: Annotated[
+        str, typer.Option("--judge", "-j", help="openai | local | another backend")
+    ] = "openai",
+    judge_base_url: Annotated[
+        str | None, typer.Option(help="judge's OpenAI-compatible server")
+    ] = None,
+    judge_model: Annotated[str | None, typer.Option(help="judge model name")] = None,
+    judge_model_path: Annotated[
+        str | None, typer.Option(help="GGUF file for --judge local")
+    ] = None,
+    judge_n_ctx: Annotated[int | None, typer.Option(help="context size for --judge local")] = None,
+    judge_max_tokens: Annotated[
+        int | None, typer.Option(help="judge answer budget (openai default: 32768)")
+    ] = None,
+    judge_temperature: Annotated[
+        float | None, typer.Option(help="judge temperature (openai default: 0.6)")
+    ] = None,
+    attempts: Annotated[int, typer.Option(help="asks per row for a readable grade")] = 3,
+    context_turns: Annotated[
+        int | None, typer.Option(help="earlier turns shown to the judge (default: all)")
+    ] = None,
+    prompts_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="judge prompt overrides: judge.md / judge_<family>.md, or "
+            "<domain>/judge_system_prompt.txt (the Qwen-AgentWorld prompts/ layout)"
+        ),
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="seconds per request")] = 1800.0,
+    concurrency: Annotated[int, typer.Option(help="requests in flight")] = 16,
+    retries: Annotated[int, typer.Option(help="extra tries on transient errors")] = 2,
+    retry_failed: Annotated[
+        bool, typer.Option(help="on resume, redo rows the judge failed")
+    ] = True,
+    restart: Annotated[bool, typer.Option(help="discard rows already in --out")] = False,
+    fsync: Annotated[bool, typer.Option(help="fsync after every row")] = False,
+) -> None:
+    """Grade each prediction against the real observation (resumable). The judge's API
+    key comes from SIMGYM_JUDGE_API_KEY, else OPENAI_API_KEY."""
+    from simgym.bench.judge import judge_rows, plan_judge
+    from simgym.bench.store import RowWriter, load_results
+
+    _warnings_to_stderr()
+    rows = load_results(predictions)
+    todo, _ = plan_judge(rows, out, retry_failed=retry_failed, restart=restart)
+    skipped = len(rows) - len(todo)
+    if skipped:
+        errors.print(f"resuming: {skipped} of {len(rows)} rows already in {out}")
+    backend = build_backend(
+        judge_backend,
+        base_url=judge_base_url,
+        model=judge_model,
+        model_path=judge_model_path,
+        n_ctx=judge_n_ctx,
+        timeout=timeout,
+        concurrency=concurrency,
+        api_key=os.environ.get("SIMGYM_JUDGE_API_KEY"),
+        judge=True,
+    )
+    tokens, temp = request_settings(judge_backend, judge_max_tokens, judge_temperature)
+
+    async def main():
+        try:
+            with (
+                RowWriter(out, fsync=fsync) as writer,
+                RowProgress("judge", len(todo), lambda r: r["judge"]["status"] != "ok") as progress,
+            ):
+                return await judge_rows(
+                    todo,
+                    backend,
+                    writer,
+                    concurrency=concurrency,
+                    attempts=attempts,
+                    max_tokens=tokens,
+                    temperature=temp,
+                    retries=retries,
+                    context_turns=context_turns,
+                    prompts_dir=prompts_dir,
+                    on_result=progress,
+                )
+        finally:
+            await backend.aclose()
+
+    summary = asyncio.run(main())
+    summary.selected, summary.skipped = len(rows), skipped
+    _print_summary("judge", summary, out)
+
+
+@bench_app.command()
+@friendly
+def score(
+    files: Annotated[
+        list[Path], typer.Argument(help="judged (or predictions) JSONL; several are merged")
+    ],
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the report JSON")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="write a Markdown report")] = None,
+    html: Annotated[Path | None, typer.Option(help="write an HTML report with a chart")] = None,
+) -> None:
+    """Per-domain and overall scores (0-100), failures and rule metrics."""
+    from simgym.bench.report import rich_tables, write_reports
+    from simgym.bench.score import score_rows
+    from simgym.bench.store import latest_by_key, load_results
+
+    _warnings_to_stderr()
+    rows: list[dict[str, Any]] = []
+    for path in files:
+        rows.extend(load_results(path))
+    report = score_rows(list(latest_by_key(rows).values()), sources=[str(p) for p in files])
+    for table in rich_tables(report):
+        console.print(table)
+    for path in write_reports(report, json_path=json_out, markdown_path=markdown, html_path=html):
+        errors.print(f"wrote {path}")
+
+
+@bench_app.command()
+@friendly
+def compare(
+    a: Annotated[Path, typer.Argument(help="run A: score JSON or results JSONL")],
+    b: Annotated[Path, typer.Argument(help="run B: score JSON or results JSONL")],
+    paired: Annotated[
+        bool, typer.Option(help="only rows graded in both runs (needs JSONL files)")
+    ] = False,
+    field: Annotated[str, typer.Option(help="total | total_strict | a dimension")] = "total",
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the comparison")] = None,
+    markdown: Annotated[Path | None, typer.Option(help="write a Markdown table")] = None,
+) -> None:
+    """Two runs side by side with per-domain deltas (B - A)."""
+    from simgym.bench.compare import (
+        FIELDS,
+        compare_reports,
+        compare_table,
+        load_side,
+        paired_reports,
+    )
+    from simgym.bench.report import _md_table
+
+    if field not in FIELDS:
+        raise SimgymError(f"--field must be one of {', '.join(FIELDS)}")
+    report_a, rows_a = load_side(a)
+    report_b, rows_b = load_side(b)
+    if paired:
+        if rows_a is None or rows_b is None:
+            raise SimgymError("--paired needs two results JSONL files, not score reports")
+        report_a, report_b = paired_reports(rows_a, rows_b)
+    comparison = compare_reports(report_a, report_b)
+    lines = compare_table(comparison, field)
+    table = Table(*lines[0], title=f"{field}: A = {a.name}, B = {b.name}")
+    for line in lines[1:]:
+        table.add_row(*line)
+    console.print(table)
+    if json_out:
+        json_out.write_text(json.dumps(comparison, indent=2), encoding="utf-8")
+        errors.print(f"wrote {json_out}")
+    if markdown:
+        markdown.write_text(f"A: {a}\n\nB: {b}\n\n{_md_table(lines)}\n", encoding="utf-8")
+        errors.print(f"wrote {markdown}")
+
+
+def main() -> None:
+    bench_app()
+
+
+if __name__ == "__main__":
+    main()
