@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="local"
-if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export"; fi
+if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web"; fi
 
 # Real environments (simgym record, real-terminal/real-swe backends) sandbox commands with
 # bubblewrap and keep shells in tmux; both come from Debian. Simulation works without them.
@@ -17,6 +17,16 @@ if ! command -v bwrap >/dev/null || ! command -v tmux >/dev/null; then
       || echo "warning: could not install bubblewrap/tmux; real environments will be unavailable" >&2
   else
     echo "note: install bubblewrap and tmux (as root) for real environments" >&2
+  fi
+fi
+# The real-web backend drives Debian's Chromium through Playwright (tests need it).
+if [[ "${1:-}" == "--dev" && ! -x /usr/bin/chromium ]]; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+    echo "installing chromium..." >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >&2 \
+      || echo "warning: could not install chromium; the real-web backend will be unavailable" >&2
+  else
+    echo "note: install chromium (as root) for the real-web backend" >&2
   fi
 fi
 

@@ -154,3 +154,7 @@ async def test_mcp_episode_final_answer_is_not_simulated():
     assert json.loads(res.observation.text)["email"] == "ana.lima@example.com"
     final = await env.step("ana.lima@example.com")
     assert final.done and len(calls) == 1
+
+
+def test_terminal_screen_after_exit_needs_no_prompt():
+    assert TERM.check_observation("dev@devbox:~$ exit\nexit", Action.keys("exit\n"), None) == []

@@ -539,8 +539,9 @@ def record(
     cpu_seconds: Annotated[int, typer.Option(help="CPU seconds per process")] = 60,
     memory_mb: Annotated[int, typer.Option(help="address space per process, MiB")] = 2048,
 ) -> None:
-    """Run scripted episodes for real (terminal, swe) in bubblewrap sandboxes: no network,
-    a throw-away root per episode. Trajectories go to --out, as `simgym run` writes them."""
+    """Run scripted episodes for real: terminal and swe in bubblewrap sandboxes (no network,
+    a throw-away root per episode), mcp against a live MCP server, search on a full-text
+    index, web in headless Chromium on local sites. Trajectories go to --out."""
     from simgym.real.sandbox import Limits, bwrap_problem
     from simgym.real.terminal import record as record_real
 

@@ -187,6 +187,59 @@ async def _read_listing(client: Any, fallback_name: str) -> ServerListing:
     )
 
 
+@dataclass
+class Connection:
+    """How to reach one MCP server with the SDK's ``Client``, and how to explain a failure.
+
+    ``target`` is what ``mcp.Client`` takes; for a stdio server, its stderr goes to
+    ``errlog`` (kept out of the user's terminal, but at hand to explain a crash). Call
+    :meth:`close` when done with the connection.
+    """
+
+    target: Any
+    what: str
+    argv: list[str] | None = None
+    url: str | None = None
+    errlog: IO[str] | None = None
+
+    def explain(self, exc: BaseException, timeout: float) -> SimgymError:
+        """One readable SimgymError for any way talking to the server failed."""
+        return _explain(exc, self.what, timeout, self.errlog, self.url)
+
+    def close(self) -> None:
+        if self.errlog is not None:
+            self.errlog.close()
+            self.errlog = None
+
+
+def connect_target(
+    command: list[str] | str | None = None,
+    url: str | None = None,
+    *,
+    server: Any = None,
+    env: dict[str, str] | None = None,
+    cwd: str | Path | None = None,
+) -> Connection:
+    """Check and resolve exactly one of ``command``, ``url`` or ``server`` (see
+    :func:`fetch_server_tools`) into a :class:`Connection`; nothing is started yet."""
+    if sum(x is not None for x in (command, url, server)) != 1:
+        raise SimgymError("give exactly one of command=, url= or server= for the MCP server")
+    mcp = _load_sdk()
+    from mcp.client.stdio import stdio_client
+
+    argv = _split_command(command) if command is not None else None
+    what = _describe_target(argv, url)
+    if argv is not None:
+        _check_command(argv, env)
+        errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
+        params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
+        return Connection(stdio_client(params, errlog=errlog), what, argv, None, errlog)
+    if url is not None:
+        _check_url(url)
+        return Connection(url, what, None, url)
+    return Connection(server, what)
+
+
 async def fetch_server_tools(
     command: list[str] | str | None = None,
     url: str | None = None,
@@ -204,37 +257,20 @@ async def fetch_server_tools(
     to the small environment the SDK passes to a stdio server (PATH, HOME, ...); ``timeout``
     bounds the whole exchange. Every failure is a :class:`SimgymError` saying what went wrong.
     """
-    if sum(x is not None for x in (command, url, server)) != 1:
-        raise SimgymError("give exactly one of command=, url= or server= for the MCP server")
+    conn = connect_target(command, url, server=server, env=env, cwd=cwd)
     mcp = _load_sdk()
     import anyio
-    from mcp.client.stdio import stdio_client
 
-    argv = _split_command(command) if command is not None else None
-    what = _describe_target(argv, url)
-    errlog: IO[str] | None = None
-    if argv is not None:
-        _check_command(argv, env)
-        # Keep the server's stderr out of the user's terminal, but at hand to explain a crash.
-        errlog = tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace")
-        params = mcp.StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=cwd)
-        target: Any = stdio_client(params, errlog=errlog)
-    elif url is not None:
-        _check_url(url)
-        target = url
-    else:
-        target = server
     try:
         with anyio.fail_after(timeout):
-            async with mcp.Client(target, read_timeout_seconds=timeout, cache=None) as client:
-                return await _read_listing(client, _fallback_name(argv, url))
+            async with mcp.Client(conn.target, read_timeout_seconds=timeout, cache=None) as client:
+                return await _read_listing(client, _fallback_name(conn.argv, url))
     except SimgymError:
         raise
     except Exception as exc:  # any failure below becomes one readable message
-        raise _explain(exc, what, timeout, errlog, url) from None
+        raise conn.explain(exc, timeout) from None
     finally:
-        if errlog is not None:
-            errlog.close()
+        conn.close()
 
 
 def listing_to_scenario(

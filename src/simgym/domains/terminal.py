@@ -134,7 +134,8 @@ def _check(text: str, action: Action, scenario: TerminalScenario) -> list[str]:
         return ["empty screen"]
     problems = []
     last = lines[-1]
-    waiting = any(k.keystrokes in ("C-z",) for k in action.keystrokes)
+    # C-z hands the screen back to the shell; exit/logout leave no prompt at all.
+    waiting = any(k.keystrokes in ("C-z",) for k in action.keystrokes) or _is_final(action)
     if not (_PROMPT_END.search(last) or "password" in last.lower() or waiting):
         # A long-running program may legitimately hold the screen: only flag short waits.
         if max(k.duration for k in action.keystrokes) < 5:

@@ -171,9 +171,17 @@ ExecutorFactory = Callable[..., Any]
 def real_backends() -> dict[str, ExecutorFactory]:
     """Domain name -> the real executor class that runs it."""
     backends: dict[str, ExecutorFactory] = {"terminal": RealTerminal}
-    from simgym.real.swe import RealSWE  # imported here: it imports this module's helpers
+    # imported here: they import this module's helpers, or are heavy
+    from simgym.real.mcp import RealMCP
+    from simgym.real.search import RealSearch
+    from simgym.real.swe import RealSWE
+    from simgym.real.web import RealWeb
 
     backends["swe"] = RealSWE
+    backends["web"] = RealWeb
+    # sandbox limits apply to the shell backends; the others take none
+    backends["mcp"] = lambda limits=None: RealMCP()
+    backends["search"] = lambda limits=None: RealSearch()
     return backends
 
 

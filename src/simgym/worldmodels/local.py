@@ -35,7 +35,6 @@ _MODELS_LOCK = threading.Lock()
 # A small model drifts into writing the next user turn; starting its answer for it (the
 # observation header and the opening tag) keeps it on the observation.
 PREFILL = f"{OBSERVATION_HEADER}\n{OPEN_TAG}\n"
-CACHE_BYTES = 1 << 30
 
 
 def embedded_model_path() -> Path | None:
@@ -50,7 +49,9 @@ def embedded_model_path() -> Path | None:
     return None
 
 
-def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.Lock]:
+def _load(
+    path: str, n_ctx: int, n_threads: int | None, cache_mb: int = 0
+) -> tuple[Any, threading.Lock]:
     key = (path, n_ctx)
     with _MODELS_LOCK:
         if key not in _MODELS:
@@ -71,9 +72,12 @@ def _load(path: str, n_ctx: int, n_threads: int | None) -> tuple[Any, threading.
                 )
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
                 raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
-            # Prompt evaluation dominates on CPU; keep the states of recent prompts so that
-            # interleaved episodes resume from their own prefix instead of starting over.
-            llm.set_cache(LlamaRAMCache(capacity_bytes=CACHE_BYTES))
+            # Prompt evaluation dominates on CPU; a state cache lets interleaved episodes
+            # resume from their own prefix. Off by default: llama-cpp-python counts only the
+            # model state against the capacity, while each entry also holds a logits copy
+            # (hundreds of MB for a long prompt), so real memory use is several times larger.
+            if cache_mb > 0:
+                llm.set_cache(LlamaRAMCache(capacity_bytes=cache_mb << 20))
             _MODELS[key] = (llm, threading.Lock())
         return _MODELS[key]
 
@@ -92,6 +96,7 @@ class LocalWorldModel:
         repeat_penalty: float = 1.15,
         max_tokens: int = 256,
         prefill: bool = True,
+        cache_mb: int = 0,
     ) -> None:
         path = model_path or os.environ.get("SIMGYM_MODEL_PATH") or embedded_model_path()
         if path is None:
@@ -106,6 +111,7 @@ class LocalWorldModel:
         self.repeat_penalty = repeat_penalty
         self.max_tokens = max_tokens
         self.prefill = PREFILL if prefill else ""
+        self.cache_mb = cache_mb
         self.name = f"local:{Path(self.model_path).name}"
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
@@ -132,7 +138,7 @@ class LocalWorldModel:
     def _generate(
         self, messages: Messages, max_tokens: int, temperature: float, seed: int | None, prefix: str
     ):
-        llm, lock = _load(self.model_path, self.n_ctx, self.n_threads)
+        llm, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.cache_mb)
         with lock:
             fitted = self._fit(llm, messages, max_tokens + 16)
             prompt, end_token = _chat_prompt(llm, fitted)
