@@ -48,12 +48,14 @@ def check(trajectories, files):
         assert t.world_model["backend"] == "local"
 
 
+@pytest.mark.timeout(900)
 def test_one_example_per_domain_runs_on_the_embedded_model(tmp_path):
     files = [sorted((ROOT / "examples" / d).glob("*.yaml"))[0] for d in DOMAINS]
     check(run_examples(files, tmp_path / "runs.jsonl"), files)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_every_example_runs_on_the_embedded_model(tmp_path):
     files = sorted((ROOT / "examples").glob("*/*.yaml"))
     check(run_examples(files, tmp_path / "runs.jsonl"), files)
