@@ -22,19 +22,18 @@ import asyncio
 import json
 import sys
 import tempfile
-import time
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
 
-from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.core.worldmodel import register_backend
 from simgym.domains.mcp_import import Connection, connect_target
+from simgym.real.base import RealExecutor
 
 BACKEND_NAME = "real-mcp"
 RECORDS_MODULE = "simgym.real.mcp_servers.records"
@@ -45,7 +44,7 @@ def records_command(db: str | Path) -> list[str]:
     return [sys.executable, "-m", RECORDS_MODULE, "--db", str(db)]
 
 
-class RealMCP:
+class RealMCP(RealExecutor):
     """A real MCP server behind the mcp domain's interface (see the module docstring).
 
     Args:
@@ -68,6 +67,7 @@ class RealMCP:
         timeout: float = 30.0,
         seed: int | None = None,
     ) -> None:
+        super().__init__()
         if command is not None and url is not None:
             raise SimgymError("give RealMCP a command= or a url=, not both")
         self.command = command
@@ -81,7 +81,6 @@ class RealMCP:
         self._owner: asyncio.Task[None] | None = None
         self._stop: asyncio.Event | None = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
-        self._last: tuple[int, str, Prediction] | None = None
 
     # -- episode life -----------------------------------------------------------------
 
@@ -91,7 +90,7 @@ class RealMCP:
         await self.end_episode()
         world: Any = get_domain("mcp").scenario(scenario)
         self.output_format = world.output_format
-        self._last = None
+        self.forget_turns()
         command = self.command
         cwd = None
         if command is None and self.url is None:
@@ -163,40 +162,14 @@ class RealMCP:
 
     # -- turns ------------------------------------------------------------------------
 
-    async def predict(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        prefix: str | None = None,
-    ) -> Prediction:
-        """Call the tool named in the last user message; return its result."""
-        content = messages[-1]["content"]
-        if self._last is not None and self._last[:2] == (len(messages), content):
-            # The environment re-asks when a format check fails: a write must not run twice.
-            return self._last[2]
+    async def run_action(self, action_text: str) -> str:
+        """Call the tool; return its result in the scenario's output format."""
         if self.client is None:
             raise WorldModelError("the real MCP backend is not connected: start_episode first")
-        start = time.perf_counter()
-        call = parse_call(contract.action_text_of(content))
+        call = parse_call(action_text)
         if isinstance(call, str):  # not a tool call: what the server would say to it
-            observation = format_result(
-                [{"type": "text", "text": call}], None, True, self.output_format
-            )
-        else:
-            observation = await self._call(*call)
-        prediction = Prediction(
-            observation=observation,
-            raw=observation,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=BACKEND_NAME,
-            finish_reason="executed",
-        )
-        self._last = (len(messages), content, prediction)
-        return prediction
+            return format_result([{"type": "text", "text": call}], None, True, self.output_format)
+        return await self._call(*call)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> str:
         from mcp.shared.exceptions import MCPError

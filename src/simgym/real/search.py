@@ -27,7 +27,6 @@ import re
 import sqlite3
 import sys
 import sysconfig
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +34,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Action, Task
-from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.core.worldmodel import register_backend
 from simgym.domains.search import _url_key  # the domain's own URL comparison
+from simgym.real.base import RealExecutor
 
 BACKEND_NAME = "real-search"
 INDEX_VERSION = "1"  # bump when the corpus or the schema changes: old caches are rebuilt
@@ -326,7 +325,7 @@ def scenario_pages(world: Any, today: str) -> list[Page]:
     return pages
 
 
-class RealSearch:
+class RealSearch(RealExecutor):
     """A real full-text search engine behind the search domain's interface (see the
     module docstring).
 
@@ -340,6 +339,7 @@ class RealSearch:
     def __init__(
         self, *, index_path: str | Path | None = None, max_page_chars: int = MAX_PAGE_CHARS
     ) -> None:
+        super().__init__()
         self.index_path = Path(index_path) if index_path is not None else default_index_path()
         self.max_page_chars = max_page_chars
         self.index: SearchIndex | None = None
@@ -363,29 +363,11 @@ class RealSearch:
     async def aclose(self) -> None:
         await self.end_episode()
 
-    async def predict(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        prefix: str | None = None,
-    ) -> Prediction:
-        """Run the search or open the page named in the last user message."""
+    async def run_action(self, action_text: str) -> str:
+        """Run the search or open the page."""
         if self.index is None:
             raise WorldModelError("the real search backend has no index: start_episode first")
-        start = time.perf_counter()
-        text = contract.action_text_of(messages[-1]["content"])
-        observation = self.execute(text)
-        return Prediction(
-            observation=observation,
-            raw=observation,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=BACKEND_NAME,
-            finish_reason="executed",
-        )
+        return self.execute(action_text)
 
     def execute(self, action_text: str) -> str:
         """The observation for one rendered action (searching and reading change nothing,

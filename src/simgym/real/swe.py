@@ -18,17 +18,16 @@ import json
 import os
 import posixpath
 import shlex
-import time
 from dataclasses import asdict
 from typing import Any
 
 from pydantic import BaseModel
 
-from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.core.worldmodel import register_backend
+from simgym.real.base import RealExecutor
 from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError
 
 BACKEND_NAME = "real-swe"
@@ -38,7 +37,7 @@ CONTEXT_LINES = 3
 _IS_DIR, _MISSING, _NOT_DIR = 21, 22, 23
 
 
-class RealSWE:
+class RealSWE(RealExecutor):
     """Runs swe tool calls for real (see the module docstring).
 
     Args:
@@ -56,12 +55,12 @@ class RealSWE:
         read_only_binds: dict[str, str] | None = None,
         user: str = "root",
     ) -> None:
+        super().__init__()
         self.limits = limits or Limits()
         self.read_only_binds = dict(read_only_binds or {})
         self.user = user
         self.sandbox: Sandbox | None = None
         self.scenario: Any = None
-        self._last: tuple[int, str, Prediction] | None = None
 
     # -- episode ------------------------------------------------------------------------
 
@@ -84,7 +83,8 @@ class RealSWE:
             read_only_binds=self.read_only_binds,
         ).build()
         _python_alias(sandbox)
-        self.sandbox, self.scenario, self._last = sandbox, world, None
+        self.sandbox, self.scenario = sandbox, world
+        self.forget_turns()
         subject = world.head().partition(" ")[2] or "Initial commit"
         await self._run(
             "git init -q -b " + shlex.quote(world.branch) + " . && git add -A && "
@@ -99,42 +99,19 @@ class RealSWE:
         if sandbox is not None:
             sandbox.destroy()
 
-    async def predict(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        prefix: str | None = None,
-    ) -> Prediction:
-        """Run the tool call in the last user message; return what it printed."""
-        content = messages[-1]["content"]
-        if self._last is not None and self._last[:2] == (len(messages), content):
-            return self._last[2]  # a retry of the same turn: never run a tool twice
+    async def run_action(self, action_text: str) -> str:
+        """Run the tool call; return what it printed."""
         if self.sandbox is None:
             raise WorldModelError("the real repository is not set up: start_episode first")
-        start = time.perf_counter()
         try:
-            call = json.loads(contract.action_text_of(content))
+            call = json.loads(action_text)
             name, args = call["name"], dict(call.get("arguments") or {})
         except (json.JSONDecodeError, KeyError, TypeError, AttributeError):
-            text = contract.action_text_of(content).strip()
-            name, args = "bash", {"command": text}
+            name, args = "bash", {"command": action_text.strip()}
         try:
-            text = await self.run_tool(name, args)
+            return await self.run_tool(name, args)
         except SandboxError as exc:
             raise WorldModelError(f"real swe: {exc}") from None
-        prediction = Prediction(
-            observation=text,
-            raw=text,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=BACKEND_NAME,
-            finish_reason="executed",
-        )
-        self._last = (len(messages), content, prediction)
-        return prediction
 
     def describe(self) -> dict[str, Any]:
         return {"backend": BACKEND_NAME, "sandbox": "bubblewrap", "limits": asdict(self.limits)}

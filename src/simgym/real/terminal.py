@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict
 from pathlib import Path
@@ -26,18 +25,18 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task, Trajectory
-from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.core.worldmodel import register_backend
+from simgym.real.base import RealExecutor
 from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession
 
 BACKEND_NAME = "real-terminal"
 
 
-class RealTerminal:
+class RealTerminal(RealExecutor):
     """A real shell behind the terminal domain's interface (see the module docstring).
 
     Args:
@@ -57,13 +56,13 @@ class RealTerminal:
         height: int = 48,
         read_only_binds: dict[str, str] | None = None,
     ) -> None:
+        super().__init__()
         self.limits = limits or Limits()
         self.width = width
         self.height = height
         self.read_only_binds = dict(read_only_binds or {})
         self.session: ShellSession | None = None
         self.skipped_files: list[str] = []
-        self._last: tuple[int, str, Prediction] | None = None
 
     async def start_episode(self, scenario: BaseModel | dict[str, Any], task: Task) -> str:
         """Build the scenario's machine in a new sandbox; return its first screen."""
@@ -80,7 +79,7 @@ class RealTerminal:
             read_only_binds=self.read_only_binds,
         )
         self.session = ShellSession(sandbox, width=self.width, height=self.height)
-        self._last = None
+        self.forget_turns()
         try:
             first = await self.session.start()
         except BaseException:
@@ -95,39 +94,14 @@ class RealTerminal:
         if session is not None:
             await session.close()
 
-    async def predict(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        prefix: str | None = None,
-    ) -> Prediction:
-        """Type the last user message's action into the shell; return the screen."""
-        content = messages[-1]["content"]
-        if self._last is not None and self._last[:2] == (len(messages), content):
-            # A retry of the same turn (the environment re-asks when a format check
-            # fails): running the keys twice would change the world, so answer again.
-            return self._last[2]
+    async def run_action(self, action_text: str) -> str:
+        """Type the keystrokes into the shell; return the screen."""
         if self.session is None:
             raise WorldModelError("the real terminal has no machine: start_episode first")
-        batches = keystroke_batches(contract.action_text_of(content))
-        start = time.perf_counter()
         try:
-            screen = await self.session.send(batches)
+            return await self.session.send(keystroke_batches(action_text))
         except SandboxError as exc:
             raise WorldModelError(f"real terminal: {exc}") from None
-        prediction = Prediction(
-            observation=screen,
-            raw=screen,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=BACKEND_NAME,
-            finish_reason="executed",
-        )
-        self._last = (len(messages), content, prediction)
-        return prediction
 
     def describe(self) -> dict[str, Any]:
         return {

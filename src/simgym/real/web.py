@@ -34,7 +34,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 import urllib.error
 import urllib.request
 from functools import partial
@@ -45,13 +44,13 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel
 
-from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import ActionError, WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import Messages, Prediction, register_backend
+from simgym.core.worldmodel import register_backend
 from simgym.domains import calls
 from simgym.domains.web import TABLE
+from simgym.real.base import RealExecutor
 
 BACKEND_NAME = "real-web"
 SITES_DIR = Path(__file__).parent / "sites"
@@ -295,7 +294,7 @@ def _prop_value(key: str, value: str) -> str:
 # -- the executor ---------------------------------------------------------------------------
 
 
-class RealWeb:
+class RealWeb(RealExecutor):
     """A real browser behind the web domain's interface (see the module docstring).
 
     Args:
@@ -321,6 +320,7 @@ class RealWeb:
         height: int = 800,
         limits: Any = None,
     ) -> None:
+        super().__init__()
         self.site = site
         self.executable_path = executable_path
         self.action_timeout_ms = action_timeout_ms
@@ -336,7 +336,6 @@ class RealWeb:
         self._mapped_netloc: str | None = None
         self._mapped_scheme = "https"
         self._known_pages: set[int] = set()
-        self._last: tuple[int, str, Prediction] | None = None
 
     # -- episode -------------------------------------------------------------------------
 
@@ -361,7 +360,7 @@ class RealWeb:
         await self._context.route("**/*", self._route)
         self._page = await self._context.new_page()
         self._known_pages = {id(self._page)}
-        self._last = None
+        self.forget_turns()
         error = None
         try:
             await self._page.goto(first, wait_until="load", timeout=15000)
@@ -459,35 +458,11 @@ class RealWeb:
 
     # -- turns ---------------------------------------------------------------------------
 
-    async def predict(
-        self,
-        messages: Messages,
-        *,
-        max_tokens: int | None = None,
-        temperature: float | None = None,
-        seed: int | None = None,
-        prefix: str | None = None,
-    ) -> Prediction:
-        """Run the last user message's action in the page; return the page after it."""
-        content = messages[-1]["content"]
-        if self._last is not None and self._last[:2] == (len(messages), content):
-            # A retry of the same turn: clicking twice would change the page, so answer again.
-            return self._last[2]
+    async def run_action(self, action_text: str) -> str:
+        """Run the action in the page; return the page after it."""
         if self._page is None:
             raise WorldModelError("the real browser has no page: start_episode first")
-        start = time.perf_counter()
-        error = await self.act(contract.action_text_of(content))
-        observation = await self.observe(error)
-        prediction = Prediction(
-            observation=observation,
-            raw=observation,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=BACKEND_NAME,
-            finish_reason="executed",
-        )
-        self._last = (len(messages), content, prediction)
-        return prediction
+        return await self.observe(await self.act(action_text))
 
     async def act(self, action_text: str) -> str | None:
         """Run one action given in call syntax; the error line's text, or None."""

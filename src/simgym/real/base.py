@@ -1,0 +1,62 @@
+"""What every real environment shares: it answers the world-model protocol by running
+the action for real.
+
+A real executor subclasses :class:`RealExecutor` and implements ``run_action(text)``
+(execute the rendered action, return the observation) plus ``start_episode`` /
+``end_episode``. The base turns that into ``predict``: it times the call, wraps the
+result, and answers a retried turn from memory, because the environment re-asks when a
+format check fails and running an action twice would change the world.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from simgym.core import contract
+from simgym.core.worldmodel import Messages, Prediction
+
+
+class RealExecutor:
+    """Base class of the real backends (see the module docstring)."""
+
+    name: str = "real"
+
+    def __init__(self) -> None:
+        self._last: tuple[int, str, Prediction] | None = None
+
+    def forget_turns(self) -> None:
+        """Call at the start of an episode: earlier answers no longer apply."""
+        self._last = None
+
+    async def run_action(self, action_text: str) -> str:
+        raise NotImplementedError
+
+    async def predict(
+        self,
+        messages: Messages,
+        *,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        seed: int | None = None,
+        prefix: str | None = None,
+    ) -> Prediction:
+        """Run the last user message's action; return what the real environment shows."""
+        content = messages[-1]["content"]
+        if self._last is not None and self._last[:2] == (len(messages), content):
+            return self._last[2]
+        start = time.perf_counter()
+        observation = await self.run_action(contract.action_text_of(content))
+        prediction = Prediction(
+            observation=observation,
+            raw=observation,
+            tagged=True,
+            latency_s=time.perf_counter() - start,
+            model=self.name,
+            finish_reason="executed",
+        )
+        self._last = (len(messages), content, prediction)
+        return prediction
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name}
