@@ -330,10 +330,20 @@ def run(
     max_turns: Annotated[int, typer.Option()] = 30,
     resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
     seed: Annotated[int | None, typer.Option()] = None,
+    compare: Annotated[
+        str | None,
+        typer.Option(help="real: also run the episodes for real and compare turn by turn"),
+    ] = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
-    """Run scripted episodes through simulated environments; trajectories go to --out."""
+    """Run scripted episodes through simulated environments; trajectories go to --out.
+
+    With --compare real the same episodes also run in real environments (written to
+    OUT.real.jsonl), and each turn's simulated and real observations are compared
+    (OUT.compare.jsonl, and a per-domain table)."""
+    if compare not in (None, "real"):
+        raise SimgymError(f"--compare takes 'real', not {compare!r}")
     from simgym.rollout.scripted import load_specs, run_specs
 
     specs = load_specs(files, domain)
@@ -388,6 +398,45 @@ def run(
     errors.print(
         f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} errors) to {out}"
     )
+    if compare == "real":
+        _compare_with_real(files, out, domain, max_turns)
+
+
+def _compare_with_real(files: list[Path], out: Path, domain: str | None, max_turns: int) -> None:
+    from simgym.real.sandbox import bwrap_problem
+    from simgym.real.terminal import record as record_real
+    from simgym.rollout.compare import compare_turns, summarize
+
+    problem = bwrap_problem()
+    if problem:
+        raise SimgymError(f"--compare real needs real sandboxes: {problem}")
+    real_out = out.with_name(out.stem + ".real.jsonl")
+    record_real(files, real_out, domain=domain, max_turns=max_turns)
+    rows = compare_turns(
+        list(simgym.read_trajectories(out)), list(simgym.read_trajectories(real_out))
+    )
+    report = out.with_name(out.stem + ".compare.jsonl")
+    report.write_text(
+        "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8"
+    )
+    table = Table(
+        "domain",
+        "turns compared",
+        "edit similarity",
+        "line F1",
+        "simulated turns well-formed",
+        title="simulated vs real",
+    )
+    for name, stats in summarize(rows).items():
+        table.add_row(
+            name,
+            str(stats["turns"]),
+            f"{stats['edit_similarity']:.3f}",
+            f"{stats['line_f1']:.3f}",
+            f"{stats['simulated_format_ok']:.0%}",
+        )
+    errors.print(table)
+    errors.print(f"real episodes in {real_out}; per-turn comparison in {report}")
 
 
 def _summary(trajectories: list[simgym.Trajectory]) -> Table:
