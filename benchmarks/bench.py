@@ -21,15 +21,12 @@ import argparse
 import asyncio
 import json
 import random
-import socket
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import openai
+from fixed_latency_server import running  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -40,12 +37,6 @@ from simgym.bench.store import read_rows
 from simgym.worldmodels import OpenAIWorldModel
 
 DOMAINS = ("terminal", "mcp", "search", "android")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def synthetic_rows(folder: Path, count: int, turns: int, seed: int = 0) -> None:
@@ -81,29 +72,6 @@ def synthetic_rows(folder: Path, count: int, turns: int, seed: int = 0) -> None:
     finally:
         for f in files.values():
             f.close()
-
-
-def start_server(delay: float) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("fixed_latency_server.py")),
-            "--port",
-            str(port),
-            "--delay",
-            str(delay),
-        ]
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(base + "/models", timeout=1)
-            return server, base
-        except OSError:
-            time.sleep(0.1)
-    server.kill()
-    raise RuntimeError("the fixed-latency server did not start")
 
 
 def simgym_runner(rows, base: str, concurrency: int, out: Path) -> tuple[int, float]:
@@ -159,14 +127,10 @@ def main() -> None:
         folder = Path(tmp)
         synthetic_rows(folder, args.rows, args.turns)
         rows = load_rows(folder)
-        server, base = start_server(args.delay)
-        try:
+        with running(args.delay) as base:
             ok, seconds = simgym_runner(rows, base, args.concurrency, folder / "out.jsonl")
             seq_rows = rows[: args.sequential_rows]
             seq_ok, seq_seconds = sequential_loop(seq_rows, base)
-        finally:
-            server.terminate()
-            server.wait(10)
 
     rate, seq_rate = ok / seconds, seq_ok / seq_seconds
     table = Table(

@@ -12,13 +12,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from pathlib import Path
 
+from fixed_latency_server import running  # beside this script
 from rich.console import Console
 from rich.table import Table
 
@@ -59,32 +55,8 @@ def overhead(steps: int) -> dict[str, float]:
     return {"ms_per_step": per_step * 1e3, "steps": steps}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def throughput(episodes: int, turns: int, limits: list[int], delay: float) -> list[dict]:
-    port = free_port()
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            str(Path(__file__).with_name("fixed_latency_server.py")),
-            "--port",
-            str(port),
-            "--delay",
-            str(delay),
-        ],
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    try:
-        for _ in range(100):
-            try:
-                urllib.request.urlopen(base + "/models", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.1)
+    with running(delay) as base:
         results = []
         for limit in limits:
             ok, elapsed = asyncio.run(_drive(base, limit, episodes, turns))
@@ -102,9 +74,6 @@ def throughput(episodes: int, turns: int, limits: list[int], delay: float) -> li
                 }
             )
         return results
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 async def _drive(base: str, limit: int, episodes: int, turns: int) -> tuple[int, float]:

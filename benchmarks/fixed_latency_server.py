@@ -1,16 +1,26 @@
 """A minimal OpenAI-compatible chat server that answers every request after a fixed delay.
 
-Used by engine.py to measure simgym's throughput against a server whose speed is known:
-with a concurrency limit C and delay D, no client can do better than C / D steps per second.
+Used by engine.py, bench.py and the benchmark's resume test to measure simgym against a
+server whose speed is known: with a concurrency limit C and delay D, no client can do
+better than C / D requests per second.
 
     python benchmarks/fixed_latency_server.py --port 8123 --delay 0.1
+
+or from Python, in its own process: ``with running(0.1) as base_url: ...``.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
 
 import uvicorn
 
@@ -64,6 +74,36 @@ def make_app(delay: float):
         await send({"type": "http.response.body", "body": payload})
 
     return app
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def running(delay: float) -> Iterator[str]:
+    """Start the server in a subprocess on a free loopback port; yield its base URL
+    (``http://127.0.0.1:PORT/v1``) once it answers, and stop it afterwards."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--port", str(port), "--delay", str(delay)]
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(100):
+            try:
+                urllib.request.urlopen(base + "/models", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("the fixed-latency server did not start")
+        yield base
+    finally:
+        server.terminate()
+        server.wait(10)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,6 @@ import typer
 from typer.testing import CliRunner
 
 import simgym
-from conftest import free_port
 from simgym.bench.cli import bench_app, build_backend, request_settings
 from simgym.bench.data import load_rows, select_rows
 from simgym.bench.infer import plan_infer, run_infer
@@ -26,6 +24,9 @@ from simgym.bench.store import load_results, read_rows
 from simgym.core.errors import WorldModelError
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from fixed_latency_server import running  # noqa: E402  (a benchmark helper, not a package)
+
 FIXTURE = Path(__file__).parent / "data" / "agentworldbench"
 VOLATILE = {"pred_id", "finished_at", "latency_s"}
 
@@ -120,27 +121,8 @@ def test_infer_judge_score_with_the_embedded_model_as_world_model_and_judge(llam
 @pytest.fixture
 def slow_server():
     """benchmarks/fixed_latency_server.py answering every request after 0.3 s."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "fixed_latency_server.py"),
-            "--port",
-            str(port),
-            "--delay",
-            "0.3",
-        ]
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(base + "/models", timeout=1)
-            break
-        except OSError:
-            time.sleep(0.1)
-    yield base
-    proc.terminate()
-    proc.wait(10)
+    with running(0.3) as base:
+        yield base
 
 
 def infer_command(base, out):
