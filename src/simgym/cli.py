@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import simgym
+from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 
 app = typer.Typer(
@@ -33,7 +34,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True, soft_wrap=True)
 
 
 # -- shared world-model options ---------------------------------------------------------
@@ -162,23 +162,6 @@ def world_model_options(fn):
 
     params = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "wm"]
     wrapper.__signature__ = inspect.Signature(params + _WM_PARAMS)  # type: ignore[attr-defined]
-    return wrapper
-
-
-def friendly_errors(fn):
-    """Turn simgym's own errors into a one-line message and exit code 2, not a traceback."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except SimgymError as exc:
-            errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            errors.print("interrupted")
-            raise typer.Exit(130) from None
-
     return wrapper
 
 

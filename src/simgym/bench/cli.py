@@ -7,7 +7,6 @@ Mounted by the main command as ``simgym bench``; also runnable alone as
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import os
 import time
@@ -27,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
 
@@ -37,27 +37,15 @@ bench_app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True, soft_wrap=True)
 
 # The reference evaluation's settings for served models (long reasoning needs room).
 OFFICIAL = {"max_tokens": 32768, "temperature": 0.6}
 
 
-def friendly(fn):
-    """simgym's own errors as one line and exit status 2; Ctrl-C as a resume hint."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except SimgymError as exc:
-            errors.print(f"[bold red]error:[/] {exc}", highlight=False)
-            raise typer.Exit(2) from None
-        except KeyboardInterrupt:
-            errors.print("interrupted: finished rows are saved; rerun the same command to resume")
-            raise typer.Exit(130) from None
-
-    return wrapper
+# Ctrl-C loses nothing: say how to pick up where the run stopped.
+friendly = friendly_errors(
+    interrupted="interrupted: finished rows are saved; rerun the same command to resume"
+)
 
 
 def build_backend(

@@ -1,0 +1,36 @@
+"""How every ``simgym`` command reports failure: one line on stderr, no traceback."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from simgym.core.errors import SimgymError
+
+errors = Console(stderr=True, soft_wrap=True)
+
+
+def friendly_errors(fn: Callable | None = None, *, interrupted: str = "interrupted"):
+    """Turn simgym's own errors into a one-line message and exit status 2, and Ctrl-C into
+    ``interrupted`` and status 130. Use bare (``@friendly_errors``) or with a message."""
+
+    def decorate(fn: Callable) -> Callable:
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except SimgymError as exc:
+                errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
+                raise typer.Exit(2) from None
+            except KeyboardInterrupt:
+                errors.print(interrupted)
+                raise typer.Exit(130) from None
+
+        return wrapper
+
+    return decorate(fn) if fn is not None else decorate
