@@ -8,6 +8,7 @@ import simgym
 import simgym.domains.android as android
 from simgym import Action, ActionError
 from simgym.rollout.scripted import load_specs, run_episode
+from support import scripted_world
 
 ANDROID = simgym.get_domain("android")
 SCENARIO = ANDROID.scenario(None)
@@ -197,20 +198,12 @@ def test_scenario_and_prompt():
     assert {t.name for t in android.TOOLS} >= {"tap", "type", "swipe", "finish"}
 
 
-def screen_world(screens):
-    def world(messages):
-        turn = sum(1 for m in messages if m["role"] == "user")
-        return f"<predicted_observation>\n{screens[turn - 1]}\n</predicted_observation>"
-
-    return world
-
-
 @pytest.mark.parametrize("path", EXAMPLES)
 async def test_examples_validate_and_run(path):
     (spec,) = load_specs([path])
     assert spec.task.domain == "android" and 3 <= len(spec.actions) <= 5
     env = simgym.make(
-        "android", world_model=simgym.FunctionWorldModel(screen_world([GOOD_SCREEN] * 5))
+        "android", world_model=simgym.FunctionWorldModel(scripted_world([GOOD_SCREEN] * 5))
     )
     trajectory = await run_episode(env, spec)
     assert [t.observation.kind for t in trajectory.turns if t.observation.kind == "error"] == []
@@ -266,7 +259,7 @@ async def test_recorded_episode_replays_exactly(tmp_path):
     with simgym.TrajectoryWriter(path) as writer:
         env = simgym.make(
             "android",
-            world_model=simgym.FunctionWorldModel(screen_world(WIFI_SCREENS)),
+            world_model=simgym.FunctionWorldModel(scripted_world(WIFI_SCREENS)),
             writer=writer,
         )
         recorded = await run_episode(env, spec)

@@ -8,6 +8,7 @@ import simgym
 import simgym.domains.desktop as desktop
 from simgym import Action, ActionError
 from simgym.rollout.scripted import load_specs, run_episode
+from support import scripted_world
 
 OS = simgym.get_domain("os")
 SCENARIO = OS.scenario(None)
@@ -218,20 +219,12 @@ def test_prompt_is_filled_from_the_scenario():
     assert {t.name for t in desktop.TOOLS} >= {"click", "hotkey", "write", "sleep"}
 
 
-def desktop_world(screens):
-    def world(messages):
-        turn = sum(1 for m in messages if m["role"] == "user")
-        return f"<predicted_observation>\n{screens[turn - 1]}\n</predicted_observation>"
-
-    return world
-
-
 @pytest.mark.parametrize("path", EXAMPLES)
 async def test_examples_validate_and_run(path):
     (spec,) = load_specs([path])
     assert spec.task.domain == "os" and 3 <= len(spec.actions) <= 5
     env = simgym.make(
-        "os", world_model=simgym.FunctionWorldModel(desktop_world([GOOD_DESKTOP] * 5))
+        "os", world_model=simgym.FunctionWorldModel(scripted_world([GOOD_DESKTOP] * 5))
     )
     trajectory = await run_episode(env, spec)
     assert [t.observation.kind for t in trajectory.turns if t.observation.kind == "error"] == []
@@ -269,7 +262,7 @@ async def test_recorded_episode_replays_exactly(tmp_path):
     with simgym.TrajectoryWriter(path) as writer:
         env = simgym.make(
             "os",
-            world_model=simgym.FunctionWorldModel(desktop_world(RENAME_SCREENS)),
+            world_model=simgym.FunctionWorldModel(scripted_world(RENAME_SCREENS)),
             writer=writer,
         )
         recorded = await run_episode(env, spec)

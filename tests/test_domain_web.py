@@ -8,6 +8,7 @@ import simgym
 import simgym.domains.web as web
 from simgym import Action, ActionError
 from simgym.rollout.scripted import load_specs, run_episode
+from support import scripted_world
 
 WEB = simgym.get_domain("web")
 SCENARIO = WEB.scenario(None)
@@ -181,21 +182,11 @@ def test_scenario_schema_and_prompt():
     assert {t.name for t in web.TOOLS} >= {"click", "fill", "goto", "send_msg_to_user"}
 
 
-def page_world(pages):
-    """A world model that answers turn N with pages[N - 1], tagged like a real model."""
-
-    def world(messages):
-        turn = sum(1 for m in messages if m["role"] == "user")
-        return f"<predicted_observation>\n{pages[turn - 1]}\n</predicted_observation>"
-
-    return world
-
-
 @pytest.mark.parametrize("path", EXAMPLES)
 async def test_examples_validate_and_run(path):
     (spec,) = load_specs([path])
     assert spec.task.domain == "web" and 3 <= len(spec.actions) <= 5
-    env = simgym.make("web", world_model=simgym.FunctionWorldModel(page_world([GOOD_PAGE] * 5)))
+    env = simgym.make("web", world_model=simgym.FunctionWorldModel(scripted_world([GOOD_PAGE] * 5)))
     trajectory = await run_episode(env, spec)
     assert [t.observation.kind for t in trajectory.turns if t.observation.kind == "error"] == []
     assert len(trajectory.turns) == len(spec.actions)
@@ -240,7 +231,7 @@ async def test_recorded_episode_replays_exactly(tmp_path):
     path = tmp_path / "web.jsonl"
     with simgym.TrajectoryWriter(path) as writer:
         env = simgym.make(
-            "web", world_model=simgym.FunctionWorldModel(page_world(LOGIN_PAGES)), writer=writer
+            "web", world_model=simgym.FunctionWorldModel(scripted_world(LOGIN_PAGES)), writer=writer
         )
         recorded = await run_episode(env, spec)
     assert recorded.done and [t.format_problems for t in recorded.turns] == [[]] * 4
