@@ -21,12 +21,17 @@ def _worldly(turn: Turn) -> bool:
     return turn.error_type != "action" and not final_answer
 
 
-def _format_ok(trajectory: Trajectory, turn: Turn) -> bool | None:
-    if turn.observation.kind == "error" or turn.action is None:
-        return None
+def _format_checker(trajectory: Trajectory):
+    """``check(turn) -> bool | None`` for one episode (its scenario validated once)."""
     domain = get_domain(trajectory.domain)
     scenario = domain.scenario(trajectory.scenario or None)
-    return not domain.check_observation(turn.observation.text, turn.action, scenario)
+
+    def check(turn: Turn) -> bool | None:
+        if turn.observation.kind == "error" or turn.action is None:
+            return None
+        return not domain.check_observation(turn.observation.text, turn.action, scenario)
+
+    return check
 
 
 def compare_turns(simulated: list[Trajectory], real: list[Trajectory]) -> list[dict[str, Any]]:
@@ -37,6 +42,7 @@ def compare_turns(simulated: list[Trajectory], real: list[Trajectory]) -> list[d
         other = by_id.get(sim.task.id)
         if other is None:
             continue
+        sim_ok, real_ok = _format_checker(sim), _format_checker(other)
         for a, b in zip(sim.turns, other.turns, strict=False):
             if not (_worldly(a) and _worldly(b)):
                 continue
@@ -50,8 +56,8 @@ def compare_turns(simulated: list[Trajectory], real: list[Trajectory]) -> list[d
                     "real": b.observation.text,
                     "edit_similarity": edit_similarity(a.observation.text, b.observation.text),
                     "line_f1": line_f1(a.observation.text, b.observation.text),
-                    "simulated_format_ok": _format_ok(sim, a),
-                    "real_format_ok": _format_ok(other, b),
+                    "simulated_format_ok": sim_ok(a),
+                    "real_format_ok": real_ok(b),
                 }
             )
     return rows
