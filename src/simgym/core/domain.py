@@ -16,7 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
-from simgym.core.types import Action
+from simgym.core.types import Action, ToolSpec
 
 
 class ScenarioBase(BaseModel):
@@ -50,7 +50,9 @@ class Domain:
     ``is_final(action)`` says whether the action ends the episode;
     ``observation_prefix(action, scenario, last_observation)`` is text the next
     observation must start with, which backends that can pre-fill use; ``prompt_slots``
-    fills the prompt template from the scenario. A final action of kind ``text`` is the
+    fills the prompt template from the scenario; ``agent_tools(scenario)`` lists the tools a
+    tool-calling agent is offered (what a real agent of this kind would be given, nothing
+    of the hidden state). A final action of kind ``text`` is the
     agent's answer and is not simulated; other final actions (``exit``) are simulated and
     then end the episode.
     """
@@ -68,6 +70,7 @@ class Domain:
     is_final: Callable[[Action], bool] = lambda action: False
     observation_prefix: Callable[[Action, Any, str], str] = lambda action, scenario, last: ""
     default_scenario: Callable[[], dict[str, Any]] = dict
+    agent_tools: Callable[[Any], list[ToolSpec]] = lambda scenario: []
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""
     example_tasks: tuple[str, ...] = field(default=())

@@ -193,14 +193,7 @@ class SimEnv:
         trajectory = self._trajectory
         assert trajectory is not None
         if parsed is not None and parsed.kind == "text" and self.domain.is_final(parsed):
-            turn = Turn(
-                index=index,
-                action=parsed,
-                action_text=action_text,
-                observation=Observation(text="", metadata={"final_answer": True}),
-                in_history=False,
-            )
-            return self._finish_turn(turn, parsed, None)
+            return self._answer_turn(index, parsed, action_text)
 
         history_turns = (len(self._messages) - 1) // 2
         user = contract.user_message(
@@ -245,6 +238,15 @@ class SimEnv:
             control=control,
         )
         return self._finish_turn(turn, parsed, None)
+
+    async def finish(self, answer: str) -> StepResult:
+        """End the episode with the agent's final answer, in any domain (a terminal agent
+        has no "answer" keystroke). Nothing is simulated; the answer is recorded as the
+        last turn and on the trajectory, for rewards to check."""
+        trajectory = self._require_episode()
+        result = self._answer_turn(len(trajectory.turns) + 1, Action.say(answer), answer)
+        await self._release()
+        return result
 
     async def close(
         self, reason: str | None = "environment closed before the episode ended"
@@ -326,7 +328,21 @@ class SimEnv:
             problems.append("the world model wrote further conversation turns")
         return problems
 
-    def _finish_turn(self, turn: Turn, action: Action | None, error_type: str | None) -> StepResult:
+    def _answer_turn(self, index: int, action: Action, action_text: str) -> StepResult:
+        assert self._trajectory is not None
+        self._trajectory.answer = action.text or ""
+        turn = Turn(
+            index=index,
+            action=action,
+            action_text=action_text,
+            observation=Observation(text="", metadata={"final_answer": True}),
+            in_history=False,
+        )
+        return self._finish_turn(turn, action, None, final=True)
+
+    def _finish_turn(
+        self, turn: Turn, action: Action | None, error_type: str | None, *, final: bool = False
+    ) -> StepResult:
         trajectory = self._trajectory
         assert trajectory is not None
         turn.error_type = error_type  # type: ignore[assignment]
@@ -334,7 +350,7 @@ class SimEnv:
         if self.reward_fn is not None:
             turn.reward = float(self.reward_fn(trajectory, turn))
         trajectory.total_reward += turn.reward
-        done = action is not None and error_type is None and self.domain.is_final(action)
+        done = final or (action is not None and error_type is None and self.domain.is_final(action))
         truncated = not done and (error_type == "world_model" or turn.index >= self.max_turns)
         info: dict[str, Any] = {
             "episode_id": trajectory.episode_id,

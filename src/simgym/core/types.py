@@ -279,10 +279,31 @@ class Trajectory(BaseModel):
     system_prompt: str | None = None  # exactly what the world model was given
     initial_observation: Observation | None = None
     turns: list[Turn] = Field(default_factory=list)
+    answer: str | None = None  # the agent's final answer, if it gave one
+    agent: dict[str, Any] = Field(default_factory=dict)  # the policy: name and settings
+    group_id: str | None = None  # episodes of one GRPO group share it (and their seed)
+    sample: int | None = None  # this episode's index within its group
     total_reward: float = 0.0
+    reward_parts: dict[str, float] = Field(default_factory=dict)  # each reward's own score
+    # The agent's own conversation (chat messages, tool calls), for policy training.
+    agent_messages: list[dict[str, Any]] = Field(default_factory=list)
+    final_state: dict[str, Any] | None = None  # hidden world state at the end, if kept
     done: bool = False
     truncated: bool = False
     error: str | None = None
     started_at: float = Field(default_factory=time.time)
     finished_at: float | None = None
     metrics: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The episode's identity across reruns: the task id, plus ``#sample`` in a group."""
+        return self.task.id if self.sample is None else f"{self.task.id}#{self.sample}"
+
+    @property
+    def final_observation(self) -> str:
+        """The last observation the world produced (final answers excluded)."""
+        for turn in reversed(self.turns):
+            if not turn.observation.metadata.get("final_answer"):
+                return turn.observation.text
+        return self.initial_observation.text if self.initial_observation else ""

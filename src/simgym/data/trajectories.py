@@ -52,8 +52,14 @@ def read_trajectories(
 
 def finished_ids(path: str | os.PathLike[str]) -> set[str]:
     """Task ids already written to ``path`` (empty if the file does not exist)."""
+    return {key.partition("#")[0] for key in finished_keys(path)}
+
+
+def finished_keys(path: str | os.PathLike[str]) -> set[str]:
+    """Episode keys (:attr:`Trajectory.key`: task id, plus ``#sample`` in a group) already
+    written to ``path``, so a rerun skips exactly those episodes."""
     if not Path(path).is_file():
         return set()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return {t.task.id for t in read_trajectories(path)}
+        return {t.key for t in read_trajectories(path)}

@@ -277,5 +277,6 @@ ANDROID = register_domain(
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint="tap('7'), type('5', 'hello'), swipe('up'), back(), finish('answer')",
+        agent_tools=lambda scenario: list(TOOLS),
     )
 )

@@ -380,5 +380,6 @@ OS = register_domain(
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint="pyautogui.click(512, 300), pyautogui.hotkey('ctrl', 's'), WAIT, DONE",
+        agent_tools=lambda scenario: list(TOOLS),
     )
 )

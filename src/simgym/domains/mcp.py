@@ -223,5 +223,6 @@ MCP = register_domain(
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint='{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}',
+        agent_tools=lambda scenario: list(scenario.tools),
     )
 )

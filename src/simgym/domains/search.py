@@ -539,5 +539,6 @@ SEARCH = register_domain(
             "When was Python 3.13.0 released, and what are its main new features?",
             "Is the free-threaded build of Python 3.13 enabled by default?",
         ),
+        agent_tools=lambda scenario: scenario.tools(),
     )
 )

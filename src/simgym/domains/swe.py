@@ -618,5 +618,6 @@ SWE = register_domain(
         action_hint='{"name": "read_file", "arguments": {"path": "src/app.py"}}, '
         "a plain command line, or submit",
         example_tasks=("Fix the failing test tests/test_totals.py::test_percent_discount",),
+        agent_tools=lambda scenario: tools(),
     )
 )

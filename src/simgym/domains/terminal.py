@@ -10,7 +10,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
-from simgym.core.types import Action, KeyPress
+from simgym.core.types import Action, KeyPress, ToolSpec
 
 TMUX_KEYS = frozenset(
     {
@@ -40,6 +40,26 @@ TMUX_KEYS = frozenset(
 MAX_DURATION_S = 600.0
 # Tool calls that tool-calling agents commonly use for a shell.
 COMMAND_TOOLS = ("bash", "shell", "run", "run_command", "execute")
+
+# What a tool-calling agent is offered: one tool that types into the terminal, as
+# terminal agents (Terminus-style) drive tmux.
+SEND_KEYS = ToolSpec(
+    name="send_keys",
+    description="Type keystrokes into the terminal (end a command with a newline; tmux key "
+    "names such as C-c work alone), then wait `duration` seconds and see the screen.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "keystrokes": {"type": "string", "description": "what to type, e.g. 'ls -la\\n'"},
+            "duration": {
+                "type": "number",
+                "description": "seconds to wait before reading the screen",
+                "default": 1,
+            },
+        },
+        "required": ["keystrokes"],
+    },
+)
 
 
 class TerminalScenario(ScenarioBase):
@@ -262,5 +282,6 @@ TERMINAL = register_domain(
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint='[{"keystrokes": "ls -la\\n", "duration": 1}] or a plain command line',
+        agent_tools=lambda scenario: [SEND_KEYS],
     )
 )

@@ -281,5 +281,6 @@ WEB = register_domain(
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint="click('12'), fill('31', 'text'), goto('https://...'), send_msg_to_user('...')",
+        agent_tools=lambda scenario: list(TOOLS),
     )
 )

@@ -210,6 +210,37 @@ class LocalWorldModel:
         return None
 
 
+def generate_chat(
+    model: LocalWorldModel,
+    messages: Messages,
+    *,
+    max_tokens: int,
+    temperature: float,
+    seed: int | None = None,
+    stop: list[str] | None = None,
+) -> tuple[str, Usage]:
+    """A plain chat reply from a local model (blocking), for callers other than the world
+    model itself (the local agent): same loaded model, same lock, same history fitting."""
+    llm, lock = _load(model.model_path, model.n_ctx, model.n_threads, model.cache_mb)
+    with lock:
+        fitted = model._fit(llm, messages, max_tokens + 16)
+        prompt, end_token = _chat_prompt(llm, fitted)
+        response = llm.create_completion(
+            prompt,
+            temperature=temperature,
+            top_p=model.top_p,
+            repeat_penalty=model.repeat_penalty,
+            max_tokens=max_tokens,
+            stop=[end_token, *(stop or [])],
+            seed=seed,
+        )
+    usage = response.get("usage") or {}
+    return response["choices"][0]["text"], Usage(
+        prompt_tokens=usage.get("prompt_tokens", 0),
+        completion_tokens=usage.get("completion_tokens", 0),
+    )
+
+
 def _chat_prompt(llm: Any, messages: Messages) -> tuple[str, str]:
     """Lay the messages out with the model's own chat template, ready for the answer."""
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter

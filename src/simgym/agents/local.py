@@ -1,0 +1,146 @@
+"""The embedded model as a policy: a GGUF chat model run in-process, offline.
+
+Small local models rarely speak a server's tool-calling protocol, so this agent lists the
+tools in its system prompt and reads a ``<tool_call>{"name": ..., "arguments": {...}}
+</tool_call>`` block (a bare JSON object works too) from each reply; a reply with neither
+is its final answer. The default model is the same SmolLM2-135M the ``local`` world model
+uses, which makes the whole loop run offline; expect plumbing, not skill, from it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from typing import Any
+
+from simgym.agents.base import AgentError, Decision, EpisodeView, register_agent
+from simgym.core.types import Usage
+
+SYSTEM_PROMPT = """You are an agent in a {domain} environment. Tools you can call:
+{tools}
+
+To call a tool, reply with exactly one block:
+<tool_call>{{"name": "TOOL_NAME", "arguments": {{...}}}}</tool_call>
+Example: {example}
+When the task is done, reply with the final answer in plain text and no tool call."""
+
+_TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
+
+class LocalAgent:
+    """A GGUF policy (``model_path``; the embedded SmolLM2 when unset)."""
+
+    name = "local"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        temperature: float = 0.3,
+        max_tokens: int = 128,
+        history_messages: int = 12,
+    ) -> None:
+        from simgym.worldmodels.local import LocalWorldModel
+
+        try:
+            # The world model's loader finds the embedded file and shares loaded models.
+            self._model = LocalWorldModel(
+                model_path, n_ctx=n_ctx, n_threads=n_threads, prefill=False
+            )
+        except Exception as exc:
+            raise AgentError(str(exc)) from None
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.history_messages = history_messages
+
+    async def start(self, view: EpisodeView) -> _LocalSession:
+        return _LocalSession(self, view)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "model_path": self._model.model_path,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+
+    async def complete(self, messages: list[dict[str, Any]], seed: int | None) -> tuple[str, Usage]:
+        from simgym.worldmodels.local import generate_chat
+
+        try:
+            return await asyncio.to_thread(
+                generate_chat,
+                self._model,
+                messages,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+                seed=seed,
+                stop=["</tool_call>"],
+            )
+        except Exception as exc:
+            raise AgentError(f"local agent model failed: {type(exc).__name__}: {exc}") from None
+
+
+class _LocalSession:
+    def __init__(self, agent: LocalAgent, view: EpisodeView) -> None:
+        self.agent = agent
+        self.view = view
+        tools = "\n".join(
+            f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}"
+            for t in view.tools
+        )
+        example = (
+            f'<tool_call>{{"name": "{view.tools[0].name}", "arguments": {{}}}}</tool_call>'
+            if view.tools
+            else "none"
+        )
+        system = SYSTEM_PROMPT.format(domain=view.domain, tools=tools or "- none", example=example)
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+        self._steps = 0
+
+    async def act(self, observation: str) -> Decision:
+        if len(self.messages) == 1:
+            content = f"{self.view.instruction}\n\nThe environment shows:\n{observation}"
+        else:
+            content = f"Result:\n{observation}"
+        self.messages.append({"role": "user", "content": content})
+        keep = self.agent.history_messages
+        context = [self.messages[0], self.messages[1], *self.messages[2:][-keep:]]
+        text, usage = await self.agent.complete(context, seed=self._steps)
+        self._steps += 1
+        self.messages.append({"role": "assistant", "content": text})
+        call = parse_tool_call(text)
+        if call is None:
+            return Decision(answer=text.strip(), usage=usage, raw=text)
+        return Decision(action=call, usage=usage, raw=text)
+
+
+def parse_tool_call(text: str) -> dict[str, Any] | None:
+    """The tool call in a reply: a ``<tool_call>`` block or a bare JSON object with a
+    ``name``. Arguments that do not parse are passed on as text, for the environment to
+    reject with a message the agent can read."""
+    match = _TOOL_CALL.search(text)
+    body = match.group(1) if match else text.strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        return {"name": _guess_name(body), "arguments": body} if match else None
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]  # some models wrap one call in a list
+    if not isinstance(data, dict) or not isinstance(data.get("name"), str):
+        return None
+    return {"name": data["name"], "arguments": data.get("arguments", {})}
+
+
+def _guess_name(body: str) -> str:
+    found = re.search(r'"name"\s*:\s*"([^"]+)"', body)
+    return found.group(1) if found else ""
+
+
+register_agent("local", LocalAgent)
