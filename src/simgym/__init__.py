@@ -5,6 +5,7 @@ env = simgym.make("terminal", world_model="local")
 obs = env.sync().reset("Find the largest file in the home directory")
 """
 
+from simgym import rollout  # (a callable package: simgym.rollout(tasks, ...))
 from simgym.core.contract import parse_output
 from simgym.core.domain import (
     Demonstration,
@@ -38,6 +39,7 @@ from simgym.core.types import (
 from simgym.core.worldmodel import Prediction, WorldModel, register_backend
 from simgym.data.trajectories import TrajectoryWriter, finished_ids, read_trajectories
 from simgym.make import make, world_model
+from simgym.rollout.runner import arollout
 from simgym.worldmodels import (
     FunctionWorldModel,
     LocalWorldModel,
@@ -75,6 +77,7 @@ __all__ = [
     "Usage",
     "WorldModel",
     "WorldModelError",
+    "arollout",
     "domain_names",
     "finished_ids",
     "get_domain",
@@ -83,6 +86,7 @@ __all__ = [
     "read_trajectories",
     "register_backend",
     "register_domain",
+    "rollout",
     "run_sync",
     "world_model",
 ]

@@ -52,7 +52,8 @@ class WorldModelOptions:
     timeout: float
 
     def build(self) -> simgym.WorldModel:
-        return simgym.world_model(*self.spec())
+        name, options = self.spec()
+        return simgym.world_model(name, **options)
 
     def spec(self) -> tuple[str, dict[str, Any]]:
         """The backend's name and options (what a remote executor rebuilds it from)."""
@@ -347,6 +348,20 @@ def run(
         str | None,
         typer.Option(help="real: also run the episodes for real and compare turn by turn"),
     ] = None,
+    perturb: Annotated[
+        Path | None,
+        typer.Option("--perturb", help="faults to inject: a YAML/JSON perturbation spec"),
+    ] = None,
+    difficulty: Annotated[
+        float | None, typer.Option(help="built-in faults at this level, 0 (none) to 1")
+    ] = None,
+    curriculum: Annotated[
+        str | None,
+        typer.Option(
+            help="SCHEDULE:START:END:STEPS[:STAGES] or a YAML file; faults at the level of --step"
+        ),
+    ] = None,
+    step: Annotated[int, typer.Option(help="training step, for --curriculum")] = 0,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -360,8 +375,11 @@ def run(
         raise SimgymError(f"--compare takes 'real', not {compare!r}")
     if compare and agent != "scripted":
         raise SimgymError("--compare real replays the files' actions: use --agent scripted")
+    from simgym.control.curriculum import env_perturbations
     from simgym.rollout.runner import arollout
     from simgym.rollout.scripted import load_specs
+
+    plan = env_perturbations(perturb, difficulty, curriculum, step, seed=seed)
 
     specs = load_specs(files, domain)
     for spec in specs:
@@ -427,6 +445,7 @@ def run(
                 max_turns=max_turns,
                 max_agent_tokens=max_agent_tokens,
                 seed=seed,
+                env_options={"perturbations": plan} if plan else {},
             )
         )
     skipped = episodes - len(finished)
@@ -729,6 +748,8 @@ def export(
 from simgym.bench.cli import bench_app  # noqa: E402  (a sub-app; it does not import this module)
 
 app.add_typer(bench_app, name="bench")
+
+import simgym.cli_serve  # noqa: E402, F401  (adds `simgym serve`; it uses this module's options)
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")

@@ -125,7 +125,7 @@ def parse_tool_call(text: str) -> dict[str, Any] | None:
     reject with a message the agent can read."""
     match = _TOOL_CALL.search(text)
     body = match.group(1) if match else text.strip()
-    if not body.startswith("{"):
+    if not body.startswith(("{", "[")):
         return None
     try:
         data = json.loads(body)

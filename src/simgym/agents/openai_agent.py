@@ -41,6 +41,7 @@ class OpenAIAgent:
         timeout: float = 120.0,
         max_retries: int = 4,
         max_concurrency: int = 64,
+        tool_choice: str | dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         base_url = base_url or env_value("SIMGYM_AGENT_BASE_URL")
@@ -62,6 +63,7 @@ class OpenAIAgent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.system_prompt = system_prompt or SYSTEM_PROMPT
+        self.tool_choice = tool_choice  # e.g. "required"; None leaves it to the server
         self.extra_body = extra_body or {}
 
     async def start(self, view: EpisodeView) -> _ChatSession:
@@ -123,6 +125,8 @@ class _ChatSession:
         }
         if self.tools:
             params["tools"] = self.tools
+            if self.agent.tool_choice is not None:
+                params["tool_choice"] = self.agent.tool_choice
         response, _ = await self.agent.chat.complete(params)
         message = response.choices[0].message
         calls = [

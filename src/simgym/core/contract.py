@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from simgym.core.state import extract_update, strip_update
+
 OBSERVATION_HEADER = "**Environment Observation:**"
 ACTION_HEADER = "**Action:**"
 OPEN_TAG = "<predicted_observation>"
@@ -68,6 +70,7 @@ class ParsedOutput:
     observation: str
     reasoning: str | None
     tagged: bool  # True when the observation came from a <predicted_observation> block
+    state_update: str | None = None  # the last <state_update> block's text, if any
 
 
 def parse_output(raw: str, reasoning_content: str | None = None) -> ParsedOutput:
@@ -101,6 +104,11 @@ def parse_output(raw: str, reasoning_content: str | None = None) -> ParsedOutput
 
     reasoning = "\n".join(p.strip() for p in reasoning_parts if p and p.strip()) or None
 
+    # The hidden-state patch is not part of what the agent sees (see core/state.py).
+    update = extract_update(text)
+    if update is not None:
+        text = strip_update(text)
+
     # The last non-empty tagged block wins (closed or not): a model that opens a fresh
     # tag and stops right away should not erase the observation it just wrote.
     pieces = _OPEN.split(text)
@@ -108,9 +116,9 @@ def parse_output(raw: str, reasoning_content: str | None = None) -> ParsedOutput
         for piece in reversed(pieces[1:]):
             content = _CLOSE.split(piece)[0]
             if content.strip():
-                return ParsedOutput(_clean(content), reasoning, True)
-        return ParsedOutput("", reasoning, True)
-    return ParsedOutput(_clean(text.replace(CLOSE_TAG, "")), reasoning, False)
+                return ParsedOutput(_clean(content), reasoning, True, update)
+        return ParsedOutput("", reasoning, True, update)
+    return ParsedOutput(_clean(text.replace(CLOSE_TAG, "")), reasoning, False, update)
 
 
 def _clean(observation: str) -> str:

@@ -52,7 +52,9 @@ class Domain:
     observation must start with, which backends that can pre-fill use; ``prompt_slots``
     fills the prompt template from the scenario; ``agent_tools(scenario)`` lists the tools a
     tool-calling agent is offered (what a real agent of this kind would be given, nothing
-    of the hidden state). A final action of kind ``text`` is the
+    of the hidden state); ``initial_state(scenario)`` seeds the episode's hidden state
+    ledger (:mod:`simgym.core.state`) and ``state_schema`` (JSON Schema) checks every
+    update to it. A final action of kind ``text`` is the
     agent's answer and is not simulated; other final actions (``exit``) are simulated and
     then end the episode.
     """
@@ -71,6 +73,8 @@ class Domain:
     observation_prefix: Callable[[Action, Any, str], str] = lambda action, scenario, last: ""
     default_scenario: Callable[[], dict[str, Any]] = dict
     agent_tools: Callable[[Any], list[ToolSpec]] = lambda scenario: []
+    initial_state: Callable[[Any], dict[str, Any]] = lambda scenario: {}
+    state_schema: dict[str, Any] | None = None
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""
     example_tasks: tuple[str, ...] = field(default=())

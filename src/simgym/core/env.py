@@ -14,9 +14,9 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
@@ -43,6 +43,38 @@ RewardFn = Callable[[Trajectory, Turn], float]
 _RUNAWAY_MARKERS = ("### Turn ", contract.ACTION_HEADER)
 
 
+class Perturbation(Protocol):
+    """A fault decided for one turn (``simgym.control`` has the library). ``mode`` is
+    ``"template"`` (simgym writes the observation, no world-model call) or ``"control"``
+    (an instruction to the world model for this turn)."""
+
+    mode: str
+
+    def instruction(self, domain: str) -> str: ...
+
+    def observation(
+        self, domain: str, scenario: Any, action: Action, last_observation: str
+    ) -> str: ...
+
+    def record(self) -> dict[str, Any]: ...
+
+
+class PerturbationPlan(Protocol):
+    """Decides each turn's fault; decisions must depend only on the arguments, so that
+    reruns repeat them and one plan can serve many environments at once."""
+
+    def decide(
+        self,
+        *,
+        domain: str,
+        scenario: Any,
+        turn_index: int,
+        action: Action,
+        history: Sequence[Turn],
+        episode: int | str | None,
+    ) -> Perturbation | None: ...
+
+
 class SimEnv:
     """A simulated environment for one domain, driven by a world model.
 
@@ -60,6 +92,8 @@ class SimEnv:
         max_action_chars: actions larger than this are rejected.
         writer: anything with ``write(trajectory)``; each finished episode goes there.
         reward_fn: ``fn(trajectory, turn) -> float`` called after every step.
+        perturbations: a fault plan (``simgym.control.Perturbations``); it is asked about
+            every valid, non-final action, and the fault it picks is recorded on the turn.
     """
 
     def __init__(
@@ -79,6 +113,7 @@ class SimEnv:
         temperature: float | None = None,
         writer: Any = None,
         reward_fn: RewardFn | None = None,
+        perturbations: PerturbationPlan | None = None,
     ) -> None:
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
         self.world_model = world_model
@@ -96,6 +131,7 @@ class SimEnv:
         self.temperature = temperature
         self.writer = writer
         self.reward_fn = reward_fn
+        self.perturbations = perturbations
         self._episodes = itertools.count()
         self._trajectory: Trajectory | None = None
         self._scenario: BaseModel = self.default_scenario
@@ -195,6 +231,9 @@ class SimEnv:
         if parsed is not None and parsed.kind == "text" and self.domain.is_final(parsed):
             return self._answer_turn(index, parsed, action_text)
 
+        fault = self._perturbation(index, parsed)
+        if fault is not None and fault.mode != "template":
+            control = "\n".join(c for c in (control, fault.instruction(self.domain.name)) if c)
         history_turns = (len(self._messages) - 1) // 2
         user = contract.user_message(
             history_turns + 1,
@@ -202,6 +241,9 @@ class SimEnv:
             instruction=trajectory.task.instruction if history_turns == 0 else None,
             control=control,
         )
+        record = fault.record() if fault is not None else None
+        if fault is not None and fault.mode == "template" and parsed is not None:
+            return self._templated_turn(index, parsed, action_text, user, control, fault)
         try:
             prediction, attempts, problems = await self._predict(
                 [*self._messages, user], parsed, self._last_observation()
@@ -215,6 +257,7 @@ class SimEnv:
                 observation=_error_observation(str(exc)),
                 error=str(exc),
                 in_history=False,
+                perturbation=record,
             )
             # A model that answered, but with nothing usable, may do better next turn; a
             # model that cannot be reached ends the episode.
@@ -236,6 +279,7 @@ class SimEnv:
             attempts=attempts,
             format_problems=problems,
             control=control,
+            perturbation=record,
         )
         return self._finish_turn(turn, parsed, None)
 
@@ -272,6 +316,46 @@ class SimEnv:
             end = getattr(self.world_model, "end_episode", None)
             if end is not None:
                 await end()
+
+    def _perturbation(self, index: int, action: Action | None) -> Perturbation | None:
+        """This turn's fault, if the plan picks one. Invalid and final actions are left
+        alone: the first never reach the world, the second end the episode."""
+        trajectory = self._trajectory
+        if self.perturbations is None or action is None or trajectory is None:
+            return None
+        if self.domain.is_final(action):
+            return None
+        return self.perturbations.decide(
+            domain=self.domain.name,
+            scenario=self._scenario,
+            turn_index=index,
+            action=action,
+            history=trajectory.turns,
+            episode=trajectory.task.id if self._episode_seed is None else self._episode_seed,
+        )
+
+    def _templated_turn(
+        self,
+        index: int,
+        action: Action,
+        action_text: str,
+        user: dict[str, str],
+        control: str | None,
+        fault: Perturbation,
+    ) -> StepResult:
+        """A turn whose observation simgym writes itself. It joins the history like any
+        other, so the world model knows in later turns that it happened."""
+        text = fault.observation(self.domain.name, self._scenario, action, self._last_observation())
+        self._messages += [user, contract.assistant_message(text)]
+        turn = Turn(
+            index=index,
+            action=action,
+            action_text=action_text,
+            observation=Observation(text=text),
+            control=control,
+            perturbation=fault.record(),
+        )
+        return self._finish_turn(turn, action, None)
 
     def _require_episode(self) -> Trajectory:
         if self._trajectory is None:
@@ -441,6 +525,7 @@ def _metrics(trajectory: Trajectory) -> dict[str, Any]:
         "turns": len(turns),
         "errors": sum(1 for t in turns if t.error),
         "format_problems": sum(1 for t in turns if t.format_problems),
+        "perturbed": sum(1 for t in turns if t.perturbation),
         "prompt_tokens": sum(t.usage.prompt_tokens for t in turns),
         "completion_tokens": sum(t.usage.completion_tokens for t in turns),
         "latency_s": round(sum(t.latency_s for t in turns), 6),

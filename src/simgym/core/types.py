@@ -264,6 +264,9 @@ class Turn(BaseModel):
     format_problems: list[str] = Field(default_factory=list)
     control: str | None = None
     in_history: bool = True  # False when the world model never saw this turn
+    # The fault injected on this turn ({"fault", "mode", "rule", ...params}); the agent
+    # never sees it.
+    perturbation: dict[str, Any] | None = None
 
 
 class Trajectory(BaseModel):

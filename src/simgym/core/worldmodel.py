@@ -21,6 +21,7 @@ class Prediction(BaseModel):
     reasoning: str | None = None
     raw: str = ""
     tagged: bool = False
+    state_update: str | None = None  # the <state_update> block, when the model wrote one
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
     finish_reason: str | None = None
@@ -37,6 +38,7 @@ class Prediction(BaseModel):
             reasoning=parsed.reasoning,
             raw=raw,
             tagged=parsed.tagged,
+            state_update=parsed.state_update,
             **fields,
         )
 

@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Call, Param, Signature
@@ -278,5 +279,7 @@ ANDROID = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint="tap('7'), type('5', 'hello'), swipe('up'), back(), finish('answer')",
         agent_tools=lambda scenario: list(TOOLS),
+        initial_state=lambda s: {"app": s.app, "activity": s.activity},
+        state_schema=object_schema(required=["app"], app=STRING, activity=STRING),
     )
 )

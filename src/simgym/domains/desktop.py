@@ -21,6 +21,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Call, Param, Signature
@@ -381,5 +382,13 @@ OS = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint="pyautogui.click(512, 300), pyautogui.hotkey('ctrl', 's'), WAIT, DONE",
         agent_tools=lambda scenario: list(TOOLS),
+        initial_state=lambda s: {
+            "focused": s.focused,
+            "windows": list(s.windows),
+            "files": dict(s.files),
+        },
+        state_schema=object_schema(
+            required=["focused"], focused=STRING, windows=STRING_LIST, files=STRING_MAP
+        ),
     )
 )

@@ -224,5 +224,7 @@ MCP = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint='{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}',
         agent_tools=lambda scenario: list(scenario.tools),
+        initial_state=lambda s: dict(s.state),
+        state_schema={"type": "object"},
     )
 )

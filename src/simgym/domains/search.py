@@ -49,6 +49,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING_LIST, object_schema
 from simgym.core.types import Action, ToolSpec
 
 MAX_QUERIES = 5
@@ -540,5 +541,7 @@ SEARCH = register_domain(
             "Is the free-threaded build of Python 3.13 enabled by default?",
         ),
         agent_tools=lambda scenario: scenario.tools(),
+        initial_state=lambda s: {"facts": list(s.facts)},
+        state_schema=object_schema(required=["facts"], facts=STRING_LIST),
     )
 )

@@ -38,6 +38,7 @@ from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, ToolSpec
 
 MAX_TIMEOUT_S = 3600
@@ -619,5 +620,13 @@ SWE = register_domain(
         "a plain command line, or submit",
         example_tasks=("Fix the failing test tests/test_totals.py::test_percent_discount",),
         agent_tools=lambda scenario: tools(),
+        initial_state=lambda s: {
+            "branch": s.branch,
+            "files": dict(s.files),
+            "failing_tests": list(s.failing_tests),
+        },
+        state_schema=object_schema(
+            required=["files"], branch=STRING, files=STRING_MAP, failing_tests=STRING_LIST
+        ),
     )
 )

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
 
 TMUX_KEYS = frozenset(
@@ -283,5 +284,18 @@ TERMINAL = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint='[{"keystrokes": "ls -la\\n", "duration": 1}] or a plain command line',
         agent_tools=lambda scenario: [SEND_KEYS],
+        initial_state=lambda s: {
+            "cwd": s.working_dir,
+            "files": dict(s.files),
+            "env": dict(s.env),
+            "services": list(s.services),
+        },
+        state_schema=object_schema(
+            required=["cwd", "files"],
+            cwd=STRING,
+            files=STRING_MAP,
+            env=STRING_MAP,
+            services=STRING_LIST,
+        ),
     )
 )

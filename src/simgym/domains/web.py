@@ -20,6 +20,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Param, Signature
@@ -282,5 +283,7 @@ WEB = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint="click('12'), fill('31', 'text'), goto('https://...'), send_msg_to_user('...')",
         agent_tools=lambda scenario: list(TOOLS),
+        initial_state=lambda s: {"url": s.start_url, "session": dict(s.session)},
+        state_schema=object_schema(required=["url"], url=STRING, session={"type": "object"}),
     )
 )

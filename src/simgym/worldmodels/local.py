@@ -18,6 +18,7 @@ from typing import Any
 
 from simgym.core.contract import CLOSE_TAG, OBSERVATION_HEADER, OPEN_TAG
 from simgym.core.errors import WorldModelError
+from simgym.core.state import STATE_CLOSE, STATE_OPEN
 from simgym.core.types import Usage
 from simgym.core.worldmodel import Messages, Prediction
 
@@ -97,6 +98,7 @@ class LocalWorldModel:
         max_tokens: int = 256,
         prefill: bool = True,
         cache_mb: int = 0,
+        state_tokens: int = 160,
     ) -> None:
         path = model_path or os.environ.get("SIMGYM_MODEL_PATH") or embedded_model_path()
         if path is None:
@@ -112,6 +114,7 @@ class LocalWorldModel:
         self.max_tokens = max_tokens
         self.prefill = PREFILL if prefill else ""
         self.cache_mb = cache_mb
+        self.state_tokens = state_tokens  # budget for a <state_update> patch, when asked
         self.name = f"local:{Path(self.model_path).name}"
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
@@ -156,7 +159,29 @@ class LocalWorldModel:
             )
             choice = response["choices"][0]
             choice["text"] = start + choice["text"]
+            if STATE_OPEN in fitted[0]["content"]:
+                # The prompt asks for a hidden-state patch after the observation; generation
+                # stopped at the closing tag, so write it and open the patch block.
+                self._continue_with_state(llm, prompt, response, temperature, seed)
             return response
+
+    def _continue_with_state(
+        self, llm: Any, prompt: str, response: dict, temperature: float, seed: int | None
+    ) -> None:
+        choice = response["choices"][0]
+        head = f"{choice['text']}\n{CLOSE_TAG}\n{STATE_OPEN}\n"
+        more = llm.create_completion(
+            prompt + head,
+            temperature=temperature,
+            top_p=self.top_p,
+            max_tokens=self.state_tokens,
+            stop=[STATE_CLOSE, OPEN_TAG, "### Turn"],
+            seed=seed,
+        )
+        choice["text"] = head + more["choices"][0]["text"] + f"\n{STATE_CLOSE}"
+        usage, extra = response.setdefault("usage", {}), more.get("usage") or {}
+        for key in ("prompt_tokens", "completion_tokens"):
+            usage[key] = usage.get(key, 0) + extra.get(key, 0)
 
     async def predict(
         self,

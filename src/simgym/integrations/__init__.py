@@ -1,0 +1,1 @@
+"""Adapters that put simgym's simulated environments behind other programs' interfaces."""
