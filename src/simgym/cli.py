@@ -362,6 +362,22 @@ def run(
         ),
     ] = None,
     step: Annotated[int, typer.Option(help="training step, for --curriculum")] = 0,
+    context: Annotated[
+        str,
+        typer.Option(
+            help="history: every earlier turn goes to the world model; state: the hidden "
+            "state plus the last --context-turns turns (bounded prompts)"
+        ),
+    ] = "history",
+    context_turns: Annotated[int, typer.Option(help="turns kept in state context")] = 4,
+    state_updates: Annotated[
+        bool | None,
+        typer.Option(
+            "--state-updates/--no-state-updates",
+            help="ask the world model to patch the hidden state each turn "
+            "(default: on with --context state)",
+        ),
+    ] = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -380,6 +396,8 @@ def run(
     from simgym.rollout.scripted import load_specs
 
     plan = env_perturbations(perturb, difficulty, curriculum, step, seed=seed)
+    if context not in ("history", "state"):
+        raise SimgymError(f"--context takes 'history' or 'state', not {context!r}")
 
     specs = load_specs(files, domain)
     for spec in specs:
@@ -445,7 +463,12 @@ def run(
                 max_turns=max_turns,
                 max_agent_tokens=max_agent_tokens,
                 seed=seed,
-                env_options={"perturbations": plan} if plan else {},
+                env_options={
+                    "context": context,
+                    "context_turns": context_turns,
+                    "state_updates": state_updates,
+                    **({"perturbations": plan} if plan else {}),
+                },
             )
         )
     skipped = episodes - len(finished)
@@ -750,6 +773,9 @@ from simgym.bench.cli import bench_app  # noqa: E402  (a sub-app; it does not im
 app.add_typer(bench_app, name="bench")
 
 import simgym.cli_serve  # noqa: E402, F401  (adds `simgym serve`; it uses this module's options)
+from simgym.cli_world import world_app  # noqa: E402  (a sub-app; it does not import this module)
+
+app.add_typer(world_app, name="world")
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")

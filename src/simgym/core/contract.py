@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from simgym.core.state import extract_update, strip_update
+from simgym.core.state import STATE_HEADER, extract_update, strip_update
 
 OBSERVATION_HEADER = "**Environment Observation:**"
 ACTION_HEADER = "**Action:**"
@@ -41,11 +41,15 @@ def user_message(
     *,
     instruction: str | None = None,
     control: str | None = None,
+    state: str | None = None,
 ) -> dict[str, str]:
-    """The ``user`` message for turn ``turn`` (1-based)."""
+    """The ``user`` message for turn ``turn`` (1-based); ``state`` is the hidden state
+    (JSON) that ``state`` context mode sends in place of the full history."""
     parts = [f"### Turn {turn}"]
     if instruction:
         parts.append(f"**Task:** {instruction}")
+    if state is not None:
+        parts.append(f"{STATE_HEADER}\n```json\n{state}\n```")
     if control:
         parts.append(f"**Control instruction:** {control}")
     parts.append(f"{ACTION_HEADER}\n{action_text}")

@@ -16,13 +16,14 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from pydantic import BaseModel
 
 from simgym.core import contract
 from simgym.core.domain import Domain, get_domain
-from simgym.core.errors import ActionError, EpisodeStateError, WorldModelError
+from simgym.core.errors import ActionError, EpisodeStateError, ScenarioError, WorldModelError
+from simgym.core.state import STATE_INSTRUCTIONS, PatchError, StateLedger, StateUpdate
 from simgym.core.types import (
     Action,
     Observation,
@@ -94,6 +95,13 @@ class SimEnv:
         reward_fn: ``fn(trajectory, turn) -> float`` called after every step.
         perturbations: a fault plan (``simgym.control.Perturbations``); it is asked about
             every valid, non-final action, and the fault it picks is recorded on the turn.
+        context: ``"history"`` (the Qwen-AgentWorld contract: every earlier turn is sent)
+            or ``"state"`` (the hidden state plus the last ``context_turns`` turns, so the
+            prompt stays bounded however long the episode runs).
+        state_updates: ask the world model for a ``<state_update>`` patch after each
+            observation and apply it to the hidden state ledger (default: on in ``state``
+            context, off in ``history``). The ledger is kept either way and ends up in
+            ``trajectory.final_state``; without updates it stays as the scenario seeded it.
     """
 
     def __init__(
@@ -114,7 +122,12 @@ class SimEnv:
         writer: Any = None,
         reward_fn: RewardFn | None = None,
         perturbations: PerturbationPlan | None = None,
+        context: Literal["history", "state"] = "history",
+        context_turns: int = 4,
+        state_updates: bool | None = None,
     ) -> None:
+        if context not in ("history", "state"):
+            raise ValueError(f"context must be 'history' or 'state', not {context!r}")
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
         self.world_model = world_model
         self.default_scenario = self.domain.scenario(scenario)
@@ -132,6 +145,10 @@ class SimEnv:
         self.writer = writer
         self.reward_fn = reward_fn
         self.perturbations = perturbations
+        self.context = context
+        self.context_turns = max(0, context_turns)
+        self.state_updates = (context == "state") if state_updates is None else state_updates
+        self._ledger: StateLedger | None = None
         self._episodes = itertools.count()
         self._trajectory: Trajectory | None = None
         self._scenario: BaseModel = self.default_scenario
@@ -155,6 +172,11 @@ class SimEnv:
     @property
     def scenario(self) -> BaseModel:
         return self._scenario
+
+    @property
+    def state(self) -> dict[str, Any] | None:
+        """The episode's hidden state (a copy); never part of what the agent sees."""
+        return None if self._ledger is None else json.loads(json.dumps(self._ledger.state))
 
     async def reset(
         self,
@@ -183,6 +205,14 @@ class SimEnv:
         system = self.system_prompt_override or self.domain.system_prompt(
             self._scenario, template=self._template, instructions=self.instructions
         )
+        try:
+            self._ledger = StateLedger(
+                self.domain.initial_state(self._scenario), self.domain.state_schema
+            )
+        except PatchError as exc:
+            raise ScenarioError(f"{self.domain.name}: {exc}") from None
+        if self.state_updates:
+            system = f"{system.rstrip()}\n\n{STATE_INSTRUCTIONS}"
         self._messages = [{"role": "system", "content": system}]
         first_text = self.domain.initial_observation(self._scenario)
         start = getattr(self.world_model, "start_episode", None)
@@ -241,12 +271,13 @@ class SimEnv:
             instruction=trajectory.task.instruction if history_turns == 0 else None,
             control=control,
         )
+        request = self._request(user, history_turns, action_text, control)
         record = fault.record() if fault is not None else None
         if fault is not None and fault.mode == "template" and parsed is not None:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
         try:
             prediction, attempts, problems = await self._predict(
-                [*self._messages, user], parsed, self._last_observation()
+                request, parsed, self._last_observation()
             )
         except WorldModelError as exc:
             turn = Turn(
@@ -267,6 +298,7 @@ class SimEnv:
         observation = Observation(text=prediction.observation)
         self._messages.append(user)
         self._messages.append(contract.assistant_message(prediction.observation))
+        update = self._apply_update(prediction)
         turn = Turn(
             index=index,
             action=parsed,
@@ -280,8 +312,34 @@ class SimEnv:
             format_problems=problems,
             control=control,
             perturbation=record,
+            state_patch=update.patch if update else None,
+            state_error=update.error if update else None,
         )
         return self._finish_turn(turn, parsed, None)
+
+    def _request(
+        self, user: dict[str, str], history_turns: int, action_text: str, control: str | None
+    ) -> Messages:
+        """The messages sent for this turn. History mode: all of them. State mode: the
+        system prompt, the last ``context_turns`` turns, and the action with the current
+        state, so the prompt does not grow with the episode."""
+        if self.context == "history":
+            return [*self._messages, user]
+        assert self._ledger is not None and self._trajectory is not None
+        recent = self._messages[1:][-2 * self.context_turns :] if self.context_turns else []
+        stated = contract.user_message(
+            history_turns + 1,
+            action_text,
+            instruction=self._trajectory.task.instruction,
+            control=control,
+            state=self._ledger.render(),
+        )
+        return [self._messages[0], *recent, stated]
+
+    def _apply_update(self, prediction: Prediction) -> StateUpdate | None:
+        if not self.state_updates or self._ledger is None:
+            return None
+        return self._ledger.update(prediction.state_update)
 
     async def finish(self, answer: str) -> StepResult:
         """End the episode with the agent's final answer, in any domain (a terminal agent
@@ -470,6 +528,8 @@ class SimEnv:
         trajectory.finished_at = time.time()
         trajectory.world_model = self.world_model.describe()  # settings resolved by now
         trajectory.metrics = _metrics(trajectory)
+        if self._ledger is not None:
+            trajectory.final_state = self._ledger.state
         self._finished = True
         if self.writer is not None:
             self.writer.write(trajectory)

@@ -31,6 +31,17 @@ _FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 
 Patch = dict[str, Any] | list[dict[str, Any]]
 
+# Appended to the domain's system prompt when the environment asks for state updates.
+STATE_INSTRUCTIONS = """## Hidden state
+The facts of this world that actions can change (files, records, settings, the current \
+screen) are kept as a JSON document. When it is shown to you as **Current State:**, it is \
+the truth: the observation must agree with it.
+After the observation, write how this action changed those facts, as a JSON merge patch \
+inside <state_update></state_update>: only the keys that changed, with their new values, \
+and null for anything deleted. Write <state_update>{}</state_update> when nothing changed.
+Example, after `echo hi > /tmp/a.txt` and `rm old.log` in /home/user:
+<state_update>{"files": {"/tmp/a.txt": "hi\\n", "/home/user/old.log": null}}</state_update>"""
+
 
 class PatchError(ValueError):
     """A state update that cannot be used; the message says why."""

@@ -263,6 +263,10 @@ class Turn(BaseModel):
     error_type: Literal["action", "world_model", "empty_output"] | None = None
     format_problems: list[str] = Field(default_factory=list)
     control: str | None = None
+    # The hidden-state patch the world model wrote this turn, and why it was not applied
+    # (a missing, malformed or schema-breaking patch); see simgym.core.state.
+    state_patch: dict[str, Any] | list[dict[str, Any]] | None = None
+    state_error: str | None = None
     in_history: bool = True  # False when the world model never saw this turn
     # The fault injected on this turn ({"fault", "mode", "rule", ...params}); the agent
     # never sees it.
