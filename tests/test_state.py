@@ -219,7 +219,7 @@ async def test_state_mode_shows_current_state_in_newest_turn_only():
     await env.step("pwd")
     newest = seen[-1][-1]["content"]
     assert STATE_HEADER in newest and '"/home/user/a.txt": "1"' in newest
-    assert all(STATE_HEADER not in m["content"] for m in seen[-1][:-1])
+    assert all(STATE_HEADER not in m["content"] for m in seen[-1][1:-1])  # after the system
 
 
 def test_bad_context_mode_is_a_clear_error():
