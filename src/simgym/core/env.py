@@ -321,12 +321,19 @@ class SimEnv:
         self, user: dict[str, str], history_turns: int, action_text: str, control: str | None
     ) -> Messages:
         """The messages sent for this turn. History mode: all of them. State mode: the
-        system prompt, the last ``context_turns`` turns, and the action with the current
-        state, so the prompt does not grow with the episode."""
+        system prompt, the recent turns, and the action with the current state, so the
+        prompt does not grow with the episode.
+
+        The window holds between k and 2k - 1 turns (k = ``context_turns``) and moves k
+        turns at a time: consecutive requests then share everything up to the newest
+        turn as a prefix, which server prefix caches reuse, where a window sliding by one
+        turn would change right after the system prompt on every request."""
         if self.context == "history":
             return [*self._messages, user]
         assert self._ledger is not None and self._trajectory is not None
-        recent = self._messages[1:][-2 * self.context_turns :] if self.context_turns else []
+        k = self.context_turns
+        start = ((history_turns - k) // k) * k if k and history_turns >= k else 0
+        recent = self._messages[1 + 2 * start :] if k else []
         stated = contract.user_message(
             history_turns + 1,
             action_text,

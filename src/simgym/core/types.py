@@ -309,8 +309,10 @@ class Trajectory(BaseModel):
 
     @property
     def final_observation(self) -> str:
-        """The last observation the world produced (final answers excluded)."""
+        """The last observation the world produced (final answers and simgym's own
+        rejections of invalid actions excluded)."""
         for turn in reversed(self.turns):
-            if not turn.observation.metadata.get("final_answer"):
+            rejected = turn.observation.kind == "error" and not turn.in_history
+            if not turn.observation.metadata.get("final_answer") and not rejected:
                 return turn.observation.text
         return self.initial_observation.text if self.initial_observation else ""
