@@ -357,6 +357,14 @@ class SimEnv:
         await self._release()
         return result
 
+    def reject(self, raw: Any, message: str) -> StepResult:
+        """Record an action that failed before it reached this environment (an adapter's
+        own parser refused it) the way an invalid action is recorded: an error
+        observation, counted toward ``max_turns``, kept in the trajectory."""
+        trajectory = self._require_episode()
+        turn = _rejected_turn(len(trajectory.turns) + 1, raw, message)
+        return self._finish_turn(turn, None, "action")
+
     async def close(
         self, reason: str | None = "environment closed before the episode ended"
     ) -> None:

@@ -55,6 +55,7 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.types import StepResult, Task
 from simgym.core.worldmodel import WorldModel
+from simgym.integrations.common import as_task
 
 try:
     import mcp_types as types
@@ -116,7 +117,7 @@ class SimMCPServer:
                 "world at a time; the MCP server shares one backend between sessions"
             )
         self.world_model = world_model
-        self.task = _as_task(task, self.domain.name)
+        self.task = as_task(task, self.domain.name)
         self.scenario = self.domain.scenario(
             scenario if scenario is not None else (self.task.scenario or None)
         )
@@ -565,21 +566,6 @@ def _why_ended(result: StepResult, answered: bool, max_turns: int) -> str:
     if result.done:
         return "the episode reached its final action"
     return f"the turn limit ({max_turns}) was reached"
-
-
-def _as_task(task: Task | str | dict[str, Any] | None, domain: str) -> Task:
-    if task is None:
-        task = Task()
-    elif isinstance(task, str):
-        task = Task(instruction=task)
-    elif isinstance(task, dict):
-        try:
-            task = Task.model_validate(task)
-        except ValidationError as exc:
-            raise SimgymError(f"invalid task: {exc}") from None
-    if task.domain not in (None, domain):
-        raise SimgymError(f"the task is for domain {task.domain!r}, not {domain!r}")
-    return task.model_copy(update={"domain": domain})
 
 
 def _exit_soon(status: int, grace_s: float) -> None:

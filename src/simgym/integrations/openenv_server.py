@@ -1,0 +1,665 @@
+"""A simulated environment served to OpenEnv clients: one simulated world per session.
+
+OpenEnv (``openenv-core``) is a gym-style protocol over HTTP: a client opens a WebSocket
+session at ``/ws`` and sends ``reset``, ``step`` and ``state`` messages; the server keeps
+one :class:`~openenv.core.env_server.interfaces.Environment` per session. Here each session's
+environment wraps its own :class:`SimEnv`, and every session shares one world-model
+backend::
+
+    app = create_openenv_app("mcp", world_model=simgym.world_model("local"),
+                             scenario=bank, task="Update Ben's email")
+    serve_openenv("terminal", world_model="local", port=8000, out="episodes.jsonl")
+
+and a client (:class:`simgym.integrations.openenv_client.SimgymEnvClient`) plays::
+
+    with SimgymEnvClient(base_url="http://127.0.0.1:8000").sync() as env:
+        first = env.reset()                       # the first screen, task and tools
+        result = env.step(SimgymAction(name="get_customer", arguments={"customer_id": "C-1"}))
+
+Actions (:class:`SimgymAction`) are exactly one of: a tool call (``name`` and
+``arguments``), ``text`` (a JSON action, or the domain's short form as ``simgym play``
+reads it: a command line for terminal, ``tool {"json": ...}`` for mcp), ``keystrokes``, or
+``answer``, which ends the episode with the agent's answer in any domain. Observations
+(:class:`SimgymObservation`) carry the text the world shows, ``done`` (also when the
+episode was truncated; ``truncated`` says which) and ``reward``; an invalid action comes
+back as an observation of kind ``error`` with the message, never as a server error. The
+reset observation adds the task instruction and the tools (OpenAI function format). OpenEnv
+drops an observation's ``metadata`` on the wire, so all of this is in fields.
+:class:`SimgymState` holds the episode id, step count and task, never the hidden scenario.
+
+``reset`` takes ``seed``, ``episode_id``, ``task`` (an instruction or a task dict, with its
+own scenario if it has one) and ``task_id`` (one of the served tasks). With several served
+tasks and neither given, a seed picks one (``seed % len(tasks)``), else they take turns.
+
+Episodes are scored with the optional ``reward`` when they end (the final observation's
+reward includes it) and then written to ``writer``. One still running when its session
+ends (the client leaves, the session idles out, the server stops) or is reset is written
+then, as truncated. Nothing is dropped.
+
+HTTP: OpenEnv's ``POST /reset`` and ``POST /step`` build a fresh environment for every
+request, so they cannot hold an episode: ``/reset`` shows a first observation (and its
+one-request episode is written, truncated, like any other), and ``/step`` answers with an
+error observation pointing to the WebSocket session. ``/health``,
+``/schema``, ``/metadata`` and ``/state`` work as usual.
+
+Needs ``openenv-core`` (``pip install 'simgym[openenv]'``).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import itertools
+import socket
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+import simgym
+from simgym.core.domain import Domain, get_domain
+from simgym.core.env import SimEnv
+from simgym.core.errors import ActionError, SimgymError
+from simgym.core.sync import run_sync
+from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
+from simgym.core.worldmodel import WorldModel, create_world_model
+from simgym.data.trajectories import TrajectoryWriter
+from simgym.integrations.common import as_task, as_tasks
+from simgym.rewards import RewardResult, build_reward
+
+try:
+    from fastapi import FastAPI, HTTPException
+    from openenv.core.env_server.http_server import create_fastapi_app
+    from openenv.core.env_server.interfaces import Environment
+    from openenv.core.env_server.types import Action as OpenEnvAction
+    from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata
+    from openenv.core.env_server.types import Observation as OpenEnvObservation
+    from openenv.core.env_server.types import State as OpenEnvState
+    from starlette.websockets import WebSocketDisconnect
+except ImportError as exc:  # pragma: no cover (the openenv extra is installed in development)
+    raise SimgymError(
+        f"serving OpenEnv needs openenv-core: pip install 'simgym[openenv]' ({exc})"
+    ) from None
+
+SESSION_ENDED = "the OpenEnv session ended before the episode did"
+SERVER_STOPPED = "the OpenEnv server stopped before the episode ended"
+RESET_EARLY = "reset before the episode ended"
+NO_EPISODE = (
+    "no episode is running: call reset first. OpenEnv's HTTP /step endpoint builds a fresh "
+    "environment for every request and so never has one; hold an episode over a WebSocket "
+    "session (/ws), e.g. with simgym's SimgymEnvClient"
+)
+
+_ENV_OPTIONS = frozenset(inspect.signature(SimEnv.__init__).parameters) - {
+    "self",
+    "domain",
+    "world_model",
+    "scenario",
+    "writer",  # episodes are written here, after they are scored
+}
+
+
+# -- wire types ---------------------------------------------------------------------------
+
+
+class SimgymAction(OpenEnvAction):
+    """One agent action: exactly one of a tool call (``name`` with ``arguments``),
+    ``text``, ``keystrokes`` or ``answer``."""
+
+    name: str | None = Field(None, description="the tool to call")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="the tool's arguments")
+    text: str | None = Field(
+        None,
+        description="an action as typed: JSON, or the domain's short form (a command line "
+        'for terminal, `tool {"json": ...}` or `answer TEXT` for mcp)',
+    )
+    keystrokes: list[KeyPress] | None = Field(
+        None, description='terminal keystrokes: [{"keystrokes": "ls\\n", "duration": 1}]'
+    )
+    answer: str | None = Field(None, description="the final answer; ends the episode")
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> SimgymAction:
+        given = [
+            k for k in ("name", "text", "keystrokes", "answer") if getattr(self, k) is not None
+        ]
+        # PydanticCustomError, not ValueError: openenv-core puts the validation errors in
+        # its JSON replies, and a ValueError in their context cannot be serialized.
+        if len(given) != 1:
+            raise PydanticCustomError(
+                "simgym_action",
+                "give exactly one of name (a tool call), text, keystrokes or answer; got {given}",
+                {"given": ", ".join(given) or "none"},
+            )
+        if self.arguments and self.name is None:
+            raise PydanticCustomError(
+                "simgym_action", "arguments belong to a tool call: give its name too"
+            )
+        return self
+
+    @classmethod
+    def of(cls, value: SimgymAction | dict[str, Any] | str) -> SimgymAction:
+        """An action from itself, its dict, or a string (taken as ``text``)."""
+        if isinstance(value, SimgymAction):
+            return value
+        if isinstance(value, str):
+            return cls(text=value)
+        if isinstance(value, dict):
+            return cls.model_validate(value)
+        raise TypeError(f"cannot make a SimgymAction from {type(value).__name__}")
+
+
+class SimgymObservation(OpenEnvObservation):
+    """What the agent sees after a reset or a step."""
+
+    text: str = Field("", description="what the world shows")
+    kind: str = Field(
+        "observation",
+        description="initial (after reset), observation, error (an invalid action or a "
+        "refused step; see error) or answer (the answer was recorded)",
+    )
+    error: str | None = Field(None, description="what was wrong, for kind 'error'")
+    turn: int = Field(0, description="the step's number in the episode (0 after reset)")
+    truncated: bool = Field(False, description="the episode was cut short (done is also set)")
+    instruction: str | None = Field(None, description="the task (after reset)")
+    tools: list[dict[str, Any]] | None = Field(
+        None, description="the tools the agent may call, OpenAI function format (after reset)"
+    )
+    action_hint: str | None = Field(None, description="how actions look (after reset)")
+    reward_parts: dict[str, float] | None = Field(
+        None, description="the episode reward's parts (on the last step)"
+    )
+    info: dict[str, Any] = Field(default_factory=dict, description="episode id, turn, errors")
+
+
+class SimgymState(OpenEnvState):
+    """Where the session's episode stands (never the hidden scenario)."""
+
+    domain: str = ""
+    task_id: str | None = None
+    instruction: str | None = None
+    done: bool = False
+    truncated: bool = False
+    total_reward: float = 0.0
+
+
+# -- what all sessions share ----------------------------------------------------------------
+
+
+class SimgymService:
+    """What every session's world is built from: the domain, the shared world-model
+    backend, the initial world, the tasks, the reward and where episodes go.
+
+    Args:
+        domain: a registered domain name or a :class:`Domain`.
+        world_model: the backend all sessions share.
+        scenario: the initial world (a task's own scenario replaces it for that task).
+        task: a task (an instruction, a :class:`Task` or its dict) or a list of them.
+        reward: a :mod:`simgym.rewards` reward or spec; ``None`` scores nothing.
+        writer: anything with ``write(trajectory)``; every episode goes there.
+        env_options: :class:`SimEnv` options (``max_turns``, ``seed``, ``instructions``...).
+    """
+
+    def __init__(
+        self,
+        domain: Domain | str,
+        world_model: WorldModel,
+        *,
+        scenario: dict[str, Any] | BaseModel | None = None,
+        task: Any = None,
+        reward: Any = None,
+        writer: Any = None,
+        **env_options: Any,
+    ) -> None:
+        self.domain = get_domain(domain) if isinstance(domain, str) else domain
+        if getattr(world_model, "start_episode", None) is not None:
+            # A real executor holds one live world at a time; sessions would trample it.
+            raise SimgymError(
+                f"world model {world_model.name!r} is a real environment that holds one "
+                "world at a time; the OpenEnv server shares one backend between sessions"
+            )
+        self.world_model = world_model
+        self.scenario = self.domain.scenario(scenario)
+        self.tasks = as_tasks(task, self.domain.name)
+        self.reward = None if reward is None else build_reward(reward)
+        self.writer = writer
+        unknown = sorted(set(env_options) - _ENV_OPTIONS)
+        if unknown:
+            raise SimgymError(f"unknown environment option(s): {', '.join(unknown)}")
+        self.env_options = env_options
+        try:  # a bad option fails at start-up, not in the first session
+            self.new_sim()
+        except TypeError as exc:
+            raise SimgymError(f"invalid environment option: {exc}") from None
+        self.live: set[SimgymEnvironment] = set()
+        self.stopping = False
+        self._turns = itertools.count()
+        self._lock = threading.Lock()
+
+    def new_sim(self) -> SimEnv:
+        return SimEnv(self.domain, self.world_model, self.scenario, **self.env_options)
+
+    def pick(self, task: Any, task_id: str | None, seed: int | None) -> Task:
+        """The task for a new episode: the client's own, a served one by id, by seed, or
+        the next in turn."""
+        if task is not None and task_id is not None:
+            raise SimgymError("give task or task_id, not both")
+        if task is not None:
+            return as_task(task, self.domain.name)
+        if task_id is not None:
+            for served in self.tasks:
+                if served.id == task_id:
+                    return served
+            ids = ", ".join(t.id for t in self.tasks[:10])
+            raise SimgymError(f"unknown task_id {task_id!r}; served tasks: {ids}")
+        if len(self.tasks) == 1:
+            return self.tasks[0]
+        if seed is not None:
+            return self.tasks[seed % len(self.tasks)]
+        with self._lock:
+            turn = next(self._turns)
+        return self.tasks[turn % len(self.tasks)]
+
+    async def score(self, trajectory: Trajectory) -> RewardResult | None:
+        """Add the reward to a finished episode (as a rollout does); ``None`` if none."""
+        if self.reward is None:
+            return None
+        try:
+            result = await self.reward.score(trajectory)
+        except Exception as exc:  # a broken judge must not lose the episode
+            trajectory.metrics["reward_error"] = f"{type(exc).__name__}: {exc}"
+            return None
+        trajectory.total_reward += result.value
+        trajectory.reward_parts = dict(result.parts) or {self.reward.name: result.value}
+        if result.details:
+            trajectory.metrics["reward_details"] = result.details
+        return result
+
+    def write(self, trajectory: Trajectory) -> None:
+        if self.writer is not None:
+            self.writer.write(trajectory)
+
+    async def aclose(self, reason: str = SERVER_STOPPED) -> None:
+        """Write every open episode (as truncated, with ``reason``)."""
+        self.stopping = True
+        for env in list(self.live):
+            await env.conclude(reason)
+
+
+# -- one session's environment --------------------------------------------------------------
+
+
+class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState]):
+    """One session's simulated world (see the module docstring)."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True  # each session has its own SimEnv
+
+    def __init__(self, service: SimgymService) -> None:
+        super().__init__()
+        self.service = service
+        self.sim = service.new_sim()
+        self.ended: str | None = None  # why the current episode is over, once it is
+        self._concluded = True  # no episode yet
+        self._closed = False
+        self._guard = threading.Lock()  # close() may come from another thread
+        service.live.add(self)
+
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task: Task | str | dict[str, Any] | None = None,
+        task_id: str | None = None,
+        **options: Any,
+    ) -> SimgymObservation:
+        if self._closed:  # its session ended (e.g. idled out); its episodes are written
+            raise _BadRequest("this session is closed; open a new one")
+        if options:
+            raise _BadRequest(
+                f"unknown reset option(s): {', '.join(sorted(options))}; "
+                "reset takes seed, episode_id, task and task_id"
+            )
+        try:
+            chosen = self.service.pick(task, task_id, seed)
+        except (SimgymError, ValidationError) as exc:
+            raise _BadRequest(str(exc)) from None
+        await self.conclude(RESET_EARLY)
+        try:
+            first = await self.sim.reset(chosen, seed=seed)
+        except SimgymError as exc:  # the task's own scenario does not fit the domain
+            raise _BadRequest(str(exc)) from None
+        trajectory = self.sim.trajectory
+        assert trajectory is not None
+        if episode_id:
+            trajectory.episode_id = episode_id
+        trajectory.agent = {"name": "openenv-client"}
+        with self._guard:
+            self._concluded, self.ended = False, None
+        domain = self.sim.domain
+        return SimgymObservation(
+            text=first.text,
+            kind="initial",
+            instruction=chosen.instruction,
+            tools=[t.to_openai() for t in domain.agent_tools(self.sim.scenario)],
+            action_hint=domain.action_hint or None,
+            info={"episode_id": trajectory.episode_id, "task_id": chosen.id, "turn": 0},
+        )
+
+    async def step_async(
+        self, action: SimgymAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SimgymObservation:
+        # timeout_s: the world model's own timeout bounds a step; OpenEnv's WebSocket
+        # path never sends one.
+        if self.sim.trajectory is None:
+            return _refusal(NO_EPISODE)
+        if self._concluded:
+            return _refusal(f"the episode has ended ({self.ended}); call reset to start another")
+        try:
+            result = await self._apply(SimgymAction.of(action))
+        except Exception as exc:
+            # SimEnv records what goes wrong inside an episode and does not raise; this is
+            # a defect or a misbehaving backend. Write the episode with the error.
+            message = f"{type(exc).__name__}: {exc}"
+            self.ended = f"the server failed: {message}"
+            await self.conclude(f"the OpenEnv server failed on a step: {message}")
+            return _refusal(f"simgym failed on this step: {message}")
+        observation = _observation(result)
+        if result.done or result.truncated:
+            self.ended = _why_ended(result, self.sim.max_turns)
+            scored = await self.conclude(None)
+            if scored is not None:
+                observation.reward = (observation.reward or 0.0) + scored.value
+                observation.reward_parts = dict(self.sim.trajectory.reward_parts)
+        return observation
+
+    async def _apply(self, action: SimgymAction) -> StepResult:
+        if action.answer is not None:
+            return await self.sim.finish(action.answer)
+        if action.name is not None:
+            return await self.sim.step({"name": action.name, "arguments": action.arguments})
+        if action.keystrokes is not None:
+            return await self.sim.step(Action(kind="keystrokes", keystrokes=action.keystrokes))
+        assert action.text is not None
+        try:
+            parsed = _read_text(self.sim.domain, self.sim.scenario, action.text)
+        except ActionError as exc:
+            return self.sim.reject(action.text, str(exc))
+        return await self.sim.step(parsed)
+
+    async def conclude(self, reason: str | None) -> RewardResult | None:
+        """End the current episode (as truncated with ``reason`` if it is still running),
+        score it and write it; once per episode, whoever calls first."""
+        with self._guard:
+            if self._concluded:
+                return None
+            self._concluded = True
+        trajectory = self.sim.trajectory
+        assert trajectory is not None
+        await self.sim.close(reason)
+        if self.ended is None:
+            self.ended = reason or "the episode ended"
+        result = await self.service.score(trajectory)
+        self.service.write(trajectory)
+        return result
+
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+    ) -> SimgymObservation:
+        """Blocking :meth:`reset_async` (the server awaits the async one)."""
+        return run_sync(self.reset_async(seed=seed, episode_id=episode_id, **kwargs))
+
+    def step(
+        self, action: SimgymAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SimgymObservation:
+        """Blocking :meth:`step_async` (the server awaits the async one)."""
+        return run_sync(self.step_async(action, timeout_s=timeout_s))
+
+    @property
+    def state(self) -> SimgymState:
+        trajectory = self.sim.trajectory
+        if trajectory is None:
+            return SimgymState(domain=self.service.domain.name)
+        return SimgymState(
+            episode_id=trajectory.episode_id,
+            step_count=len(trajectory.turns),
+            domain=trajectory.domain,
+            task_id=trajectory.task.id,
+            instruction=trajectory.task.instruction,
+            done=trajectory.done,
+            truncated=trajectory.truncated,
+            total_reward=trajectory.total_reward,
+        )
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        backend = self.service.world_model.describe().get("backend", self.service.world_model.name)
+        return EnvironmentMetadata(
+            name=f"simgym-{self.service.domain.name}",
+            description=f"{self.service.domain.description} Simulated by a language world "
+            f"model ({backend}).",
+            version=simgym.__version__,
+        )
+
+    def close(self) -> None:
+        """The session is over: write its episode if one is still running."""
+        if self._closed:
+            return
+        self._closed = True
+        self.service.live.discard(self)
+        if not self._concluded:
+            # OpenEnv calls close() from a worker thread (sessions) or on its own loop
+            # (HTTP requests); the background loop serves both.
+            run_sync(self.conclude(SERVER_STOPPED if self.service.stopping else SESSION_ENDED))
+
+
+# -- the app and the server -------------------------------------------------------------------
+
+
+def create_openenv_app(
+    domain: Domain | str,
+    world_model: WorldModel | str | Any = "local",
+    *,
+    scenario: dict[str, Any] | BaseModel | None = None,
+    task: Any = None,
+    reward: Any = None,
+    writer: Any = None,
+    max_concurrent_envs: int = 64,
+    session_timeout: float | None = 1800.0,
+    **options: Any,
+) -> FastAPI:
+    """A FastAPI app serving ``domain`` to OpenEnv clients, one world per session.
+
+    ``world_model`` is a backend instance (shared as it is), a backend name, or anything
+    with ``spec() -> (name, options)`` (the CLI's world-model options); a backend built
+    here is closed when the app shuts down. ``options`` are :class:`SimEnv` options
+    (``max_turns``, ``seed``, ``instructions``, ...) and, for a named backend, its options
+    (``base_url``, ``model``, ...). ``session_timeout``: seconds an idle session is kept
+    (its episode is then written); ``None`` keeps it forever.
+    """
+    env_options = {k: v for k, v in options.items() if k in _ENV_OPTIONS}
+    backend_options = {k: v for k, v in options.items() if k not in _ENV_OPTIONS}
+    backend, owned = _backend(world_model, backend_options)
+    try:
+        service = SimgymService(
+            domain,
+            backend,
+            scenario=scenario,
+            task=task,
+            reward=reward,
+            writer=writer,
+            **env_options,
+        )
+        try:
+            config = ConcurrencyConfig(
+                max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout
+            )
+        except ValidationError as exc:
+            raise SimgymError(f"invalid session settings: {exc}") from None
+    except BaseException:
+        if owned:
+            run_sync(backend.aclose())
+        raise
+    app = create_fastapi_app(
+        functools.partial(SimgymEnvironment, service),
+        SimgymAction,
+        SimgymObservation,
+        concurrency_config=config,
+    )
+
+    async def stop() -> None:
+        await service.aclose(SERVER_STOPPED)
+        if owned:
+            await backend.aclose()
+
+    app.router.on_shutdown.append(stop)
+    app.add_middleware(_QuietDisconnects)
+    app.state.simgym = service
+    return app
+
+
+def serve_openenv(
+    domain: str,
+    *,
+    world_model: WorldModel | str | Any = "local",
+    scenario: dict[str, Any] | BaseModel | None = None,
+    task: Any = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    out: str | Path | None = None,
+    max_turns: int = 30,
+    reward: Any = None,
+    env_options: dict[str, Any] | None = None,
+    max_concurrent_envs: int = 64,
+    session_timeout: float | None = 1800.0,
+    on_ready: Callable[[str], None] | None = None,
+    **options: Any,
+) -> None:
+    """Serve ``domain`` to OpenEnv clients until SIGINT/SIGTERM; every episode is appended
+    to ``out`` (JSONL). ``port=0`` picks a free port; ``on_ready(url)`` hears the address
+    once the socket is bound (default: a line on stderr). ``env_options`` and ``options``
+    are as for :func:`create_openenv_app`; ``env_options["max_turns"]`` wins over
+    ``max_turns``."""
+    import uvicorn
+
+    try:
+        sock = socket.create_server((host, port), family=_family(host))
+    except OSError as exc:
+        raise SimgymError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    writer = TrajectoryWriter(out) if out is not None else None
+    try:
+        app = create_openenv_app(
+            domain,
+            world_model,
+            scenario=scenario,
+            task=task,
+            reward=reward,
+            writer=writer,
+            max_concurrent_envs=max_concurrent_envs,
+            session_timeout=session_timeout,
+            **{"max_turns": max_turns, **(env_options or {}), **options},
+        )
+        shown = f"[{host}]" if ":" in host else host
+        url = f"http://{shown}:{sock.getsockname()[1]}"
+        if on_ready is None:
+            where = f"; episodes go to {out}" if out is not None else ""
+            print(f"simgym: {domain} world as an OpenEnv server on {url}{where}", file=sys.stderr)
+        else:
+            on_ready(url)
+        # A client that never lets go would otherwise hold shutdown (and the episodes).
+        config = uvicorn.Config(
+            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+        )
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()
+        if writer is not None:
+            writer.close()
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+class _BadRequest(HTTPException):
+    """A reset the client got wrong: HTTP 400 over HTTP, an error message over WebSocket."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(status_code=400, detail=message)
+
+    def __str__(self) -> str:
+        return str(self.detail)
+
+
+class _QuietDisconnects:
+    """openenv-core closes a session's WebSocket after the client has already gone and
+    lets the resulting disconnect escape as an "Exception in ASGI application" traceback;
+    the session was over and its episode written, so it is not an error."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except WebSocketDisconnect:
+            if scope.get("type") != "websocket":
+                raise
+
+
+def _backend(world_model: Any, options: dict[str, Any]) -> tuple[WorldModel, bool]:
+    """The backend and whether it was built here (and so is closed here)."""
+    if isinstance(world_model, str):
+        return create_world_model(world_model, **options), True
+    spec = getattr(world_model, "spec", None)
+    if callable(spec) and not hasattr(world_model, "predict"):
+        name, spec_options = spec()
+        return create_world_model(name, **{**spec_options, **options}), True
+    return create_world_model(world_model, **options), False
+
+
+def _read_text(domain: Domain, scenario: BaseModel, text: str) -> Action | str:
+    """A typed action: JSON goes to SimEnv as it is (it reports its own parse errors);
+    anything else is the domain's short form. Raises :class:`ActionError`."""
+    if text.strip()[:1] in ("{", "["):
+        return text
+    try:
+        return domain.parse_input(text, scenario)
+    except ValueError as exc:  # ActionError, and shlex's unclosed quotes
+        raise ActionError(str(exc)) from None
+
+
+def _observation(result: StepResult) -> SimgymObservation:
+    seen = result.observation
+    answered = bool(seen.metadata.get("final_answer"))
+    return SimgymObservation(
+        text=seen.text,
+        kind="answer" if answered else seen.kind,
+        error=seen.error,
+        turn=int(result.info.get("turn", 0)),
+        truncated=result.truncated,
+        done=result.done or result.truncated,
+        reward=result.reward,
+        info=dict(result.info),
+    )
+
+
+def _refusal(message: str) -> SimgymObservation:
+    return SimgymObservation(
+        text=f"[simgym error] {message}", kind="error", error=message, done=True
+    )
+
+
+def _why_ended(result: StepResult, max_turns: int) -> str:
+    if result.observation.metadata.get("final_answer"):
+        return "the answer was submitted"
+    if result.info.get("error_type") == "world_model":
+        return f"the world model failed: {result.info.get('error')}"
+    if result.done:
+        return "the episode reached its final action"
+    return f"the turn limit ({max_turns}) was reached"
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
