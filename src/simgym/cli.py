@@ -342,6 +342,12 @@ def run(
         int | None, typer.Option(help="truncate an episode once its agent used this many tokens")
     ] = None,
     executor: Annotated[str, typer.Option(help="local | ray")] = "local",
+    ray_workers: Annotated[
+        int | None, typer.Option(help="ray: worker processes (default: one per CPU)")
+    ] = None,
+    ray_address: Annotated[
+        str | None, typer.Option(help="ray: cluster address (default: RAY_ADDRESS, or local)")
+    ] = None,
     resume: Annotated[bool, typer.Option(help="skip episodes already in --out")] = True,
     seed: Annotated[int | None, typer.Option()] = None,
     compare: Annotated[
@@ -463,6 +469,7 @@ def run(
                 max_turns=max_turns,
                 max_agent_tokens=max_agent_tokens,
                 seed=seed,
+                executor_options=_executor_options(executor, ray_workers, ray_address),
                 env_options={
                     "context": context,
                     "context_turns": context_turns,
@@ -501,6 +508,14 @@ def _agent_options(
         if agent not in ("openai", "local"):
             raise SimgymError(f"--agent-temperature does not apply to --agent {agent}")
         options["temperature"] = temperature
+    return options
+
+
+def _executor_options(executor: str, workers: int | None, address: str | None) -> dict:
+    options = {"num_workers": workers, "address": address}
+    options = {k: v for k, v in options.items() if v is not None}
+    if options and executor != "ray":
+        raise SimgymError("--ray-workers and --ray-address need --executor ray")
     return options
 
 

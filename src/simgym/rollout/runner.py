@@ -55,6 +55,8 @@ class RolloutConfig(BaseModel):
     max_agent_tokens: int | None = Field(None, ge=1)
     seed: int | None = None
     env_options: dict[str, Any] = Field(default_factory=dict)
+    # for the executor (ray: num_workers, address, num_cpus, ...); the local one takes none
+    executor_options: dict[str, Any] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,14 @@ class LocalExecutor:
                 trajectory = await self.runner.run(job)
             on_done(trajectory)
 
-        await asyncio.gather(*(one(job) for job in jobs))
+        # A task group cancels the other episodes if one raises, so none keeps running
+        # after the caller has closed its writer; the caller sees that first error itself.
+        try:
+            async with asyncio.TaskGroup() as group:
+                for job in jobs:
+                    group.create_task(one(job))
+        except ExceptionGroup as failed:
+            raise failed.exceptions[0]  # noqa: B904 (its own traceback is the useful one)
 
 
 async def arollout(

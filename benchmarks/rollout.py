@@ -1,0 +1,291 @@
+"""Rollout throughput and memory: whole episodes (scripted agent, openai world model)
+against a loopback server that answers every request after a fixed delay.
+
+    .venv/bin/python benchmarks/rollout.py                   # 1, 64 and 1,024 at once
+    .venv/bin/python benchmarks/rollout.py --quick           # a smoke run, seconds
+    .venv/bin/python benchmarks/rollout.py --executors local,ray
+
+Each episode is an mcp task: the agent makes ``--calls`` tool calls, then answers (the
+answer never reaches the world model). At each concurrency C the run plays C x
+``--rounds`` episodes through ``simgym.rollout`` with at most C in flight. The ideal time
+is what a perfect client would need, episodes x calls x delay / C; efficiency is ideal /
+measured. Everything simgym does per step counts (agent, validation, prompt rendering,
+HTTP, parsing, reward, the trajectory) except writing files. "CPU ms/step" is this
+process's CPU time per step: for a ray row only the driver's share, and a ray row's time
+includes starting its workers (one a CPU; C is split between them) on a Ray instance
+started once beforehand.
+
+Memory per live episode: C episodes are started at once against a slower server and
+the process is sampled until the first one ends; the peak over the run's start, divided
+by C, is what one open episode costs (Python heap by tracemalloc, and resident memory
+in a second, untraced run: tracing inflates RSS).
+
+All numbers come from one run on one machine; compare ratios, not absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import gc
+import multiprocessing
+import time
+import tracemalloc
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import psutil
+from fixed_latency_server import running  # beside this script
+from rich.console import Console
+from rich.table import Table
+
+from simgym import Task
+from simgym.rollout.runner import arollout
+
+SCENARIO = {
+    "server_name": "records",
+    "output_format": "text",  # the server's fixed answer is plain text
+    "tools": [
+        {
+            "name": "get_customer",
+            "description": "Fetch one customer by id.",
+            "parameters": {
+                "type": "object",
+                "properties": {"customer_id": {"type": "string"}},
+                "required": ["customer_id"],
+            },
+        }
+    ],
+}
+
+
+def tasks(count: int, tag: str) -> list[Task]:
+    return [
+        Task(id=f"{tag}-{i}", domain="mcp", instruction="Who is C-1001?", scenario=SCENARIO)
+        for i in range(count)
+    ]
+
+
+def script(calls: int) -> list[Any]:
+    call = {"name": "get_customer", "arguments": {"customer_id": "C-1001"}}
+    return [call] * calls + [{"answer": "Ana Lima"}]
+
+
+def settings(base: str, concurrency: int, calls: int, executor: str, workers: int) -> dict:
+    """arollout arguments for one run; with Ray, C is split over the workers."""
+    per_process = concurrency if executor == "local" else max(1, concurrency // workers)
+    extra: dict[str, Any] = {}
+    if executor == "ray":
+        extra = {"executor_options": {"num_workers": min(workers, concurrency)}}
+    return dict(
+        agent="scripted",
+        agent_options={"actions": script(calls)},
+        world_model="openai",
+        world_model_options={
+            "base_url": base,
+            "model": "fixed",
+            "max_concurrency": per_process,
+            # the server drops keep-alive connections idle for 5 s; a request that
+            # meets one reconnects, as any real client would
+            "max_retries": 2,
+            "timeout": 600,
+        },
+        env_options={"validation_retries": 0},
+        executor=executor,
+        concurrency=per_process,
+        max_turns=calls + 2,
+        **extra,
+    )
+
+
+async def timed(base: str, concurrency: int, episodes: int, calls: int, executor: str, workers):
+    cpu = time.process_time()
+    started = time.perf_counter()
+    runs = await arollout(
+        tasks(episodes, f"c{concurrency}"), **settings(base, concurrency, calls, executor, workers)
+    )
+    elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu
+    good = sum(
+        1
+        for t in runs
+        for turn in t.turns
+        if turn.error is None and not turn.observation.metadata.get("final_answer")
+    )
+    answered = sum(1 for t in runs if t.done and t.answer)
+    errors = Counter(turn.error for t in runs for turn in t.turns if turn.error)
+    return {
+        "errors": errors,
+        "episodes": len(runs),
+        "answered": answered,
+        "steps": good,
+        "seconds": elapsed,
+        "cpu": cpu,
+    }
+
+
+def throughput(args, base: str) -> list[dict]:
+    rows = []
+    for executor in args.executors:
+        for concurrency in args.concurrency:
+            episodes = concurrency * args.rounds
+            result = asyncio.run(
+                timed(base, concurrency, episodes, args.calls, executor, args.workers)
+            )
+            ideal = episodes * args.calls * args.delay / concurrency
+            rows.append(
+                {
+                    "executor": executor,
+                    "concurrency": concurrency,
+                    "expected_steps": episodes * args.calls,
+                    "ideal": ideal,
+                    **result,
+                }
+            )
+    return rows
+
+
+async def live_memory(base: str, count: int, calls: int, traced: bool) -> dict:
+    """Start ``count`` episodes at once; sample memory until the first one ends."""
+    process = psutil.Process()
+    finished = 0
+
+    def on_done(_):
+        nonlocal finished
+        finished += 1
+
+    gc.collect()
+    if traced:
+        tracemalloc.start()
+    baseline = tracemalloc.get_traced_memory()[0] if traced else process.memory_info().rss
+    peak, samples = baseline, 0
+    run = asyncio.create_task(
+        arollout(
+            tasks(count, "mem"),
+            on_done=on_done,
+            **settings(base, count, calls, "local", 1),
+        )
+    )
+    while not run.done() and finished == 0:
+        now = tracemalloc.get_traced_memory()[0] if traced else process.memory_info().rss
+        peak, samples = max(peak, now), samples + 1
+        await asyncio.sleep(0.05)
+    run.cancel()  # the rest of the run measures nothing
+    with contextlib.suppress(asyncio.CancelledError):
+        await run
+    if traced:
+        tracemalloc.stop()
+    return {"bytes": peak - baseline, "samples": samples}
+
+
+def fresh_live_memory(base: str, count: int, calls: int, traced: bool) -> dict:
+    """One measurement in this (new) process, after a warm-up episode has imported
+    and built everything a rollout needs once per process."""
+    asyncio.run(timed(base, 1, 1, calls, "local", 1))
+    return asyncio.run(live_memory(base, count, calls, traced))
+
+
+def memory(args, base: str) -> dict:
+    # Each measure in its own new process: memory freed by earlier runs stays resident
+    # and would hide what the episodes take.
+    spawn = multiprocessing.get_context("spawn")
+    result = {}
+    for key, traced in (("heap", True), ("rss", False)):
+        with ProcessPoolExecutor(1, mp_context=spawn) as pool:
+            job = pool.submit(fresh_live_memory, base, args.memory_episodes, args.calls, traced)
+            result[key] = job.result()
+    return result
+
+
+def start_ray(args) -> None:
+    import ray
+
+    if not ray.is_initialized():  # started once here, so no row pays for it
+        ray.init(include_dashboard=False, logging_level="warning")
+    args.workers = args.workers or int(ray.cluster_resources().get("CPU", 1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="small runs, a smoke test")
+    parser.add_argument("--concurrency", default="1,64,1024", help="episodes in flight")
+    parser.add_argument("--rounds", type=int, default=2, help="episodes = C x rounds")
+    parser.add_argument("--calls", type=int, default=5, help="tool calls per episode")
+    parser.add_argument("--delay", type=float, default=0.5, help="server latency, seconds")
+    parser.add_argument("--memory-episodes", type=int, default=1024)
+    parser.add_argument("--memory-delay", type=float, default=2.0)
+    parser.add_argument("--executors", default="local", help="local, ray, or local,ray")
+    parser.add_argument("--workers", type=int, default=None, help="ray workers (default: CPUs)")
+    args = parser.parse_args()
+    if args.quick:
+        args.concurrency, args.rounds, args.delay = "1,16,64", 1, 0.05
+        args.memory_episodes, args.memory_delay = 64, 0.5
+    args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    args.executors = [e.strip() for e in args.executors.split(",")]
+    if "ray" in args.executors:
+        start_ray(args)
+    console = Console()
+
+    with running(args.delay) as base:
+        asyncio.run(timed(base, 1, 1, args.calls, "local", 1))  # imports and first connect
+        rows = throughput(args, base)
+    table = Table(
+        title=f"1. episodes of {args.calls} tool calls + an answer (mcp, openai world model), "
+        f"server answers after {args.delay * 1000:.0f} ms"
+    )
+    for col in (
+        "executor",
+        "at once",
+        "episodes",
+        "steps",
+        "s",
+        "ep/s",
+        "steps/s",
+        "ideal s",
+        "eff.",
+        "CPU ms/step",
+    ):
+        table.add_column(col, justify="right")
+    for r in rows:
+        table.add_row(
+            r["executor"],
+            f"{r['concurrency']:,}",
+            f"{r['answered']:,}/{r['episodes']:,}",
+            f"{r['steps']:,}" + ("" if r["steps"] == r["expected_steps"] else " (short!)"),
+            f"{r['seconds']:.2f}",
+            f"{r['episodes'] / r['seconds']:.1f}",
+            f"{r['steps'] / r['seconds']:.1f}",
+            f"{r['ideal']:.2f}",
+            f"{r['ideal'] / r['seconds']:.0%}",
+            f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
+        )
+    console.print(table)
+    for r in rows:
+        for error, count in r["errors"].most_common(3):
+            console.print(f"{r['executor']} x {r['concurrency']}: {count} step(s) failed: {error}")
+
+    with running(args.memory_delay) as base:
+        mem = memory(args, base)
+    table = Table(
+        title=f"2. memory per live episode: {args.memory_episodes:,} episodes open at once "
+        f"(server answers after {args.memory_delay * 1000:.0f} ms)"
+    )
+    for col in ("measure", "total", "per live episode", "samples"):
+        table.add_column(col, justify="right")
+    for label, key in (("Python heap (tracemalloc)", "heap"), ("resident (RSS)", "rss")):
+        got = mem[key]
+        table.add_row(
+            label,
+            f"{got['bytes'] / 2**20:.1f} MiB",
+            f"{got['bytes'] / args.memory_episodes / 1024:.1f} KiB",
+            str(got["samples"]),
+        )
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
