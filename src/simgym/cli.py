@@ -787,6 +787,7 @@ from simgym.bench.cli import bench_app  # noqa: E402  (a sub-app; it does not im
 
 app.add_typer(bench_app, name="bench")
 
+import simgym.cli_factory  # noqa: E402, F401  (adds `simgym factory`; it uses this module's app)
 import simgym.cli_serve  # noqa: E402, F401  (adds `simgym serve`; it uses this module's options)
 from simgym.cli_world import world_app  # noqa: E402  (a sub-app; it does not import this module)
 

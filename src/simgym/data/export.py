@@ -14,7 +14,9 @@ what the environment sent the world model at run time:
   ``episode`` mode gives one conversation per episode (system, then user/assistant pairs
   with the observations in history form); ``turn`` mode gives one example per turn whose
   last assistant message is the answer in the form the system prompt asks for
-  (``<predicted_observation>...</predicted_observation>``).
+  (``<predicted_observation>...</predicted_observation>``); ``transition`` mode gives one
+  row per turn with ``messages`` cut to the embedded backend's context budget and the
+  ``completion`` it should produce (see :mod:`simgym.data.sft`).
 
 Only turns the world saw are exported (``in_history``): rejected actions, final answers
 and failed predictions never reached the model. The system prompt is rebuilt from the
@@ -48,7 +50,12 @@ AWB_FIELDS = (
     "total_turns",
 )
 ExportFormat = Literal["awb", "sft"]
-SftMode = Literal["episode", "turn"]
+SftMode = Literal["episode", "turn", "transition"]
+SFT_MODES = ("episode", "turn", "transition")
+
+
+def _mode_names() -> str:
+    return ", ".join(f"'{m}'" for m in SFT_MODES)
 
 
 @dataclass(frozen=True)
@@ -126,9 +133,17 @@ def row_id(episode_id: str, turn: int) -> int:
 def sft_examples(
     trajectory: Trajectory, *, mode: SftMode = "episode", system_prompt: str | None = None
 ) -> list[dict[str, Any]]:
-    """Chat training examples for one episode (see the module docstring for the modes)."""
-    if mode not in ("episode", "turn"):
-        raise SimgymError(f"unknown SFT mode {mode!r}: use 'episode' or 'turn'")
+    """Chat training examples for one episode (see the module docstring for the modes).
+    ``transition`` rows count tokens with the embedded model's vocabulary and its default
+    budget; call :func:`simgym.data.sft.transition_rows` for other settings."""
+    if mode not in SFT_MODES:
+        raise SimgymError(f"unknown SFT mode {mode!r}: use {_mode_names()}")
+    if mode == "transition":
+        from simgym.data.sft import embedded_token_counter, transition_rows
+
+        return list(
+            transition_rows(trajectory, count=embedded_token_counter(), system_prompt=system_prompt)
+        )
     turns = exchanges(trajectory)
     if not turns:
         return []
@@ -167,8 +182,8 @@ def export_rows(
     rebuilt, from ``template`` and ``instructions`` when the episodes ran with them."""
     if fmt not in ("awb", "sft"):
         raise SimgymError(f"unknown export format {fmt!r}: use 'awb' or 'sft'")
-    if mode not in ("episode", "turn"):
-        raise SimgymError(f"unknown SFT mode {mode!r}: use 'episode' or 'turn'")
+    if mode not in SFT_MODES:
+        raise SimgymError(f"unknown SFT mode {mode!r}: use {_mode_names()}")
     for trajectory in trajectories:
         if domain is not None and trajectory.domain != domain:
             continue
