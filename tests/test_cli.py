@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import simgym
 from conftest import free_port
 
@@ -86,6 +88,7 @@ def test_play_mcp_rejects_undeclared_tool_and_goes_on(tmp_path):
     assert traj.done and len(traj.turns) == 3 and traj.turns[0].error
 
 
+@pytest.mark.timeout(900)  # three CLI runs on the embedded model: slow on a loaded machine
 def test_run_action_files_and_resume(tmp_path):
     out = tmp_path / "runs.jsonl"
     files = [EXAMPLES / "terminal" / "disk_cleanup.yaml", EXAMPLES / "tasks.jsonl"]
