@@ -397,6 +397,177 @@ def compare(
         errors.print(f"wrote {markdown}")
 
 
+def _int_list(text: str, what: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise SimgymError(f"{what} must be a comma list of whole numbers, not {text!r}") from None
+
+
+def _word_list(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
+
+
+# --quick: n=5 and one probe per cell (the ops spread over the domains), enough to see
+# the table in a couple of minutes with the embedded model.
+CONSISTENCY_QUICK = {"gaps": "5", "probes": 1}
+# The embedded model's observations here are one short line; a cap keeps a rambling
+# small model from spending minutes of CPU on text the rule never reads.
+CONSISTENCY_LOCAL_MAX_TOKENS = 96
+
+
+@bench_app.command()
+@friendly
+def consistency(
+    world_model: Annotated[
+        str, typer.Option("--world-model", "-w", help="local | openai | another backend")
+    ] = "local",
+    base_url: Annotated[
+        str | None, typer.Option(help="OpenAI-compatible server (or SIMGYM_BASE_URL)")
+    ] = None,
+    model: Annotated[str | None, typer.Option(help="served model name")] = None,
+    model_path: Annotated[str | None, typer.Option(help="GGUF file for -w local")] = None,
+    n_ctx: Annotated[int | None, typer.Option(help="context size for -w local")] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(help="answer budget (local default: 96; openai default: 32768)"),
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(help="sampling temperature (openai default: 0.6)")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="seconds per request")] = 1800.0,
+    concurrency: Annotated[
+        int | None, typer.Option(help="episodes in flight (default: 1 for local, else 16)")
+    ] = None,
+    domains: Annotated[str, typer.Option(help="comma list: terminal, mcp, swe")] = (
+        "terminal,mcp,swe"
+    ),
+    gaps: Annotated[
+        str | None, typer.Option(help="turns n between change and look (default: 5,20,50)")
+    ] = None,
+    modes: Annotated[str, typer.Option(help="context modes: history, state")] = "history,state",
+    probes: Annotated[
+        int | None, typer.Option(help="probes per domain, n and mode; ops cycle (default: 3)")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="seed for fact ids, values and sampling")] = 0,
+    context_turns: Annotated[int, typer.Option(help="recent turns sent in state mode")] = 4,
+    retries: Annotated[
+        int, typer.Option(help="world-model retries on a malformed observation")
+    ] = 0,
+    out: Annotated[
+        Path | None, typer.Option("--out", "-o", help="per-probe rows JSONL (resumable)")
+    ] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="write the table as JSON")] = None,
+    restart: Annotated[bool, typer.Option(help="discard rows already in --out")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="a short run: n=5, one probe per cell (~2 min local)")
+    ] = False,
+) -> None:
+    """Does the world model keep facts straight? A fact is created, changed or deleted at
+    turn k and looked at again at turn k+n, in both context modes; scored by rule. Only
+    those two turns are simulated by the model under test: the turns between are written
+    by rule (see simgym.bench.consistency)."""
+    from simgym.bench.consistency import (
+        DEFAULT_GAPS,
+        RunSettings,
+        generate_probes,
+        mode_totals,
+        plan_runs,
+        report_table,
+        run_consistency,
+        summarize,
+    )
+    from simgym.bench.store import RowWriter
+
+    _warnings_to_stderr()
+    if gaps is None:
+        gaps = CONSISTENCY_QUICK["gaps"] if quick else ",".join(map(str, DEFAULT_GAPS))
+    if probes is None:
+        probes = CONSISTENCY_QUICK["probes"] if quick else 3
+    if context_turns < 0 or retries < 0:
+        raise SimgymError("--context-turns and --retries must be zero or more")
+    chosen = generate_probes(
+        _word_list(domains), gaps=_int_list(gaps, "--gaps"), probes=probes, seed=seed
+    )
+    mode_list = _word_list(modes)
+    if world_model == "local" and max_tokens is None:
+        max_tokens = CONSISTENCY_LOCAL_MAX_TOKENS
+    tokens, temp = request_settings(world_model, max_tokens, temperature)
+    settings = RunSettings(
+        context_turns=context_turns, max_tokens=tokens, temperature=temp, retries=retries
+    )
+    backend = build_backend(
+        world_model,
+        base_url=base_url,
+        model=model,
+        model_path=model_path,
+        n_ctx=n_ctx,
+        timeout=timeout,
+        concurrency=concurrency or 16,
+    )
+    run = settings.record(backend, seed)
+    todo, finished = plan_runs(chosen, mode_list, out, run, restart=restart)
+    if finished:
+        errors.print(f"resuming: {len(finished)} rows already in {out}")
+    if concurrency is None:
+        # The embedded model answers one request at a time, and interleaved episodes
+        # would evict each other's prompt prefix from its cache.
+        concurrency = 1 if world_model == "local" else 16
+    started = time.perf_counter()
+
+    async def main():
+        try:
+            with (
+                RowWriter(out) if out else _NoWriter() as writer,
+                RowProgress("consistency", len(todo), lambda r: r["status"] != "ok") as progress,
+            ):
+                return await run_consistency(
+                    todo,
+                    backend,
+                    settings=settings,
+                    run=run,
+                    writer=writer,
+                    concurrency=concurrency,
+                    on_row=progress,
+                )
+        finally:
+            await backend.aclose()
+
+    rows = asyncio.run(main())
+    seconds = time.perf_counter() - started
+    wanted = {p.key(m) for p in chosen for m in mode_list}
+    every = [r for r in [*finished.values(), *rows] if r["key"] in wanted]
+    cells = summarize(every)
+    console.print(report_table(cells, title=f"World-state consistency ({backend.name})"))
+    totals = mode_totals(cells)
+    console.print(
+        "overall: "
+        + ", ".join(f"{m} {p}/{n} ({100 * p / n:.0f}%)" for m, (p, n) in totals.items() if n)
+    )
+    errors.print(
+        f"{len(rows)} probe episodes in {seconds:.1f}s; only turn k and turn k+n are "
+        "simulated by the model under test, the turns between are scripted"
+        + (f"; rows in {out}" if out else "")
+    )
+    if json_out:
+        report = {"run": run, "cells": [c.as_dict() for c in cells], "totals": totals}
+        json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
+        errors.print(f"wrote {json_out}")
+
+
+class _NoWriter:
+    """Stands in for a RowWriter when no --out file is given."""
+
+    def write(self, row: dict[str, Any]) -> None:
+        return None
+
+    def __enter__(self) -> _NoWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
 def main() -> None:
     bench_app()
 
