@@ -480,7 +480,7 @@ def run(
         )
     skipped = episodes - len(finished)
     if skipped:
-        errors.print(f"resumed: {skipped} of {episodes} episodes were already in {out}")
+        errors.print(f"resuming: {skipped} of {episodes} episodes already in {out}")
     errors.print(_summary(finished))
     errors.print(
         f"wrote {len(finished)} episodes ({stats['turns']} turns, {stats['errors']} errors) "
