@@ -372,7 +372,7 @@ def table_rows(stdout: str) -> set[tuple[str, str, str]]:
     return set(found)
 
 
-@pytest.mark.slow  # about 3 minutes on the shared 2-core machine (load ~8)
+@pytest.mark.slow  # 1-3 minutes on the shared 2-core machine (loads the embedded model)
 def test_cli_runs_a_small_set_on_the_embedded_model(tmp_path, model_path):
     out, report = tmp_path / "rows.jsonl", tmp_path / "report.json"
     done = run_cli(
