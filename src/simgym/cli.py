@@ -792,6 +792,9 @@ import simgym.cli_serve  # noqa: E402, F401  (adds `simgym serve`; it uses this 
 from simgym.cli_world import world_app  # noqa: E402  (a sub-app; it does not import this module)
 
 app.add_typer(world_app, name="world")
+from simgym.cli_train import train_app  # noqa: E402  (a sub-app; heavy imports are lazy)
+
+app.add_typer(train_app, name="train")
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")
