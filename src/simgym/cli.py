@@ -26,6 +26,7 @@ from rich.table import Table
 import simgym
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
+from simgym.worldmodels.local import ADAPTER_HELP
 
 app = typer.Typer(
     help="Simulated agent environments driven by language world models.",
@@ -45,6 +46,7 @@ class WorldModelOptions:
     base_url: str | None
     model: str | None
     model_path: str | None
+    adapter: str | None
     replay: list[Path] | None
     temperature: float | None
     max_tokens: int | None
@@ -68,6 +70,8 @@ class WorldModelOptions:
             }
         elif kind == "local":
             opts = {"model_path": self.model_path}
+            if self.adapter is not None:
+                opts["adapter"] = self.adapter
         elif kind == "replay":
             if not self.replay:
                 raise SimgymError(
@@ -119,6 +123,12 @@ _WM_PARAMS = [
             str | None,
             typer.Option(help="GGUF file for the local backend (default: embedded SmolLM2)"),
         ],
+    ),
+    inspect.Parameter(
+        "adapter",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, typer.Option(help=ADAPTER_HELP)],
     ),
     inspect.Parameter(
         "replay",

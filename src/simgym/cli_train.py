@@ -3,7 +3,9 @@
 ``sft`` fine-tunes a world model on SFT JSONL (LoRA or full weights, checkpoints, resume,
 a loss log), ``curve`` prints a run's loss curves, ``export-gguf`` writes the trained
 weights as a GGUF file for the ``local`` backend and checks that llama.cpp decodes like
-transformers, and ``speed`` measures training tokens per second on this machine.
+transformers, ``eval`` compares base and trained models on held-out real observations,
+``pipeline`` runs factory -> training -> export -> evaluation in one resumable command,
+and ``speed`` measures training tokens per second on this machine.
 Everything heavy (torch, transformers, TRL) is imported by the command that needs it.
 """
 
@@ -238,6 +240,111 @@ def export_gguf(
         raise SimgymError("llama.cpp tokenizes the prompts differently: the tokenizer metadata")
     if same < len(results) and out_type == "f32" and base_gguf is None:
         raise SimgymError("an f32 export should decode exactly like transformers; it does not")
+
+
+@train_app.command("eval")
+@friendly_errors
+def evaluate(
+    data: Annotated[
+        list[Path], typer.Option("--data", "-d", help="benchmark rows or trajectories (repeatable)")
+    ],
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for the results files")],
+    adapter: Annotated[
+        list[str] | None,
+        typer.Option(help="a trained GGUF adapter to compare, as NAME=PATH or PATH (repeatable)"),
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(help="a trained GGUF model to compare, as NAME=PATH or PATH (repeatable)"),
+    ] = None,
+    base: Annotated[bool, typer.Option(help="also evaluate the plain embedded base")] = True,
+    limit: Annotated[int | None, typer.Option(help="rows per domain (sampled)")] = 20,
+    seed: Annotated[int, typer.Option(help="seed of the row sample")] = 0,
+    max_tokens: Annotated[int, typer.Option(min=1, help="answer budget per row")] = 256,
+    n_ctx: Annotated[int, typer.Option(min=256, help="context window of each model")] = 8192,
+    threads: Annotated[int | None, typer.Option(min=1, help="llama.cpp threads")] = None,
+    as_json: Annotated[Path | None, typer.Option("--json", help="write the report here")] = None,
+) -> None:
+    """Base vs trained world models on held-out real observations: exact match, edit
+    similarity, format validity and line F1 per domain (greedy, resumable)."""
+    import asyncio
+
+    from simgym.train.evaluate import aevaluate, report_table
+
+    candidates: dict[str, dict] = {"base": {"adapter": None}} if base else {}
+    for kind, given in (("adapter", adapter or []), ("model_path", model or [])):
+        for item in given:
+            name, _, path = item.rpartition("=")
+            name = name or Path(path).stem
+            if name in candidates:
+                raise SimgymError(f"two candidates are named {name!r}; use NAME=PATH")
+            candidates[name] = {kind: path, **({"adapter": None} if kind == "model_path" else {})}
+    for options in candidates.values():
+        options["n_threads"] = threads
+    done = 0
+
+    def on_row(name: str, row: dict) -> None:
+        nonlocal done
+        done += 1
+        if done % 10 == 0:
+            errors.print(f"{done} predictions ({name})", highlight=False)
+
+    report = asyncio.run(
+        aevaluate(
+            data,
+            candidates,
+            out,
+            limit=limit,
+            seed=seed,
+            max_tokens=max_tokens,
+            n_ctx=n_ctx,
+            on_row=on_row,
+        )
+    )
+    console.print(report_table(report))
+    if as_json is not None:
+        as_json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+@train_app.command("pipeline")
+@friendly_errors
+def pipeline(
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for every stage's output")],
+    size: Annotated[
+        str, typer.Option(help="small (minutes, what CI runs) | full (hours, by hand)")
+    ] = "full",
+    transitions: Annotated[int | None, typer.Option(help="factory transitions")] = None,
+    max_steps: Annotated[int | None, typer.Option(min=1, help="training steps")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help="training token budget")] = None,
+    eval_limit: Annotated[int | None, typer.Option(help="evaluation rows per domain")] = None,
+    devset: Annotated[
+        Path | None, typer.Option(help="recorded dev set rows to evaluate on as well")
+    ] = None,
+    threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
+    seed: Annotated[int, typer.Option()] = 0,
+) -> None:
+    """Factory -> SFT rows -> LoRA training -> GGUF adapter -> base vs trained evaluation,
+    resumable: rerun the same command after an interruption."""
+    from simgym.train.pipeline import PipelineConfig, run_pipeline, sized
+    from simgym.train.progress import RichProgress
+
+    _quiet_libraries()
+    config = sized(PipelineConfig(out=out, seed=seed, threads=threads, devset=devset), size)
+    changes = {
+        "transitions": transitions,
+        "max_steps": max_steps,
+        "max_tokens": max_tokens,
+        "eval_limit": eval_limit,
+    }
+    for key, value in changes.items():
+        if value is not None:
+            setattr(config, key, value)
+    run_pipeline(
+        config,
+        say=lambda line: errors.print(line, highlight=False, markup=False),
+        callbacks=[RichProgress(errors)],
+    )
+    errors.print(f"report: {escape(str(out / 'report.md'))}", highlight=False)
 
 
 @train_app.command("speed")

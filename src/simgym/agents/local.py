@@ -49,7 +49,7 @@ class LocalAgent:
         try:
             # The world model's loader finds the embedded file and shares loaded models.
             self._model = LocalWorldModel(
-                model_path, n_ctx=n_ctx, n_threads=n_threads, prefill=False
+                model_path, n_ctx=n_ctx, n_threads=n_threads, prefill=False, adapter=None
             )
         except Exception as exc:
             raise AgentError(str(exc)) from None

@@ -29,6 +29,7 @@ from rich.table import Table
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
+from simgym.worldmodels.local import ADAPTER_HELP
 
 bench_app = typer.Typer(
     help="World-model fidelity benchmark (AgentWorldBench-compatible): infer, judge, score.",
@@ -59,6 +60,7 @@ def build_backend(
     concurrency: int,
     api_key: str | None = None,
     judge: bool = False,
+    adapter: str | None = None,
 ) -> WorldModel:
     """A backend for ``kind`` (openai, local, or any registered name)."""
     import simgym
@@ -78,6 +80,9 @@ def build_backend(
             opts["n_ctx"] = n_ctx
         if judge:
             opts["prefill"] = False  # a judge answers in JSON, not as an observation
+            opts["adapter"] = None  # the world-model adapter would make it simulate, not grade
+        elif adapter is not None:
+            opts["adapter"] = adapter
     return simgym.world_model(kind, **opts)
 
 
@@ -163,6 +168,7 @@ def infer(
     ] = None,
     model: Annotated[str | None, typer.Option(help="served model name")] = None,
     model_path: Annotated[str | None, typer.Option(help="GGUF file for -w local")] = None,
+    adapter: Annotated[str | None, typer.Option(help=ADAPTER_HELP)] = None,
     n_ctx: Annotated[int | None, typer.Option(help="context size for -w local")] = None,
     max_tokens: Annotated[
         int | None, typer.Option(help="answer budget (openai default: 32768, as the reference)")
@@ -202,6 +208,7 @@ def infer(
         base_url=base_url,
         model=model,
         model_path=model_path,
+        adapter=adapter,
         n_ctx=n_ctx,
         timeout=timeout,
         concurrency=concurrency,
@@ -427,6 +434,7 @@ def consistency(
     ] = None,
     model: Annotated[str | None, typer.Option(help="served model name")] = None,
     model_path: Annotated[str | None, typer.Option(help="GGUF file for -w local")] = None,
+    adapter: Annotated[str | None, typer.Option(help=ADAPTER_HELP)] = None,
     n_ctx: Annotated[int | None, typer.Option(help="context size for -w local")] = None,
     max_tokens: Annotated[
         int | None,
@@ -501,6 +509,7 @@ def consistency(
         base_url=base_url,
         model=model,
         model_path=model_path,
+        adapter=adapter,
         n_ctx=n_ctx,
         timeout=timeout,
         concurrency=concurrency or 16,

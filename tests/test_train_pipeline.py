@@ -1,0 +1,119 @@
+"""The world-model loop end to end at reduced size (real factory, real TRL training, real
+GGUF export, real llama.cpp evaluation), the evaluation report, and the local backend's
+adapter selection."""
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from simgym.core.errors import WorldModelError
+from simgym.train.evaluate import compare, report_markdown, report_rows, summarize
+from simgym.worldmodels import local as local_module
+from simgym.worldmodels.local import LocalWorldModel, resolve_adapter
+
+DEVSET_ROWS = Path(__file__).resolve().parents[1] / "devset" / "rows.jsonl"
+
+
+def result(domain, status="ok", **metrics):
+    base = {"exact_match": 0.0, "edit_similarity": 0.5, "format_ok": 1.0, "line_f1": 0.25}
+    return {
+        "key": f"{domain}-{id(metrics)}",
+        "domain": domain,
+        "status": status,
+        "metrics": {**base, **metrics} if status == "ok" else None,
+        "usage": {"completion_tokens": 20} if status == "ok" else None,
+        "latency_s": 2.0 if status == "ok" else None,
+    }
+
+
+def test_a_failed_prediction_counts_as_zero_not_as_missing():
+    summary = summarize([result("terminal", edit_similarity=1.0), result("terminal", "failed")])
+    assert summary["rows"] == 2 and summary["failed"] == 1
+    assert summary["edit_similarity"] == 0.5 and summary["format_ok"] == 0.5
+    assert summary["generated_tokens_per_second"] == 10.0
+
+
+def test_a_metric_that_does_not_apply_is_left_out():
+    summary = summarize([result("web", format_ok=None), result("web", format_ok=0.0)])
+    assert summary["format_ok"] == 0.0 and summary["format_ok_n"] == 1
+
+
+def test_the_report_compares_candidates_per_domain():
+    report = compare(
+        {
+            "base": [result("terminal", edit_similarity=0.2), result("mcp", line_f1=0.0)],
+            "trained": [result("terminal", edit_similarity=0.9), result("mcp", line_f1=1.0)],
+        }
+    )
+    assert report["domains"]["terminal"]["trained"]["edit_similarity"] == 0.9
+    assert report["overall"]["base"]["line_f1"] == 0.125
+    lines = report_rows(report)
+    assert lines[0][:3] == ["domain", "model", "rows"]
+    assert [line[:2] for line in lines[1:]] == [
+        ["mcp", "base"],
+        ["mcp", "trained"],
+        ["terminal", "base"],
+        ["terminal", "trained"],
+        ["all", "base"],
+        ["all", "trained"],
+    ]
+    assert "| terminal | trained | 1 | 0.000 | 0.900 |" in report_markdown(report)
+
+
+def test_adapter_selection(tmp_path, monkeypatch):
+    monkeypatch.delenv("SIMGYM_ADAPTER", raising=False)
+    shipped = tmp_path / "shipped.gguf"
+    monkeypatch.setattr(local_module, "SHIPPED_ADAPTER", shipped)
+    assert resolve_adapter("auto", model_given=False) is None  # nothing shipped
+    shipped.write_bytes(b"GGUF")
+    assert resolve_adapter("auto", model_given=False) == str(shipped)
+    assert resolve_adapter("auto", model_given=True) is None  # another model was named
+    for plain in (None, "none", "base", ""):
+        assert resolve_adapter(plain, model_given=False) is None
+    monkeypatch.setenv("SIMGYM_ADAPTER", "none")
+    assert resolve_adapter("auto", model_given=False) is None
+    with pytest.raises(WorldModelError, match="adapter file not found"):
+        resolve_adapter(str(tmp_path / "missing.gguf"), model_given=False)
+
+
+def test_the_base_model_stays_selectable(model_path):
+    model = LocalWorldModel(adapter="none")
+    assert model.adapter is None and model.describe()["adapter"] is None
+    assert model.name == f"local:{Path(model_path).name}"
+
+
+def test_small_pipeline_end_to_end_and_resume(tmp_path):
+    """factory -> SFT rows -> LoRA steps -> GGUF adapter -> base vs trained report."""
+    from simgym.cli_train import train_app
+
+    out = tmp_path / "pipeline"
+    args = ["pipeline", "--out", str(out), "--size", "small", "--threads", "2"]
+    args += ["--devset", str(DEVSET_ROWS), "--eval-limit", "1"]
+    ran = CliRunner().invoke(train_app, args)
+    assert ran.exit_code == 0, ran.output
+
+    stages = json.loads((out / "pipeline.json").read_text())
+    assert stages["factory"]["transitions"]["train"] > 0
+    assert stages["train"]["steps"] == 3 and stages["train"]["tokens"] > 0
+    assert stages["export"]["same_prompt_tokenization"] is True
+    assert (out / "run" / "final" / "adapter_config.json").is_file()
+    assert (out / "adapter.gguf").read_bytes()[:4] == b"GGUF"
+
+    report = json.loads((out / "report.json").read_text())
+    assert set(report["sets"]) == {"test", "rows"}
+    devset = report["sets"]["rows"]
+    assert set(devset["domains"]) == {"terminal", "swe", "mcp", "search", "web"}
+    for by_name in devset["domains"].values():
+        assert set(by_name) == {"base", "trained"}
+        for summary in by_name.values():
+            assert summary["rows"] == 1
+            assert 0.0 <= summary["edit_similarity"] <= 1.0
+    assert devset["candidates"]["trained"]["adapter"].endswith("adapter.gguf")
+    assert devset["candidates"]["base"]["adapter"] is None
+    assert "| all | trained |" in (out / "report.md").read_text()
+
+    again = CliRunner().invoke(train_app, args)
+    assert again.exit_code == 0, again.output
+    assert "train: already done" in again.stderr
