@@ -79,7 +79,7 @@ SMALL = {
     "grad_accum": 1,
     "save_steps": 2,
     "val_rows": 4,
-    "eval_limit": 2,
+    "eval_limit": 1,
     "eval_max_tokens": 48,
     "check_tokens": 8,
 }
@@ -235,8 +235,11 @@ def export_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
     from simgym.train.verify import compare_greedy
 
     final, path = config.out / "run" / FINAL, config.out / ADAPTER_FILE
-    if not path.is_file():
-        export_adapter_gguf(final, path, out_type="f16")
+    done = config.out / "export.json"
+    if path.is_file() and done.is_file():
+        say(f"export: already done in {path}")
+        return json.loads(done.read_text(encoding="utf-8"))
+    export_adapter_gguf(final, path, out_type="f16")
     base = resolve_base(None)
     results = compare_greedy(
         load_trained(final),
@@ -252,7 +255,7 @@ def export_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
         f"matched transformers' greedy output on {same} of {len(results)} prompts "
         f"(first differences {first}; the base's 4-bit weights round differently)"
     )
-    return {
+    info = {
         "adapter": str(path),
         "bytes": path.stat().st_size,
         "greedy_same": same,
@@ -260,6 +263,8 @@ def export_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
         "first_differences": first,
         "same_prompt_tokenization": all(m.same_prompt_tokenization for m in results),
     }
+    done.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+    return info
 
 
 def eval_data(config: PipelineConfig) -> list[Path]:
@@ -279,7 +284,7 @@ def evaluate_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
     candidates = {"base": {"adapter": None}, "trained": {"adapter": str(config.out / ADAPTER_FILE)}}
     sets: dict[str, Any] = {}
     for data in eval_data(config):
-        label = "test" if data.parent == config.out / "factory" else data.stem
+        label = "test" if data.parent == config.out / "factory" else "dev"
         report = asyncio.run(
             aevaluate(
                 [data],
