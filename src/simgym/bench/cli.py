@@ -380,7 +380,7 @@ def compare(
         load_side,
         paired_reports,
     )
-    from simgym.bench.report import _md_table
+    from simgym.bench.report import md_table
 
     if field not in FIELDS:
         raise SimgymError(f"--field must be one of {', '.join(FIELDS)}")
@@ -400,7 +400,7 @@ def compare(
         json_out.write_text(json.dumps(comparison, indent=2), encoding="utf-8")
         errors.print(f"wrote {json_out}")
     if markdown:
-        markdown.write_text(f"A: {a}\n\nB: {b}\n\n{_md_table(lines)}\n", encoding="utf-8")
+        markdown.write_text(f"A: {a}\n\nB: {b}\n\n{md_table(lines)}\n", encoding="utf-8")
         errors.print(f"wrote {markdown}")
 
 

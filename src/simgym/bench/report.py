@@ -120,7 +120,8 @@ def to_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False)
 
 
-def _md_table(lines: list[list[str]]) -> str:
+def md_table(lines: list[list[str]]) -> str:
+    """A Markdown table of ``lines`` (the header first); pipes in cells are escaped."""
     out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(lines[0])]
     out += [
         "| " + " | ".join(cell.replace("|", "\\|") for cell in line) + " |" for line in lines[1:]
@@ -163,8 +164,8 @@ def to_markdown(report: dict[str, Any], title: str = "World-model fidelity") -> 
     parts = [f"# {title}", ""]
     parts += [f"- {line}" for line in _models(report)]
     parts += [f"- rows: {report['rows']}; sources: {', '.join(report['sources']) or '-'}", ""]
-    parts += ["## Judge scores (0-100)", "", _md_table(score_rows_table(report)), ""]
-    parts += ["## Rule metrics", "", _md_table(metric_rows_table(report)), ""]
+    parts += ["## Judge scores (0-100)", "", md_table(score_rows_table(report)), ""]
+    parts += ["## Rule metrics", "", md_table(metric_rows_table(report)), ""]
     parts += [NOTES, ""]
     return "\n".join(parts)
 

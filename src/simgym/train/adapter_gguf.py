@@ -20,7 +20,7 @@ from typing import Any
 
 from simgym.train.base import base_folder
 from simgym.train.errors import TrainError
-from simgym.train.gguf_export import adapter_base, rotary_permute
+from simgym.train.gguf_export import adapter_base, finish_file, rotary_heads, rotary_permute
 
 ADAPTER_TYPES = ("f32", "f16")
 _PREFIX = "base_model.model."
@@ -67,20 +67,12 @@ def export_adapter_gguf(
             if gguf_name is None:
                 raise TrainError(f"no GGUF name for adapted module {module!r}")
             data = weights[key].to(torch.float32).numpy()
-            if part == "lora_b" and module.endswith("self_attn.q_proj"):
-                data = rotary_permute(data, config.num_attention_heads)
-            elif part == "lora_b" and module.endswith("self_attn.k_proj"):
-                data = rotary_permute(data, config.num_key_value_heads)
+            heads = rotary_heads(module, config) if part == "lora_b" else None
+            if heads is not None:
+                data = rotary_permute(data, heads)
             data = data.astype("float16" if out_type == "f16" else "float32")
             writer.add_tensor(f"{gguf_name}.{part}", data)
-    try:
-        writer.write_header_to_file()
-        writer.write_kv_data_to_file()
-        writer.write_tensors_to_file()
-    finally:
-        writer.close()
-    scratch.replace(out)
-    return out
+    return finish_file(writer, scratch, out)
 
 
 def _adapter_settings(adapter: Path) -> dict[str, Any]:

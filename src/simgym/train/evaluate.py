@@ -167,7 +167,6 @@ def report_table(report: dict[str, Any], title: str = "base vs trained") -> Any:
 
 def report_markdown(report: dict[str, Any]) -> str:
     """The comparison as a Markdown table."""
-    lines = report_rows(report)
-    out = ["| " + " | ".join(lines[0]) + " |", "|" + "---|" * len(lines[0])]
-    out += ["| " + " | ".join(cells) + " |" for cells in lines[1:]]
-    return "\n".join(out) + "\n"
+    from simgym.bench.report import md_table
+
+    return md_table(report_rows(report)) + "\n"

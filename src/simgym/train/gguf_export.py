@@ -192,11 +192,26 @@ def write_gguf(
             if gguf_name is None:
                 raise TrainError(f"no GGUF name for tensor {hf_name!r}")
             data = tensor.detach().to(torch.float32).cpu().numpy()
-            if hf_name.endswith("self_attn.q_proj.weight"):
-                data = rotary_permute(data, config.num_attention_heads)
-            elif hf_name.endswith("self_attn.k_proj.weight"):
-                data = rotary_permute(data, config.num_key_value_heads)
+            heads = rotary_heads(hf_name.removesuffix(".weight"), config)
+            if heads is not None:
+                data = rotary_permute(data, heads)
             _add_tensor(writer, gguf_name, data, qtype)
+    return finish_file(writer, scratch, out)
+
+
+def rotary_heads(module: str, config: Any) -> int | None:
+    """The head count to reorder a module's output rows by: query and key projections
+    only (their rows are in rotary order), None for every other module."""
+    if module.endswith("self_attn.q_proj"):
+        return config.num_attention_heads
+    if module.endswith("self_attn.k_proj"):
+        return config.num_key_value_heads
+    return None
+
+
+def finish_file(writer: Any, scratch: Path, out: Path) -> Path:
+    """Write a GGUF writer's file to ``scratch``, then move it to ``out`` (so a reader
+    never sees half a file)."""
     try:
         writer.write_header_to_file()
         writer.write_kv_data_to_file()
