@@ -39,3 +39,22 @@ async def test_prompt_that_cannot_fit_is_an_error():
         await wm.predict(
             [{"role": "system", "content": "word " * 600}, {"role": "user", "content": "ls"}]
         )
+
+
+@pytest.mark.parametrize(
+    ("generated", "kept"),
+    [
+        ("total 0\n", "total 0\n"),
+        ("  indented first line\n", "  indented first line\n"),
+        # a fine-tuned model opening its answer again after the prefill
+        ("<predicted_observation>\n.git/\nREADME.md\n", ".git/\nREADME.md\n"),
+        ("\n**Environment Observation:**\n<predicted_observation>\nok", "ok"),
+        # a second answer started before the first was closed
+        ("a\n<predicted_observation>\nb", "a\n"),
+        ("", ""),
+    ],
+)
+def test_text_after_the_prefill_drops_an_echoed_tag(generated, kept):
+    from simgym.worldmodels.local import _after_prefill
+
+    assert _after_prefill(generated) == kept

@@ -189,13 +189,14 @@ class LocalWorldModel:
                 top_p=self.top_p,
                 repeat_penalty=self.repeat_penalty,
                 max_tokens=max_tokens,
-                # With the prefill the answer's tag is already open, so a second opening
-                # tag would start a new answer: stop there.
-                stop=[CLOSE_TAG, end_token, "### Turn"] + ([OPEN_TAG] if self.prefill else []),
+                stop=[CLOSE_TAG, end_token, "### Turn"],
                 seed=seed,
             )
             choice = response["choices"][0]
-            choice["text"] = start + choice["text"]
+            text = choice["text"]
+            if self.prefill:
+                text = _after_prefill(text)
+            choice["text"] = start + text
             if STATE_OPEN in fitted[0]["content"]:
                 # The prompt asks for a hidden-state patch after the observation; generation
                 # stopped at the closing tag, so write it and open the patch block.
@@ -302,6 +303,22 @@ def generate_chat(
         prompt_tokens=usage.get("prompt_tokens", 0),
         completion_tokens=usage.get("completion_tokens", 0),
     )
+
+
+def _after_prefill(text: str) -> str:
+    """The answer once its tag was opened for the model. A fine-tuned model may write the
+    header and tag again first (it learned to open every answer itself): skip that echo, and
+    cut the text where a further opening tag would start a second answer."""
+    echoed = False
+    while True:
+        head = text.lstrip()
+        echo = next((t for t in (OBSERVATION_HEADER, OPEN_TAG) if head.startswith(t)), None)
+        if echo is None:
+            break
+        text, echoed = head[len(echo) :], True
+    if echoed:
+        text = text.lstrip("\n")
+    return text.split(OPEN_TAG, 1)[0]
 
 
 def _chat_prompt(llm: Any, messages: Messages) -> tuple[str, str]:
