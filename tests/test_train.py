@@ -403,3 +403,28 @@ def test_lora_on_the_embedded_model_exports_for_the_local_backend(tmp_path, mode
     adapter = export_adapter_gguf(result.final, tmp_path / "adapter.gguf", out_type="f32")
     results = compare_greedy(done.model, done.tokenizer, base.path, lora_path=adapter)
     assert all(m.same for m in results), [(m.hf_text, m.llama_text) for m in results]
+
+
+def test_a_budgeted_run_reads_a_seeded_sample_of_the_rows(tmp_path, tokenizer):
+    rows = [
+        {
+            "messages": [
+                {"role": "system", "content": "You simulate a shell."},
+                {"role": "user", "content": f"### Turn 1\n\n**Action:**\necho {i}"},
+            ],
+            "completion": f"<predicted_observation>\n{i}\n</predicted_observation>",
+        }
+        for i in range(40)
+    ]
+    path = write_rows(tmp_path / "rows.jsonl", rows)
+    whole, stats = build_dataset(path, tokenizer, 256)
+    assert stats.kept == 40 and stats.unread == 0
+    few, stats = build_dataset(path, tokenizer, 256, max_rows=6, seed=1)
+    assert len(few) == 6 and stats.rows == 6 and stats.unread == 34
+    again, _ = build_dataset(path, tokenizer, 256, max_rows=6, seed=1)
+    other, _ = build_dataset(path, tokenizer, 256, max_rows=6, seed=2)
+    assert few["completion"] == again["completion"] != other["completion"]
+    assert few["completion"] != whole["completion"][:6]  # shuffled, not the file's head
+    per_row = stats.tokens / stats.kept
+    capped, stats = build_dataset(path, tokenizer, 256, max_tokens=int(per_row * 10), seed=1)
+    assert 10 <= stats.kept <= 11 and stats.tokens >= per_row * 10

@@ -316,6 +316,11 @@ def pipeline(
     transitions: Annotated[int | None, typer.Option(help="factory transitions")] = None,
     max_steps: Annotated[int | None, typer.Option(min=1, help="training steps")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="training token budget")] = None,
+    max_length: Annotated[
+        int | None,
+        typer.Option(min=64, help="training sequence tokens (oldest turns are dropped to fit)"),
+    ] = None,
+    lr: Annotated[float | None, typer.Option(min=0.0, help="learning rate")] = None,
     eval_limit: Annotated[int | None, typer.Option(help="evaluation rows per domain")] = None,
     devset: Annotated[
         Path | None, typer.Option(help="recorded dev set rows to evaluate on as well")
@@ -334,6 +339,8 @@ def pipeline(
         "transitions": transitions,
         "max_steps": max_steps,
         "max_tokens": max_tokens,
+        "max_length": max_length,
+        "lr": lr,
         "eval_limit": eval_limit,
     }
     for key, value in changes.items():

@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def lora_config(rank: int = 16, alpha: int = 32, dropout: float = 0.05) -> LoraConfig:
+def lora_config(rank: int = 16, alpha: int = 32, dropout: float = 0.0) -> LoraConfig:
     """A causal-LM LoRA config over every linear layer of the blocks."""
     from peft import LoraConfig
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,6 +55,7 @@ class FitStats:
     dropped: int = 0  # rows that do not fit even without history
     dropped_lines: list[int] = field(default_factory=list)  # the first few, by line number
     tokens: int = 0  # prompt + completion tokens of the kept rows
+    unread: int = 0  # rows left out because the budget was met first (sampled runs)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -174,17 +176,34 @@ def fit_history(
 
 
 def build_dataset(
-    path: str | os.PathLike[str], tokenizer: PreTrainedTokenizerBase, max_length: int
+    path: str | os.PathLike[str],
+    tokenizer: PreTrainedTokenizerBase,
+    max_length: int,
+    *,
+    max_rows: int | None = None,
+    max_tokens: int | None = None,
+    seed: int = 0,
 ) -> tuple[Dataset, FitStats]:
     """Read an SFT JSONL file into a TRL prompt-completion dataset fitted to
-    ``max_length`` tokens, and say what fitting did."""
+    ``max_length`` tokens, and say what fitting did.
+
+    With ``max_rows`` or ``max_tokens`` (a run that reads part of the file), the rows are
+    taken in a seeded random order until either is met, so the tokenizer never touches
+    rows the run would not reach."""
     from datasets import Dataset
 
     if max_length < 16:
         raise TrainError(f"max_length {max_length} is too small to hold a prompt and an answer")
+    rows = list(read_rows(path))
+    sampled = max_rows is not None or max_tokens is not None
+    if sampled:
+        random.Random(seed).shuffle(rows)
     stats = FitStats()
     examples = []
-    for number, prompt, completion in read_rows(path):
+    for index, (number, prompt, completion) in enumerate(rows):
+        if sampled and _budget_met(stats, max_rows, max_tokens):
+            stats.unread = len(rows) - index
+            break
         stats.rows += 1
         kept, length = fit_history(tokenizer, prompt, completion, max_length)
         if kept is None:
@@ -208,3 +227,9 @@ def build_dataset(
             "raise --max-length"
         )
     return Dataset.from_list(examples), stats
+
+
+def _budget_met(stats: FitStats, max_rows: int | None, max_tokens: int | None) -> bool:
+    if max_rows is not None and stats.kept >= max_rows:
+        return True
+    return max_tokens is not None and stats.tokens >= max_tokens
