@@ -212,6 +212,11 @@ def test_training_lowers_the_loss_and_resumes_from_the_last_checkpoint(tmp_path,
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["result"]["steps"] == 8 and manifest["train_data"]["kept"] == 8
 
+    # resumed at its last step: nothing to train, and the loss reported is the run's own
+    done = train_sft(options(tmp_path, data, tiny_base, max_steps=8, resume=True))
+    assert done.steps == 8 and done.tokens_per_second == 0.0
+    assert done.train_loss == pytest.approx(sum(loss for _, loss in losses) / len(losses))
+
 
 def test_a_token_budget_stops_training(tmp_path, tiny_base, tokenizer):
     data = write_rows(tmp_path / "train.jsonl", [make_row()] * 20)

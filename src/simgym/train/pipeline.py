@@ -204,10 +204,14 @@ def train_stage(config: PipelineConfig, say: Say, callbacks: list[Any]) -> dict[
         resume=resume,
     )
     result = train_sft(options, callbacks=callbacks)
+    session = (
+        f"in {result.seconds:.0f}s ({result.tokens_per_second:.0f} tokens/s)"
+        if result.tokens_per_second
+        else f"(resumed from {result.resumed_from}: nothing left to train)"
+    )
     say(
-        f"train: {result.steps} steps, {result.tokens} tokens in {result.seconds:.0f}s "
-        f"({result.tokens_per_second:.0f} tokens/s), train loss {result.train_loss}, "
-        f"validation loss {result.eval_loss}"
+        f"train: {result.steps} steps, {result.tokens} tokens {session}, "
+        f"train loss {result.train_loss}, validation loss {result.eval_loss}"
     )
     return result.to_dict()
 

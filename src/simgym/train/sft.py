@@ -267,7 +267,7 @@ def train_sft(options: SftOptions, callbacks: Sequence[TrainerCallback] = ()) ->
         tokens=int(trainer.state.num_input_tokens_seen),
         seconds=round(seconds, 1),
         tokens_per_second=round(session_tokens / seconds, 1) if seconds > 0 else 0.0,
-        train_loss=None if math.isnan(output.training_loss) else output.training_loss,
+        train_loss=_train_loss(output.training_loss, trainer.state.log_history, session_tokens),
         eval_loss=eval_loss,
         train_stats=run.train_stats,
         val_stats=run.val_stats,
@@ -276,6 +276,17 @@ def train_sft(options: SftOptions, callbacks: Sequence[TrainerCallback] = ()) ->
     manifest["result"] = result.to_dict()
     _write_manifest(out, manifest)
     return result
+
+
+def _train_loss(
+    session_loss: float, history: list[dict[str, Any]], session_tokens: int
+) -> float | None:
+    """The session's mean loss; for a resumed run that had nothing left to train (the
+    session's own mean is then 0), the mean of the losses the run logged before."""
+    if session_tokens > 0:
+        return None if math.isnan(session_loss) else session_loss
+    logged = [r["loss"] for r in history if "loss" in r]
+    return sum(logged) / len(logged) if logged else None
 
 
 def _rows_needed(options: SftOptions) -> dict[str, Any]:
