@@ -60,7 +60,9 @@ def test_trajectory_round_trips_through_json():
 
 
 def test_androidworld_and_osworld_json_actions_parse():
-    assert Action.parse({"action_type": "click", "index": 5}) == Action.tool_call("click", {"index": 5})
-    assert Action.parse({"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}) == Action.tool_call(
-        "CLICK", {"x": 1, "y": 2}
+    assert Action.parse({"action_type": "click", "index": 5}) == Action.tool_call(
+        "click", {"index": 5}
     )
+    assert Action.parse(
+        {"action_type": "CLICK", "parameters": {"x": 1, "y": 2}}
+    ) == Action.tool_call("CLICK", {"x": 1, "y": 2})
