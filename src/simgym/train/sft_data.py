@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import os
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -194,15 +194,17 @@ def build_dataset(
 
     if max_length < 16:
         raise TrainError(f"max_length {max_length} is too small to hold a prompt and an answer")
-    rows = list(read_rows(path))
     sampled = max_rows is not None or max_tokens is not None
-    if sampled:
-        random.Random(seed).shuffle(rows)
+    drawn: list[tuple[int, list[Message], str]] = []
+    if sampled:  # a budget draws from the whole file; a full pass streams it
+        drawn = list(read_rows(path))
+        random.Random(seed).shuffle(drawn)
+    rows: Iterable[tuple[int, list[Message], str]] = drawn if sampled else read_rows(path)
     stats = FitStats()
     examples = []
     for index, (number, prompt, completion) in enumerate(rows):
         if sampled and _budget_met(stats, max_rows, max_tokens):
-            stats.unread = len(rows) - index
+            stats.unread = len(drawn) - index
             break
         stats.rows += 1
         kept, length = fit_history(tokenizer, prompt, completion, max_length)
