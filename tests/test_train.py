@@ -174,7 +174,7 @@ def options(tmp_path, data, base, **extra) -> SftOptions:
 def test_only_observation_tokens_carry_the_loss(tmp_path, tiny_base, tokenizer):
     row = make_row(history=1)
     data = write_rows(tmp_path / "train.jsonl", [row])
-    run = prepare_sft(options(tmp_path, data, tiny_base))
+    run = prepare_sft(options(tmp_path, data, tiny_base, layout="turn"))
     example = run.trainer.train_dataset[0]
     ids, labels = example["input_ids"], example["labels"]
     masked = sum(1 for label in labels if label == -100)
@@ -186,6 +186,20 @@ def test_only_observation_tokens_carry_the_loss(tmp_path, tiny_base, tokenizer):
     )
     assert tokenizer.decode(ids[:masked]) == prompt
     assert tokenizer.decode(ids[masked:]) == row["completion"] + "<|im_end|>\n"
+
+
+def test_the_episode_layout_also_teaches_the_history_observations(tmp_path, tiny_base, tokenizer):
+    row = make_row(history=2)
+    data = write_rows(tmp_path / "train.jsonl", [row])
+    run = prepare_sft(options(tmp_path, data, tiny_base, max_length=400))
+    assert run.options.layout == "episode" and run.train_stats.observations == 3
+    example = run.trainer.train_dataset[0]
+    learned = [
+        i for i, label in zip(example["input_ids"], example["labels"], strict=True) if label != -100
+    ]
+    text = tokenizer.decode(learned)
+    assert text.count("output 1") == 5 and text.count("output 2") == 5
+    assert "notes.txt  todo.md" in text and "Action" not in text and SYSTEM not in text
 
 
 def test_training_lowers_the_loss_and_resumes_from_the_last_checkpoint(tmp_path, tiny_base):

@@ -58,6 +58,13 @@ def sft(
     max_length: Annotated[
         int, typer.Option(min=16, help="tokens per row; longer rows lose their oldest turns")
     ] = 1024,
+    layout: Annotated[
+        str,
+        typer.Option(
+            help="episode: one sequence per episode, loss on every observation; "
+            "turn: one sequence per row"
+        ),
+    ] = "episode",
     bf16: Annotated[
         bool, typer.Option("--bf16/--fp32", help="bfloat16 autocast (faster on CPU)")
     ] = True,
@@ -100,6 +107,7 @@ def sft(
             grad_accum=grad_accum,
             lr=lr,
             max_length=max_length,
+            layout=layout,
             bf16=bf16,
             gradient_checkpointing=gradient_checkpointing,
             save_steps=save_steps,
@@ -116,7 +124,9 @@ def sft(
     result = train_sft(options, callbacks=[RichProgress(errors)])
     stats = result.train_stats
     errors.print(
-        f"rows: {stats.kept} of {stats.rows} used, {stats.trimmed} lost old turns to fit "
+        f"rows: {stats.rows - stats.dropped - stats.unread} of {stats.rows + stats.unread} "
+        f"used as {stats.kept} sequences teaching {stats.observations} observations, "
+        f"{stats.trimmed} lost old turns to fit "
         f"{max_length} tokens, {stats.dropped} too long even alone"
         + (f" (lines {stats.dropped_lines})" if stats.dropped else ""),
         highlight=False,

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from transformers import PrinterCallback, TrainerCallback
 
 from simgym.train.base import load_model, load_tokenizer, resolve_base
+from simgym.train.episode_data import build_episode_dataset
 from simgym.train.errors import TrainError
 from simgym.train.lora import lora_config
 from simgym.train.sft_data import FitStats, build_dataset
@@ -53,6 +54,7 @@ _RUN_SHAPE = (
     "base",
     "mode",
     "max_length",
+    "layout",
     "batch_size",
     "grad_accum",
     "lora_rank",
@@ -79,6 +81,9 @@ class SftOptions(BaseModel):
     lr: float | None = Field(None, gt=0)  # default: 2e-4 for LoRA, 2e-5 for full weights
     warmup_ratio: float = Field(0.03, ge=0, lt=1)
     max_length: int = Field(1024, ge=16)
+    # "episode": one sequence per episode, loss on every observation (about 8x fewer tokens
+    # than "turn", one sequence per row, on the factory's episodes)
+    layout: Literal["episode", "turn"] = "episode"
     bf16: bool = True
     gradient_checkpointing: bool = False
     save_steps: int = Field(50, ge=1)
@@ -161,12 +166,13 @@ def prepare_sft(options: SftOptions, callbacks: Sequence[TrainerCallback] = ()) 
         )
 
     tokenizer = load_tokenizer(base)
-    train_data, train_stats = build_dataset(
+    build = build_episode_dataset if options.layout == "episode" else build_dataset
+    train_data, train_stats = build(
         options.data, tokenizer, options.max_length, **_rows_needed(options)
     )
     val_data, val_stats = (None, None)
     if options.val is not None:
-        val_data, val_stats = build_dataset(options.val, tokenizer, options.max_length)
+        val_data, val_stats = build(options.val, tokenizer, options.max_length)
 
     max_steps = plan_steps(options, train_stats, len(train_data))
     validate = val_data is not None

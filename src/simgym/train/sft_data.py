@@ -56,6 +56,7 @@ class FitStats:
     dropped_lines: list[int] = field(default_factory=list)  # the first few, by line number
     tokens: int = 0  # prompt + completion tokens of the kept rows
     unread: int = 0  # rows left out because the budget was met first (sampled runs)
+    observations: int = 0  # observations learned (more than kept rows with episode layout)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -63,6 +64,14 @@ class FitStats:
 
 def read_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, list[Message], str]]:
     """Yield ``(line number, prompt messages, completion text)`` for each row, checked."""
+    for number, prompt, completion, _ in read_records(path):
+        yield number, prompt, completion
+
+
+def read_records(
+    path: str | os.PathLike[str],
+) -> Iterator[tuple[int, list[Message], str, dict[str, Any]]]:
+    """Like :func:`read_rows`, with the whole row last (for its episode id, turn, prefill)."""
     path = Path(path)
     if not path.is_file():
         raise TrainError(f"SFT data file not found: {path}")
@@ -78,7 +87,7 @@ def read_rows(path: str | os.PathLike[str]) -> Iterator[tuple[int, list[Message]
                 prompt, completion = parse_row(row)
             except ValueError as exc:
                 raise TrainError(f"{path}:{number}: {exc}") from None
-            yield number, prompt, completion
+            yield number, prompt, completion, row
 
 
 def parse_row(row: Any) -> tuple[list[Message], str]:
@@ -217,6 +226,7 @@ def build_dataset(
             stats.trimmed += 1
             stats.messages_dropped += len(prompt) - len(kept)
         stats.kept += 1
+        stats.observations += 1
         stats.tokens += length
         examples.append(
             {"prompt": kept, "completion": [{"role": "assistant", "content": completion}]}
