@@ -122,3 +122,36 @@ def test_small_pipeline_end_to_end_and_resume(tmp_path):
     again = CliRunner().invoke(train_app, args)
     assert again.exit_code == 0, again.output
     assert "train: already done" in again.stderr
+
+
+def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
+    from simgym.cli_train import train_app
+    from simgym.train.ship import file_sha256, provenance_path
+
+    run = tmp_path / "run"
+    (run / "eval" / "test").mkdir(parents=True)
+    (run / "adapter.gguf").write_bytes(b"GGUF adapter bytes")
+    stages = {"config": {"max_tokens": 300000}, "train": {"steps": 31, "eval_loss": 0.9}}
+    (run / "pipeline.json").write_text(json.dumps(stages))
+    base = [result("terminal", edit_similarity=0.2) | {"key": "t/1"}]
+    trained = [result("terminal", edit_similarity=0.6) | {"key": "t/1"}]
+    for name, rows in (("base", base), ("trained", trained)):
+        lines = "".join(json.dumps(r) + "\n" for r in rows)
+        (run / "eval" / "test" / f"{name}.jsonl").write_text(lines)
+    dest = tmp_path / "weights" / "wm.gguf"
+    done = CliRunner().invoke(train_app, ["ship", str(run), "--dest", str(dest)])
+    assert done.exit_code == 0, done.output
+    assert dest.read_bytes() == b"GGUF adapter bytes"
+    provenance = json.loads(provenance_path(dest).read_text())
+    assert provenance["sha256"] == file_sha256(dest)
+    assert (
+        provenance["training"]["steps"] == 31 and provenance["training"]["validation_loss"] == 0.9
+    )
+    test = provenance["evaluation"]["test"]
+    assert test["overall"]["trained"]["edit_similarity"] == 0.6
+    assert test["domains"]["terminal"]["base"]["edit_similarity"] == 0.2
+    assert "dev" not in provenance["evaluation"]  # not evaluated, not claimed
+
+    (run / "eval" / "test" / "trained.jsonl").unlink()
+    refused = CliRunner().invoke(train_app, ["ship", str(run), "--dest", str(dest)])
+    assert refused.exit_code != 0 and "evaluate before shipping" in refused.output

@@ -364,6 +364,24 @@ def pipeline(
     errors.print(f"report: {escape(str(out / 'report.md'))}", highlight=False)
 
 
+@train_app.command("ship")
+@friendly_errors
+def ship(
+    run: Annotated[Path, typer.Argument(help="a `simgym train pipeline` folder, evaluated")],
+    dest: Annotated[
+        Path | None, typer.Option(help="where to put it (default: the local backend's default)")
+    ] = None,
+) -> None:
+    """Make the run's adapter the local backend's default, with a provenance file (sha256,
+    training, base vs trained scores) beside it."""
+    from simgym.train.ship import ship_adapter
+    from simgym.worldmodels.local import SHIPPED_ADAPTER
+
+    target = dest or SHIPPED_ADAPTER
+    provenance = ship_adapter(run, target, command=f"simgym train ship {run}")
+    errors.print(f"shipped {escape(str(target))} ({escape(str(provenance))})", highlight=False)
+
+
 @train_app.command("speed")
 @friendly_errors
 def speed(
