@@ -155,3 +155,25 @@ def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
     (run / "eval" / "test" / "trained.jsonl").unlink()
     refused = CliRunner().invoke(train_app, ["ship", str(run), "--dest", str(dest)])
     assert refused.exit_code != 0 and "evaluate before shipping" in refused.output
+
+
+def test_the_shipped_adapter_is_the_default_and_matches_its_provenance(monkeypatch):
+    import asyncio
+
+    from simgym.train.ship import file_sha256, provenance_path
+
+    monkeypatch.delenv("SIMGYM_ADAPTER", raising=False)
+    shipped = local_module.SHIPPED_ADAPTER
+    assert shipped.is_file(), "the trained world-model adapter is missing from the package"
+    provenance = json.loads(provenance_path(shipped).read_text())
+    assert provenance["sha256"] == file_sha256(shipped)
+    overall = provenance["evaluation"]["test"]["overall"]
+    assert overall["trained"]["edit_similarity"] > overall["base"]["edit_similarity"]
+    model = LocalWorldModel(max_tokens=24)
+    assert model.adapter == str(shipped) and model.name.endswith("+" + shipped.name)
+    messages = [
+        {"role": "system", "content": "You are the world model of a Linux terminal."},
+        {"role": "user", "content": '### Turn 1\n\n**Action:**\n[{"keystrokes": "pwd\\n"}]'},
+    ]
+    prediction = asyncio.run(model.predict(messages, temperature=0.0, seed=0))
+    assert prediction.model == model.name and prediction.usage.completion_tokens > 0
