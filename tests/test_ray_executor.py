@@ -109,6 +109,20 @@ def pid_world(messages) -> str:
     return f"<predicted_observation>{json.dumps({'pid': os.getpid()})}</predicted_observation>"
 
 
+async def meeting_world(messages, *, folder: str) -> str:
+    """``pid_world``, but a call waits (at most a minute) until two worker processes have
+    called: a worker that starts late on a busy machine would otherwise find the queue
+    already drained by the first one."""
+    Path(folder, str(os.getpid())).touch()
+    for _ in range(1200):
+        if len(os.listdir(folder)) >= 2:
+            break
+        await asyncio.sleep(0.05)
+    else:  # no second worker: later calls go straight through (the test then fails)
+        Path(folder, "gave-up").touch()
+    return pid_world(messages)
+
+
 @pytest.fixture(scope="module")
 def local_ray():
     """One local Ray instance for the module (it takes seconds to start)."""
@@ -215,7 +229,7 @@ async def test_devset_replays_identically_on_ray():
     assert not any(turn.error_type == "world_model" for t in remote for turn in t.turns)
 
 
-async def test_episodes_spread_over_workers():
+async def test_episodes_spread_over_workers(tmp_path):
     many = [
         simgym.Task(id=f"t{i}", domain="mcp", instruction="Look.", scenario=SCENARIO)
         for i in range(24)
@@ -225,7 +239,7 @@ async def test_episodes_spread_over_workers():
         agent="scripted",
         agent_options={"actions": [call("C-1"), {"answer": "x"}]},
         world_model="function",
-        world_model_options={"fn": pid_world},
+        world_model_options={"fn": functools.partial(meeting_world, folder=str(tmp_path))},
         executor="ray",
         executor_options={"num_workers": 2},
         concurrency=1,
