@@ -25,6 +25,16 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 _TOKENIZER_DONE = ".simgym-tokenizer"
 _CACHE_VERSION = 2  # bump when the conversion changes, so old caches are not reused
 _MODEL_DONE = ".simgym-model"

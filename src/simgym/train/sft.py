@@ -26,7 +26,6 @@ default. ``threads`` sets torch's thread count; on a busy machine 1 can beat 2.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import time
@@ -38,7 +37,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from transformers import PrinterCallback, TrainerCallback
 
-from simgym.train.base import load_model, load_tokenizer, resolve_base
+from simgym.train.base import file_sha256, load_model, load_tokenizer, resolve_base
 from simgym.train.episode_data import build_episode_dataset
 from simgym.train.errors import TrainError
 from simgym.train.lora import lora_config
@@ -348,11 +347,7 @@ def _check_same_run(out: Path, fingerprint: dict[str, Any]) -> None:
 def _sha256(path: Path) -> str:
     if not path.is_file():
         raise TrainError(f"SFT data file not found: {path}")
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return file_sha256(path)
 
 
 def _write_manifest(out: Path, manifest: dict[str, Any]) -> None:

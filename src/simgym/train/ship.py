@@ -8,12 +8,12 @@ default came from and rebuild it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
 from typing import Any
 
+from simgym.train.base import file_sha256
 from simgym.train.errors import TrainError
 from simgym.train.pipeline import ADAPTER_FILE
 from simgym.worldmodels.local import SHIPPED_ADAPTER
@@ -24,14 +24,6 @@ _METRICS = ("rows", "failed", "exact_match", "edit_similarity", "format_ok", "li
 
 def provenance_path(adapter: Path) -> Path:
     return adapter.with_suffix(PROVENANCE_SUFFIX)
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def ship_adapter(run: Path, dest: Path = SHIPPED_ADAPTER, command: str | None = None) -> Path:
