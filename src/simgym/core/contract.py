@@ -21,6 +21,7 @@ previous one as a prefix and server-side prefix caches hit.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from simgym.core.state import STATE_HEADER, extract_update, strip_update
@@ -42,9 +43,12 @@ def user_message(
     instruction: str | None = None,
     control: str | None = None,
     state: str | None = None,
+    grounding: Sequence[str] = (),
 ) -> dict[str, str]:
     """The ``user`` message for turn ``turn`` (1-based); ``state`` is the hidden state
-    (JSON) that ``state`` context mode sends in place of the full history."""
+    (JSON) that ``state`` context mode sends in place of the full history; ``grounding``
+    holds the turn's facts and retrieved transitions (:mod:`simgym.core.grounding`),
+    placed just before the action."""
     parts = [f"### Turn {turn}"]
     if instruction:
         parts.append(f"**Task:** {instruction}")
@@ -52,6 +56,7 @@ def user_message(
         parts.append(f"{STATE_HEADER}\n```json\n{state}\n```")
     if control:
         parts.append(f"**Control instruction:** {control}")
+    parts.extend(block for block in grounding if block)
     parts.append(f"{ACTION_HEADER}\n{action_text}")
     return {"role": "user", "content": "\n\n".join(parts)}
 

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
+from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
 
 
@@ -54,7 +55,8 @@ class Domain:
     tool-calling agent is offered (what a real agent of this kind would be given, nothing
     of the hidden state); ``initial_state(scenario)`` seeds the episode's hidden state
     ledger (:mod:`simgym.core.state`) and ``state_schema`` (JSON Schema) checks every
-    update to it. A final action of kind ``text`` is the
+    update to it; ``ground(action, state, scenario)`` returns the facts the action reads
+    and the effects that are certain (:mod:`simgym.core.grounding`), or None. A final action of kind ``text`` is the
     agent's answer and is not simulated; other final actions (``exit``) are simulated and
     then end the episode.
     """
@@ -74,6 +76,9 @@ class Domain:
     default_scenario: Callable[[], dict[str, Any]] = dict
     agent_tools: Callable[[Any], list[ToolSpec]] = lambda scenario: []
     initial_state: Callable[[Any], dict[str, Any]] = lambda scenario: {}
+    ground: Callable[[Action, dict[str, Any], Any], Grounding | None] = (
+        lambda action, state, scenario: None
+    )
     state_schema: dict[str, Any] | None = None
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""

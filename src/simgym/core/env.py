@@ -23,6 +23,15 @@ from pydantic import BaseModel
 from simgym.core import contract
 from simgym.core.domain import Domain, get_domain
 from simgym.core.errors import ActionError, EpisodeStateError, ScenarioError, WorldModelError
+from simgym.core.grounding import (
+    MODES,
+    ExperienceSource,
+    Grounding,
+    GroundingMode,
+    experience_block,
+    facts_block,
+    retry_note,
+)
 from simgym.core.state import STATE_INSTRUCTIONS, PatchError, StateLedger, StateUpdate
 from simgym.core.types import (
     Action,
@@ -102,6 +111,14 @@ class SimEnv:
             observation and apply it to the hidden state ledger (default: on in ``state``
             context, off in ``history``). The ledger is kept either way and ends up in
             ``trajectory.final_state``; without updates it stays as the scenario seeded it.
+        grounding: ``"off"``, ``"facts"`` or ``"strict"`` (:mod:`simgym.core.grounding`):
+            facts the action reads go to the world model with the action, certain
+            effects go to the ledger, and strict mode checks and corrects observations.
+            Default: the backend's ``default_grounding`` (``strict`` for the embedded
+            model), else ``"off"``.
+        experience: recorded real transitions to retrieve from (``simgym.experience``);
+            the ``experience_k`` most similar ones, within ``experience_chars``
+            characters, are shown with each action (not with ``grounding="off"``).
     """
 
     def __init__(
@@ -125,6 +142,10 @@ class SimEnv:
         context: Literal["history", "state"] = "history",
         context_turns: int = 4,
         state_updates: bool | None = None,
+        grounding: GroundingMode | None = None,
+        experience: ExperienceSource | None = None,
+        experience_k: int = 3,
+        experience_chars: int = 1200,
     ) -> None:
         if context not in ("history", "state"):
             raise ValueError(f"context must be 'history' or 'state', not {context!r}")
@@ -148,6 +169,14 @@ class SimEnv:
         self.context = context
         self.context_turns = max(0, context_turns)
         self.state_updates = (context == "state") if state_updates is None else state_updates
+        mode = grounding or getattr(world_model, "default_grounding", None) or "off"
+        if mode not in MODES:
+            raise ValueError(f"grounding must be one of {', '.join(MODES)}, not {mode!r}")
+        self.grounding: GroundingMode = mode  # type: ignore[assignment]
+        self.experience = experience
+        self.experience_k = max(0, experience_k)
+        self.experience_chars = experience_chars
+        self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
         self._ledger: StateLedger | None = None
         self._episodes = itertools.count()
         self._trajectory: Trajectory | None = None
@@ -261,23 +290,31 @@ class SimEnv:
         if parsed is not None and parsed.kind == "text" and self.domain.is_final(parsed):
             return self._answer_turn(index, parsed, action_text)
 
+        self._notes = {}
         fault = self._perturbation(index, parsed)
         if fault is not None and fault.mode != "template":
             control = "\n".join(c for c in (control, fault.instruction(self.domain.name)) if c)
+        # A faulted turn is not grounded: the fault decides what happens, not the state.
+        grounding = self._ground(parsed) if fault is None else None
+        blocks = self._grounding_blocks(grounding, action_text, parsed)
         history_turns = (len(self._messages) - 1) // 2
         user = contract.user_message(
             history_turns + 1,
             action_text,
             instruction=trajectory.task.instruction if history_turns == 0 else None,
             control=control,
+            grounding=blocks,
         )
-        request = self._request(user, history_turns, action_text, control)
+        request = self._request(user, history_turns, action_text, control, blocks)
         record = fault.record() if fault is not None else None
         if fault is not None and fault.mode == "template" and parsed is not None:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
         try:
             prediction, attempts, problems = await self._predict(
                 request, parsed, self._last_observation()
+            )
+            prediction, attempts, strict = await self._enforce(
+                grounding, request, parsed, prediction, attempts
             )
         except WorldModelError as exc:
             turn = Turn(
@@ -299,6 +336,7 @@ class SimEnv:
         self._messages.append(user)
         self._messages.append(contract.assistant_message(prediction.observation))
         update = self._apply_update(prediction)
+        grounded = self._apply_grounding(grounding, blocks, strict)
         turn = Turn(
             index=index,
             action=parsed,
@@ -314,11 +352,17 @@ class SimEnv:
             perturbation=record,
             state_patch=update.patch if update else None,
             state_error=update.error if update else None,
+            grounding=grounded,
         )
         return self._finish_turn(turn, parsed, None)
 
     def _request(
-        self, user: dict[str, str], history_turns: int, action_text: str, control: str | None
+        self,
+        user: dict[str, str],
+        history_turns: int,
+        action_text: str,
+        control: str | None,
+        blocks: list[str] | None = None,
     ) -> Messages:
         """The messages sent for this turn. History mode: all of them. State mode: the
         system prompt, the recent turns, and the action with the current state, so the
@@ -340,8 +384,85 @@ class SimEnv:
             instruction=self._trajectory.task.instruction,
             control=control,
             state=self._ledger.render(),
+            grounding=blocks or (),
         )
         return [self._messages[0], *recent, stated]
+
+    # -- grounding (see simgym.core.grounding) ----------------------------------------
+
+    def _ground(self, action: Action | None) -> Grounding | None:
+        if self.grounding == "off" or action is None or self._ledger is None:
+            return None
+        try:
+            grounding = self.domain.ground(action, self._ledger.state, self._scenario)
+        except Exception as exc:  # a grounding bug costs this turn its facts, not the episode
+            self._notes["grounding_error"] = f"{type(exc).__name__}: {exc}"
+            return None
+        return None if grounding is None or grounding.is_empty() else grounding
+
+    def _grounding_blocks(
+        self, grounding: Grounding | None, action_text: str, action: Action | None
+    ) -> list[str]:
+        blocks = [facts_block(grounding)]
+        if self.grounding != "off" and self.experience is not None and self.experience_k:
+            try:
+                found = self.experience.similar(self.domain.name, action_text, k=self.experience_k)
+            except Exception as exc:  # a broken store costs this turn its examples only
+                found = []
+                self._notes["experience_error"] = f"{type(exc).__name__}: {exc}"
+            blocks.append(experience_block(found, self.experience_chars))
+            if found:
+                self._notes["experience"] = [e.source or e.action[:80] for e in found]
+        return [b for b in blocks if b]
+
+    async def _enforce(
+        self,
+        grounding: Grounding | None,
+        request: Messages,
+        action: Action | None,
+        prediction: Prediction,
+        attempts: int,
+    ) -> tuple[Prediction, int, dict[str, Any] | None]:
+        """Strict mode: check the observation against the facts, ask once more naming the
+        problems, then correct it to the exact observation when the state determines one."""
+        if self.grounding != "strict" or grounding is None:
+            return prediction, attempts, None
+        problems = grounding.problems(prediction.observation)
+        if not problems:
+            return prediction, attempts, {"problems": [], "action": "accepted"}
+        record: dict[str, Any] = {"problems": problems, "first": prediction.observation}
+        retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
+        try:
+            again, more, _ = await self._predict(retry, action, self._last_observation(), tries=1)
+        except _NoObservation:
+            again, more = prediction, 1
+        attempts += more
+        left = grounding.problems(again.observation)
+        if not left:
+            record["action"] = "reasked"
+            return again, attempts, record
+        if grounding.observation is not None:
+            record["action"] = "corrected"
+            fixed = again.model_copy(update={"observation": grounding.observation})
+            return fixed, attempts, record
+        record["action"] = "unresolved"
+        record["left"] = left
+        return again, attempts, record
+
+    def _apply_grounding(
+        self, grounding: Grounding | None, blocks: list[str], strict: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Apply certain effects to the ledger and say on the turn what grounding did."""
+        record = grounding.record() if grounding is not None else {}
+        if grounding is not None and grounding.effects and self._ledger is not None:
+            applied = self._ledger.apply(grounding.effects)
+            if not applied.applied:
+                record["effects_error"] = applied.error
+        record.update(self._notes)
+        self._notes = {}
+        if strict is not None:
+            record["strict"] = strict
+        return record or None
 
     def _apply_update(self, prediction: Prediction) -> StateUpdate | None:
         if not self.state_updates or self._ledger is None:
@@ -446,7 +567,11 @@ class SimEnv:
         return first.text if first else ""
 
     async def _predict(
-        self, messages: Messages, action: Action | None, last_observation: str
+        self,
+        messages: Messages,
+        action: Action | None,
+        last_observation: str,
+        tries: int | None = None,
     ) -> tuple[Prediction, int, list[str]]:
         prefix = (
             self.domain.observation_prefix(action, self._scenario, last_observation)
@@ -456,7 +581,7 @@ class SimEnv:
         prediction: Prediction | None = None
         problems: list[str] = []
         attempts = 0
-        for attempt in range(self.validation_retries + 1):
+        for attempt in range(self.validation_retries + 1 if tries is None else tries):
             attempts = attempt + 1
             seed = None if self._episode_seed is None else self._episode_seed * 1000 + attempt
             prediction = await self.world_model.predict(
@@ -548,6 +673,15 @@ class SimEnv:
         self._finished = True
         if self.writer is not None:
             self.writer.write(trajectory)
+
+
+def _with_control(message: dict[str, str], note: str) -> dict[str, str]:
+    """``message`` (a user turn) with one more control line just before its action."""
+    content = message["content"]
+    head, sep, tail = content.rpartition(contract.ACTION_HEADER)
+    if not sep:
+        return {**message, "content": f"{content}\n\n**Control instruction:** {note}"}
+    return {**message, "content": f"{head}**Control instruction:** {note}\n\n{sep}{tail}"}
 
 
 class _NoObservation(WorldModelError):

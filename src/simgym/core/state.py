@@ -158,6 +158,21 @@ class StateLedger:
         self.state = new_state
         return StateUpdate(True, patch)
 
+    def apply(self, patch: Patch) -> StateUpdate:
+        """Apply a patch simgym itself computed (a grounded, certain effect); the state is
+        unchanged if it does not apply or breaks the schema."""
+        try:
+            new_state = apply_patch(self.state, patch)
+        except PatchError as exc:
+            return StateUpdate(False, patch, str(exc))
+        problems = schema_problems(new_state, self.schema)
+        if problems:
+            return StateUpdate(
+                False, patch, "the effect breaks the state schema: " + "; ".join(problems)
+            )
+        self.state = new_state
+        return StateUpdate(True, patch)
+
     def render(self) -> str:
         """The state as the world model is shown it (stable bytes for the same state)."""
         return json.dumps(self.state, ensure_ascii=False, indent=1)

@@ -271,6 +271,9 @@ class Turn(BaseModel):
     # The fault injected on this turn ({"fault", "mode", "rule", ...params}); the agent
     # never sees it.
     perturbation: dict[str, Any] | None = None
+    # What grounding did on this turn ({"facts", "effects", "experience", "strict": {...}});
+    # see simgym.core.grounding. Never shown to the agent.
+    grounding: dict[str, Any] | None = None
 
 
 class Trajectory(BaseModel):

@@ -115,6 +115,9 @@ def _load(
 class LocalWorldModel:
     """In-process GGUF world model. Settings default to what suits a 135M model."""
 
+    # A small model gets facts wrong unless they are handed to it and checked.
+    default_grounding = "strict"
+
     def __init__(
         self,
         model_path: str | os.PathLike[str] | None = None,
