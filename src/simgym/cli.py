@@ -166,6 +166,39 @@ _WM_PARAMS = [
 ]
 
 
+GroundingOption = Annotated[
+    str | None,
+    typer.Option(
+        help="off | facts | strict: facts from the hidden state go to the world model, "
+        "certain effects to the state, strict also checks and corrects observations "
+        "(default: strict for the local model, off otherwise)"
+    ),
+]
+ExperienceOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="an experience store (simgym experience build): similar recorded real "
+        "transitions are shown to the world model with each action"
+    ),
+]
+
+
+def _grounding_options(grounding: str | None, experience: Path | None) -> dict[str, Any]:
+    """SimEnv options for --grounding and --experience, checked early."""
+    from simgym.core.grounding import MODES
+
+    if grounding is not None and grounding not in MODES:
+        raise SimgymError(f"--grounding takes {', '.join(MODES)}, not {grounding!r}")
+    if experience is not None and not experience.is_file():
+        raise SimgymError(f"experience store not found: {experience}")
+    options: dict[str, Any] = {}
+    if grounding is not None:
+        options["grounding"] = grounding
+    if experience is not None:
+        options["experience"] = str(experience)
+    return options
+
+
 def world_model_options(fn):
     """Add the world-model options to a command; it receives them as ``wm``."""
     names = [p.name for p in _WM_PARAMS]
@@ -222,6 +255,8 @@ def play(
         Path | None, typer.Option(help="your own system prompt template for the domain")
     ] = None,
     show_reasoning: Annotated[bool, typer.Option(help="print the model's reasoning")] = False,
+    grounding: GroundingOption = None,
+    experience: ExperienceOption = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -244,6 +279,7 @@ def play(
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
         writer=writer,
+        **_grounding_options(grounding, experience),
     ).sync()
     interactive = sys.stdin.isatty()
     first = env.reset(task or None)
@@ -394,6 +430,8 @@ def run(
             "(default: on with --context state)",
         ),
     ] = None,
+    grounding: GroundingOption = None,
+    experience: ExperienceOption = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -484,6 +522,7 @@ def run(
                     "context": context,
                     "context_turns": context_turns,
                     "state_updates": state_updates,
+                    **_grounding_options(grounding, experience),
                     **({"perturbations": plan} if plan else {}),
                 },
             )

@@ -11,6 +11,7 @@ reset) and bad configuration (unknown domain, invalid scenario) raise.
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import json
 import time
@@ -118,7 +119,8 @@ class SimEnv:
             model), else ``"off"``.
         experience: recorded real transitions to retrieve from (``simgym.experience``);
             the ``experience_k`` most similar ones, within ``experience_chars``
-            characters, are shown with each action (not with ``grounding="off"``).
+            characters, are shown with each action (not with ``grounding="off"``). A
+            path opens a store file.
     """
 
     def __init__(
@@ -143,7 +145,7 @@ class SimEnv:
         context_turns: int = 4,
         state_updates: bool | None = None,
         grounding: GroundingMode | None = None,
-        experience: ExperienceSource | None = None,
+        experience: ExperienceSource | str | Path | None = None,
         experience_k: int = 3,
         experience_chars: int = 1200,
     ) -> None:
@@ -173,7 +175,7 @@ class SimEnv:
         if mode not in MODES:
             raise ValueError(f"grounding must be one of {', '.join(MODES)}, not {mode!r}")
         self.grounding: GroundingMode = mode  # type: ignore[assignment]
-        self.experience = experience
+        self.experience = _open_experience(experience)
         self.experience_k = max(0, experience_k)
         self.experience_chars = experience_chars
         self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
@@ -673,6 +675,15 @@ class SimEnv:
         self._finished = True
         if self.writer is not None:
             self.writer.write(trajectory)
+
+
+def _open_experience(source: ExperienceSource | str | Path | None) -> ExperienceSource | None:
+    """A store given as a path is opened by ``simgym.experience`` (named, not imported
+    at module level: core imports nothing above it)."""
+    if source is None or isinstance(source, ExperienceSource):
+        return source
+    opener = importlib.import_module("simgym.experience").open_store
+    return opener(source)
 
 
 def _with_control(message: dict[str, str], note: str) -> dict[str, str]:

@@ -40,6 +40,7 @@ from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_dom
 from simgym.core.errors import ActionError
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, ToolSpec
+from simgym.domains import swe_ground
 
 MAX_TIMEOUT_S = 3600
 _PATH = {"type": "string", "minLength": 1}
@@ -620,6 +621,7 @@ SWE = register_domain(
         "a plain command line, or submit",
         example_tasks=("Fix the failing test tests/test_totals.py::test_percent_discount",),
         agent_tools=lambda scenario: tools(),
+        ground=swe_ground.ground,
         initial_state=lambda s: {
             "branch": s.branch,
             "files": dict(s.files),

@@ -10,8 +10,10 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
+from simgym.domains.shell import run_line
 
 TMUX_KEYS = frozenset(
     {
@@ -196,6 +198,56 @@ def _is_final(action: Action) -> bool:
     return last in ("exit", "logout")
 
 
+# Keys that leave an interactive program and give the screen back to the shell.
+_LEAVE_KEYS = ("C-c", "C-d", "q")
+_LEAVE_LINES = ("exit", "exit()", "quit", "quit()", ":q", ":q!", ":wq", "\\q", ".exit")
+
+
+def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Grounding | None:
+    """Facts and certain effects of one command line typed at the shell prompt (see
+    :mod:`simgym.domains.shell`); keystrokes into a running program are left to the model."""
+    if action.kind != "keystrokes" or len(action.keystrokes) != 1:
+        return None
+    typed = action.keystrokes[0].keystrokes
+    cwd = state.get("cwd") or scenario.working_dir
+    running = state.get("foreground")
+    if running:
+        done = typed in _LEAVE_KEYS or typed.strip() in _LEAVE_LINES
+        return Grounding(
+            facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
+            effects={"foreground": None} if done else None,
+        )
+    if not typed.endswith("\n") or "\n" in typed[:-1] or _is_final(action):
+        return None
+    line = typed[:-1]
+    files = state.get("files") or {}
+    result = run_line(
+        line,
+        files,
+        cwd=cwd,
+        home=scenario.home,
+        env=state.get("env") or {},
+        user=scenario.user,
+        host=scenario.hostname,
+    )
+    before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
+    after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
+    effects = result.patch_for(files) or None
+    facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
+    if result.output is None:
+        return Grounding(facts=facts, effects=effects, expect=result.expect)
+    shown = result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
+    screen = f"{before} {line}\n{shown}{after}"
+    if result.output.strip():
+        facts.append(f"`{line}` prints exactly:\n```\n{shown}```")
+    else:
+        facts.append(f"`{line}` prints nothing")
+    if result.cwd:
+        facts.append(f"the working directory becomes {result.cwd}")
+    facts.append(f"the next prompt is `{after}`")
+    return Grounding(facts=facts, effects=effects, observation=screen)
+
+
 def _slots(scenario: TerminalScenario) -> dict[str, str]:
     lines = [
         f"- Operating system: {scenario.os}, shell: {scenario.shell}",
@@ -284,6 +336,7 @@ TERMINAL = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint='[{"keystrokes": "ls -la\\n", "duration": 1}] or a plain command line',
         agent_tools=lambda scenario: [SEND_KEYS],
+        ground=_ground,
         initial_state=lambda s: {
             "cwd": s.working_dir,
             "files": dict(s.files),

@@ -27,12 +27,12 @@ from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
 from simgym.core.worldmodel import register_backend
+from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
 from simgym.real.base import RealExecutor
 from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError
 
 BACKEND_NAME = "real-swe"
 DEFAULT_TIMEOUT_S = 120
-CONTEXT_LINES = 3
 # Exit codes of the small file scripts below.
 _IS_DIR, _MISSING, _NOT_DIR = 21, 22, 23
 
@@ -185,14 +185,14 @@ class RealSWE(RealExecutor):
         content, error = await self._read_text(path)
         if error is not None or content is None:
             return error or ""
-        lines = _split_lines(content)
+        lines = split_lines(content)
         if not lines:
             return "(empty file)"
         first = args.get("start_line", 1)
         last = min(args.get("end_line", len(lines)), len(lines))
         if first > len(lines):
             return f"Error: start_line {first} is past the end of {path} ({len(lines)} lines)"
-        return _numbered(lines, first, last)
+        return numbered(lines, first, last)
 
     async def _write_file(self, args: dict[str, Any]) -> str:
         path, content = args["path"], args["content"]
@@ -204,30 +204,18 @@ class RealSWE(RealExecutor):
         if error is not None:
             return error
         verb = "Overwrote" if existed.exit_code == 0 else "Created"
-        return f"{verb} {path} ({len(_split_lines(content))} lines)"
+        return f"{verb} {path} ({len(split_lines(content))} lines)"
 
     async def _edit_file(self, args: dict[str, Any]) -> str:
         path, old, new = args["path"], args["old_str"], args["new_str"]
         content, error = await self._read_text(path)
         if error is not None or content is None:
             return error or ""
-        count = content.count(old)
-        if count == 0:
-            return f"Error: old_str not found in {path}"
-        if count > 1:
-            return f"Error: old_str occurs {count} times in {path}; it must be unique"
-        at = content.index(old)
-        updated = content[:at] + new + content[at + len(old) :]
+        updated, shown = edit(content, old, new, path)
+        if updated is None:
+            return shown
         error = await self._write_text(path, updated)
-        if error is not None:
-            return error
-        lines = _split_lines(updated)
-        first_changed = content[:at].count("\n") + 1
-        last_changed = first_changed + max(new.count("\n"), 0)
-        first = max(1, first_changed - CONTEXT_LINES)
-        last = min(len(lines), last_changed + CONTEXT_LINES)
-        shown = _numbered(lines, first, last) if lines and first <= last else ""
-        return f"Edited {path}" + (f"\n{shown}" if shown else "")
+        return shown if error is None else error
 
     async def _list_dir(self, args: dict[str, Any]) -> str:
         path = args.get("path", ".")
@@ -253,21 +241,7 @@ class RealSWE(RealExecutor):
 
 
 def _with_exit(result: ExecResult) -> str:
-    body = result.output.rstrip("\n")
-    return (
-        f"{body}\n[exit code: {result.exit_code}]" if body else f"[exit code: {result.exit_code}]"
-    )
-
-
-def _split_lines(content: str) -> list[str]:
-    lines = content.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line starts no new one
-    return lines
-
-
-def _numbered(lines: list[str], first: int, last: int) -> str:
-    return "\n".join(f"{n:>6}  {lines[n - 1]}" for n in range(first, last + 1))
+    return with_exit(result.output, result.exit_code)
 
 
 def _first_line(text: str) -> str:

@@ -1,0 +1,752 @@
+"""A small shell over the hidden state's files: what a command line certainly does.
+
+The terminal and swe domains keep their machine's files in the hidden state ledger
+(``{"files": {path: content, "dir/": ""}, "cwd": ..., "env": {...}}``). For the commands
+whose output follows from those files alone (``pwd``, ``cd``, ``ls``, ``cat``, ``echo`` with
+``>``/``>>``, ``touch``, ``mkdir``, ``rm``, ``cp``, ``mv``, ``head``, ``tail``, ``wc -l``,
+``export``, ...) :func:`run_line` computes the exact output and the changes to the files,
+as bash with GNU coreutils would. For anything else (pipes, programs, compilers) it says
+what it can — the contents of the files the command names, the working directory — and
+leaves the output to the world model.
+
+Paths are absolute inside; a :class:`Files` view maps them to the ledger's keys, which
+are absolute for the terminal and relative to the repository root for swe.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import posixpath
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+SCREEN_WIDTH = 80
+# Programs that take over the screen when started without a script or file argument.
+INTERACTIVE = frozenset(
+    {"python", "python3", "ipython", "node", "irb", "mysql", "psql", "sqlite3", "top", "htop"}
+)
+PAGERS_AND_EDITORS = frozenset({"vim", "vi", "nano", "less", "more", "man", "emacs"})
+
+
+@dataclass
+class Files:
+    """The ledger's files as a tree of absolute paths. ``root`` is where relative ledger
+    keys live ("/" for a terminal whose keys are absolute)."""
+
+    entries: dict[str, str]
+    root: str = "/"
+
+    def key(self, path: str) -> str:
+        if self.root == "/":
+            return path
+        rel = posixpath.relpath(path, self.root)
+        return rel
+
+    def abs(self, key: str) -> str:
+        return posixpath.normpath(posixpath.join(self.root, key.rstrip("/") or "."))
+
+    def files(self) -> dict[str, str]:
+        return {self.abs(k): v for k, v in self.entries.items() if not k.endswith("/")}
+
+    def dirs(self) -> set[str]:
+        found = {self.root, "/"}
+        for key in self.entries:
+            path = self.abs(key)
+            if key.endswith("/"):
+                found.add(path)
+            parent = posixpath.dirname(path)
+            while parent not in found:
+                found.add(parent)
+                parent = posixpath.dirname(parent)
+        return found
+
+    def in_scope(self, path: str) -> bool:
+        return self.root == "/" or path == self.root or path.startswith(self.root + "/")
+
+
+@dataclass
+class ShellResult:
+    """What one command line certainly does. ``output`` is the exact text it prints (None
+    when only the world model can say); ``changes`` maps absolute paths to new content or
+    None (deleted); ``cwd``/``env`` are set when they change."""
+
+    output: str | None = None
+    changes: dict[str, str | None] = field(default_factory=dict)
+    new_dirs: list[str] = field(default_factory=list)
+    cwd: str | None = None
+    env: dict[str, str | None] = field(default_factory=dict)
+    facts: list[str] = field(default_factory=list)
+    expect: list[str] = field(default_factory=list)
+    forbid: list[str] = field(default_factory=list)
+    foreground: str | None = None  # an interactive program the line started
+    status: int = 0  # the exit status of the last command that ran
+
+    def patch_for(self, entries: dict[str, str], root: str = "/") -> dict[str, Any]:
+        """The changes as a JSON merge patch on a ledger holding ``entries``."""
+        return self.patch(Files(entries, root))
+
+    def patch(self, files: Files) -> dict[str, Any]:
+        """The changes as a JSON merge patch on the ledger."""
+        out: dict[str, Any] = {}
+        entries: dict[str, Any] = {}
+        for path, content in self.changes.items():
+            entries[files.key(path)] = content
+        for path in self.new_dirs:
+            entries[files.key(path).rstrip("/") + "/"] = ""
+        if entries:
+            out["files"] = entries
+        if self.cwd is not None:
+            out["cwd"] = self.cwd
+        if self.env:
+            out["env"] = self.env
+        if self.foreground:
+            out["foreground"] = self.foreground
+        return out
+
+
+class _Unknown(Exception):
+    """The command's output is not determined by the files (the model must render it)."""
+
+
+class _Session:
+    """The shell's view while one command line runs: files change as commands go."""
+
+    def __init__(self, files: Files, cwd: str, env: dict[str, str], home: str) -> None:
+        self.files = files
+        self.content = files.files()
+        self.dirs = files.dirs()
+        self.cwd = cwd
+        self.env = dict(env)
+        self.home = home
+        self.result = ShellResult()
+
+    # -- paths --------------------------------------------------------------------
+
+    def path(self, name: str) -> str:
+        if name == "~" or name.startswith("~/"):
+            name = self.home + name[1:]
+        return posixpath.normpath(posixpath.join(self.cwd, name))
+
+    def exists(self, path: str) -> bool:
+        return path in self.content or path in self.dirs
+
+    def is_dir(self, path: str) -> bool:
+        return path in self.dirs
+
+    def children(self, directory: str) -> list[str]:
+        prefix = directory.rstrip("/") + "/"
+        names = set()
+        for path in [*self.content, *self.dirs]:
+            if path.startswith(prefix) and path != directory:
+                names.add(path[len(prefix) :].split("/", 1)[0])
+        return sorted(names, key=_ls_key)
+
+    def write(self, path: str, content: str) -> None:
+        self.content[path] = content
+        self.result.changes[path] = content
+
+    def remove(self, path: str) -> None:
+        for existing in [p for p in self.content if p == path or p.startswith(path + "/")]:
+            del self.content[existing]
+            self.result.changes[existing] = None
+        for directory in [d for d in self.dirs if d == path or d.startswith(path + "/")]:
+            self.dirs.discard(directory)
+            self.result.changes[directory.rstrip("/") + "/"] = None
+
+    def mkdir(self, path: str) -> None:
+        self.dirs.add(path)
+        self.result.new_dirs.append(path)
+
+    def check_scope(self, path: str) -> None:
+        if not self.files.in_scope(path):
+            raise _Unknown  # outside what the ledger describes
+
+
+def run_line(
+    line: str,
+    entries: dict[str, str],
+    *,
+    cwd: str,
+    home: str,
+    env: dict[str, str] | None = None,
+    root: str = "/",
+    user: str = "user",
+    host: str = "localhost",
+) -> ShellResult:
+    """What ``line`` does to these files; see the module docstring."""
+    files = Files(entries, root)
+    session = _Session(files, cwd, env or {}, home)
+    session.env.setdefault("HOME", home)
+    session.env.setdefault("USER", user)
+    session.env.setdefault("PWD", cwd)
+    text = line.strip()
+    outputs: list[str] = []
+    certain = True
+    try:
+        commands = _split(text, session.env)
+    except (_Unknown, ValueError):
+        commands, certain = None, False
+    if commands is None:
+        _describe_unknown(session, text)
+    else:
+        status = 0
+        for connector, words, redirects in commands:
+            if connector == "&&" and status != 0 or connector == "||" and status == 0:
+                continue
+            try:
+                out, status = _run(session, words, redirects, user=user, host=host)
+            except _Unknown:
+                certain = False
+                _describe_unknown(session, " ".join(words))
+                break
+            outputs.append(out)
+        session.result.status = status
+    result = session.result
+    if session.cwd != cwd:
+        result.cwd = session.cwd
+    if certain:
+        result.output = "".join(outputs)
+    return result
+
+
+# -- parsing ------------------------------------------------------------------------
+
+_VAR = re.compile(r"\$(\w+|\{\w+\})")
+
+
+def _expand(text: str, env: dict[str, str]) -> str:
+    """$VAR and ${VAR} outside single quotes, as bash expands them."""
+    out, quote = [], None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "'" and quote != '"':
+            quote = None if quote == "'" else "'"
+        elif ch == '"' and quote != "'":
+            quote = None if quote == '"' else '"'
+        elif ch == "$" and quote != "'":
+            match = _VAR.match(text, i)
+            if match:
+                name = match.group(1).strip("{}")
+                out.append(env.get(name, ""))
+                i = match.end()
+                continue
+            if text[i + 1 : i + 2] in ("(", "?", "$", "!"):
+                raise _Unknown
+        elif ch == "`" and quote != "'":
+            raise _Unknown
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tuple[str, str]]]]:
+    """Commands joined by ``;``, ``&&``, ``||``, each with its redirections. Pipes,
+    subshells, here-docs and background jobs are left to the model."""
+    if not line:
+        return []
+    lexer = shlex.shlex(_expand(line, env), posix=True, punctuation_chars=";&|<>")
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    tokens = list(lexer)
+    commands: list[tuple[str, list[str], list[tuple[str, str]]]] = []
+    connector, words, redirects = ";", [], []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        if token in (";", "&&", "||"):
+            if words:
+                commands.append((connector, words, redirects))
+            connector, words, redirects = token, [], []
+        elif token in (">", ">>", "2>", "&>"):
+            if i + 1 >= len(tokens):
+                raise _Unknown
+            redirects.append((token, tokens[i + 1]))
+            i += 1
+        elif set(token) <= set(";&|<>"):
+            raise _Unknown  # a pipe, background job, input redirection...
+        else:
+            words.append(token)
+        i += 1
+    if words:
+        commands.append((connector, words, redirects))
+    elif redirects:
+        raise _Unknown
+    return commands
+
+
+# -- commands -----------------------------------------------------------------------
+
+
+def _run(
+    session: _Session, words: list[str], redirects: list[tuple[str, str]], *, user: str, host: str
+) -> tuple[str, int]:
+    words = _glob(session, words)
+    name, args = words[0], words[1:]
+    if "=" in name and not args and re.fullmatch(r"\w+=.*", name):
+        key, _, value = name.partition("=")
+        session.env[key] = value
+        session.result.env[key] = value
+        return "", 0
+    command = _COMMANDS.get(name)
+    if command is None:
+        raise _Unknown
+    for op, target in redirects:
+        if op not in (">", ">>"):
+            raise _Unknown
+    out, err, status = command(session, args, user, host)
+    if redirects:
+        op, target = redirects[-1]
+        path = session.path(target)
+        session.check_scope(path)
+        if session.is_dir(path):
+            return err + f"bash: {target}: Is a directory\n", 1
+        if not session.is_dir(posixpath.dirname(path)):
+            return err + f"bash: {target}: No such file or directory\n", 1
+        before = session.content.get(path, "") if op == ">>" else ""
+        session.write(path, before + out)
+        return err, status
+    return out + err, status
+
+
+def _glob(session: _Session, words: list[str]) -> list[str]:
+    out = []
+    for word in words:
+        if any(c in word for c in "*?[") and not word.startswith("-"):
+            directory = session.path(posixpath.dirname(word) or ".")
+            pattern = posixpath.basename(word)
+            matches = [
+                posixpath.join(posixpath.dirname(word), n) if posixpath.dirname(word) else n
+                for n in session.children(directory)
+                if fnmatch.fnmatchcase(n, pattern) and (pattern.startswith(".") or n[0] != ".")
+            ]
+            out.extend(sorted(matches, key=_ls_key) or [word])
+        else:
+            out.append(word)
+    return out
+
+
+def _flags(args: list[str], allowed: str) -> tuple[set[str], list[str]]:
+    """Short flags (``-la``) and operands; an unknown flag makes the output uncertain."""
+    flags, operands = set(), []
+    done = False
+    for arg in args:
+        if not done and arg == "--":
+            done = True
+        elif not done and arg.startswith("-") and len(arg) > 1:
+            for letter in arg[1:]:
+                if letter not in allowed:
+                    raise _Unknown
+                flags.add(letter)
+        else:
+            operands.append(arg)
+    return flags, operands
+
+
+def _pwd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    return session.cwd + "\n", "", 0
+
+
+def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    if len(args) > 1:
+        return "", "bash: cd: too many arguments\n", 1
+    target = args[0] if args else "~"
+    if target == "-":
+        raise _Unknown
+    path = session.path(target)
+    session.check_scope(path)
+    if path in session.content:
+        return "", f"bash: cd: {target}: Not a directory\n", 1
+    if not session.is_dir(path):
+        return "", f"bash: cd: {target}: No such file or directory\n", 1
+    session.cwd = path
+    session.env["PWD"] = path
+    return "", "", 0
+
+
+def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "aA1Fp")
+    if {"l"} & flags:
+        raise _Unknown
+    errors, blocks, status = [], [], 0
+    targets = operands or ["."]
+    files_shown, dirs_shown = [], []
+    for name in targets:
+        path = session.path(name)
+        session.check_scope(path)
+        if path in session.content:
+            files_shown.append(name)
+        elif session.is_dir(path):
+            dirs_shown.append((name, path))
+        else:
+            errors.append(f"ls: cannot access '{name}': No such file or directory\n")
+            status = 2
+    if files_shown:
+        blocks.append(_columns(sorted(files_shown, key=_ls_key), "1" in flags))
+    for name, path in dirs_shown:
+        names = session.children(path)
+        if "a" in flags:
+            names = sorted([".", "..", *names], key=_ls_key)
+        elif "A" not in flags:
+            names = [n for n in names if not n.startswith(".")]
+        if "F" in flags or "p" in flags:
+            names = [n + "/" if session.is_dir(posixpath.join(path, n)) else n for n in names]
+        body = _columns(names, "1" in flags)
+        if len(targets) > 1:
+            body = f"{name}:\n{body}"
+        blocks.append(body)
+    return "\n".join(b for b in blocks), "".join(errors), status
+
+
+def _columns(names: list[str], one_per_line: bool) -> str:
+    """GNU ls's output to a terminal: as many columns as fit, filled top to bottom."""
+    if not names:
+        return ""
+    if one_per_line:
+        return "".join(f"{n}\n" for n in names)
+    quoted = [shlex.quote(n) if re.search(r"[^\w@%+=:,./-]", n) else n for n in names]
+    for cols in range(len(quoted), 0, -1):
+        rows = -(-len(quoted) // cols)
+        cols = -(-len(quoted) // rows)
+        grid = [quoted[c * rows : (c + 1) * rows] for c in range(cols)]
+        widths = [max(len(n) for n in column) for column in grid]
+        if sum(widths) + 2 * (len(widths) - 1) <= SCREEN_WIDTH or cols == 1:
+            lines = []
+            for r in range(rows):
+                cells = [grid[c][r] for c in range(cols) if r < len(grid[c])]
+                padded = [cell.ljust(widths[c]) for c, cell in enumerate(cells[:-1])]
+                lines.append("  ".join([*padded, cells[-1]]))
+            return "\n".join(lines) + "\n"
+    return ""
+
+
+def _ls_key(name: str) -> tuple[str, str]:
+    """GNU ls sorts by locale collation: case and leading dots mostly ignored."""
+    bare = name.lstrip(".")
+    return (re.sub(r"[^0-9a-z]", "", bare.lower()) or bare, name)
+
+
+def _cat(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "")
+    if not operands:
+        raise _Unknown  # waits for input
+    out, err, status = [], [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.is_dir(path):
+            err.append(f"cat: {name}: Is a directory\n")
+            status = 1
+        elif path in session.content:
+            out.append(session.content[path])
+        else:
+            err.append(f"cat: {name}: No such file or directory\n")
+            status = 1
+    text = "".join(out)
+    # Output and errors interleave on a terminal in command order; keep it simple: files
+    # first is what a reader expects when only some are missing.
+    return text, "".join(err), status
+
+
+def _echo(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    newline = True
+    while args and args[0] in ("-n", "-e", "-E"):
+        if args[0] == "-e":
+            raise _Unknown
+        newline = newline and args[0] != "-n"
+        args = args[1:]
+    return " ".join(args) + ("\n" if newline else ""), "", 0
+
+
+def _touch(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "")
+    if not operands:
+        return "", "touch: missing file operand\n", 1
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.is_dir(posixpath.dirname(path)):
+            err.append(f"touch: cannot touch '{name}': No such file or directory\n")
+            status = 1
+        elif not session.exists(path):
+            session.write(path, "")
+    return "", "".join(err), status
+
+
+def _mkdir(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "p")
+    if not operands:
+        return "", "mkdir: missing operand\n", 1
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.exists(path):
+            if "p" not in flags or path in session.content:
+                err.append(f"mkdir: cannot create directory '{name}': File exists\n")
+                status = 1
+            continue
+        parent = posixpath.dirname(path)
+        if not session.is_dir(parent) and "p" not in flags:
+            err.append(f"mkdir: cannot create directory '{name}': No such file or directory\n")
+            status = 1
+            continue
+        missing = []
+        while path not in session.dirs:
+            missing.append(path)
+            path = posixpath.dirname(path)
+        for directory in reversed(missing):
+            session.mkdir(directory)
+    return "", "".join(err), status
+
+
+def _rm(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "rRfv")
+    if not operands:
+        return "", "" if "f" in flags else "rm: missing operand\n", 0 if "f" in flags else 1
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.is_dir(path):
+            if not ({"r", "R"} & flags):
+                err.append(f"rm: cannot remove '{name}': Is a directory\n")
+                status = 1
+                continue
+        elif path not in session.content:
+            if "f" not in flags:
+                err.append(f"rm: cannot remove '{name}': No such file or directory\n")
+                status = 1
+            continue
+        session.remove(path)
+    if "v" in flags:
+        raise _Unknown
+    return "", "".join(err), status
+
+
+def _rmdir(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "")
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.is_dir(path):
+            what = "Not a directory" if path in session.content else "No such file or directory"
+            err.append(f"rmdir: failed to remove '{name}': {what}\n")
+            status = 1
+        elif session.children(path):
+            err.append(f"rmdir: failed to remove '{name}': Directory not empty\n")
+            status = 1
+        else:
+            session.remove(path)
+    return "", "".join(err), status
+
+
+def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple[str, str, int]]:
+    verb = "mv" if move else "cp"
+
+    def run(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+        flags, operands = _flags(args, "fn" if move else "f")
+        if len(operands) < 2:
+            return "", f"{verb}: missing destination file operand after '{operands[0]}'\n" if (
+                operands
+            ) else f"{verb}: missing file operand\n", 1
+        *sources, target = operands
+        destination = session.path(target)
+        session.check_scope(destination)
+        into_dir = session.is_dir(destination)
+        if len(sources) > 1 and not into_dir:
+            return "", f"{verb}: target '{target}' is not a directory\n", 1
+        err, status = [], 0
+        for name in sources:
+            source = session.path(name)
+            session.check_scope(source)
+            if session.is_dir(source):
+                if not move:
+                    err.append(f"cp: -r not specified; omitting directory '{name}'\n")
+                    status = 1
+                    continue
+                raise _Unknown  # moving a directory tree: left to the model
+            if source not in session.content:
+                err.append(f"{verb}: cannot stat '{name}': No such file or directory\n")
+                status = 1
+                continue
+            dest = posixpath.join(destination, posixpath.basename(source)) if into_dir else destination
+            if not session.is_dir(posixpath.dirname(dest)):
+                err.append(
+                    f"{verb}: cannot create regular file '{target}': No such file or directory\n"
+                )
+                status = 1
+                continue
+            content = session.content[source]
+            if move:
+                session.remove(source)
+            session.write(dest, content)
+        return "", "".join(err), status
+
+    return run
+
+
+def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[str, str, int]]:
+    verb = "tail" if tail else "head"
+
+    def run(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+        count, operands = 10, []
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "-n" and i + 1 < len(args) and args[i + 1].isdigit():
+                count, i = int(args[i + 1]), i + 2
+                continue
+            if re.fullmatch(r"-n?\d+", arg):
+                count = int(arg.lstrip("-n"))
+            elif arg.startswith("-"):
+                raise _Unknown
+            else:
+                operands.append(arg)
+            i += 1
+        if not operands:
+            raise _Unknown
+        out, err, status = [], [], 0
+        for name in operands:
+            path = session.path(name)
+            session.check_scope(path)
+            if path not in session.content:
+                reason = "Is a directory" if session.is_dir(path) else "No such file or directory"
+                opener = "error reading" if session.is_dir(path) else "cannot open"
+                err.append(f"{verb}: {opener} '{name}' for reading: {reason}\n")
+                status = 1
+                continue
+            lines = session.content[path].splitlines(keepends=True)
+            chosen = lines[-count:] if tail and count else [] if tail else lines[:count]
+            if len(operands) > 1:
+                out.append(("\n" if out else "") + f"==> {name} <==\n")
+            out.append("".join(chosen))
+        return "".join(out), "".join(err), status
+
+    return run
+
+
+def _wc(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, operands = _flags(args, "lwc")
+    if len(operands) != 1 or len(flags) != 1:
+        raise _Unknown
+    name = operands[0]
+    path = session.path(name)
+    session.check_scope(path)
+    if path not in session.content:
+        return "", f"wc: {name}: No such file or directory\n", 1
+    text = session.content[path]
+    value = {
+        "l": text.count("\n"),
+        "w": len(text.split()),
+        "c": len(text.encode("utf-8")),
+    }[flags.pop()]
+    return f"{value} {name}\n", "", 0
+
+
+def _export(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    if not args:
+        raise _Unknown
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep:
+            continue
+        session.env[key] = value
+        session.result.env[key] = value
+    return "", "", 0
+
+
+def _unset(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    for key in args:
+        session.env.pop(key, None)
+        session.result.env[key] = None
+    return "", "", 0
+
+
+def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    if not args:
+        raise _Unknown  # the full environment holds variables the state does not list
+    values = [session.env[a] for a in args if a in session.env]
+    return "".join(v + "\n" for v in values), "", 0 if len(values) == len(args) else 1
+
+
+_COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
+    "pwd": _pwd,
+    "cd": _cd,
+    "ls": _ls,
+    "cat": _cat,
+    "echo": _echo,
+    "touch": _touch,
+    "mkdir": _mkdir,
+    "rm": _rm,
+    "rmdir": _rmdir,
+    "cp": _copy_or_move(False),
+    "mv": _copy_or_move(True),
+    "head": _head_tail(False),
+    "tail": _head_tail(True),
+    "wc": _wc,
+    "export": _export,
+    "unset": _unset,
+    "printenv": _printenv,
+    "whoami": lambda s, a, user, host: (user + "\n", "", 0),
+    "hostname": lambda s, a, user, host: (host + "\n", "", 0),
+    "true": lambda s, a, user, host: ("", "", 0),
+    "false": lambda s, a, user, host: ("", "", 1),
+    ":": lambda s, a, user, host: ("", "", 0),
+}
+
+
+def _describe_unknown(session: _Session, text: str) -> None:
+    """Facts for a command simgym does not run: the files it names, where it runs."""
+    result = session.result
+    result.facts.append(f"working directory: {session.cwd}")
+    try:
+        words = shlex.split(text, comments=True)
+    except ValueError:
+        words = text.split()
+    if words and words[0] in INTERACTIVE and len(words) == 1:
+        result.foreground = words[0]
+    if words and words[0] in PAGERS_AND_EDITORS:
+        result.foreground = words[0]
+    seen: set[str] = set()
+    if words and words[0] in ("ls", "ll", "dir", "tree", "find", "du") and not any(
+        not w.startswith("-") for w in words[1:]
+    ):
+        words = [*words, "."]
+    for word in words[1:]:
+        if word.startswith("-") or "=" in word or len(seen) >= 4:
+            continue
+        path = session.path(word)
+        if path in seen or not session.files.in_scope(path):
+            continue
+        seen.add(path)
+        if path in session.content:
+            result.facts.append(file_fact(path, session.content[path]))
+        elif session.is_dir(path):
+            result.facts.append(_directory_fact(session, path))
+
+
+def _directory_fact(session: _Session, path: str) -> str:
+    """A directory's entries with their kinds and sizes (what ``ls -l`` would list)."""
+    entries = []
+    for name in session.children(path):
+        full = posixpath.join(path, name)
+        if session.is_dir(full):
+            entries.append(f"{name}/ (directory)")
+        else:
+            entries.append(f"{name} ({len(session.content[full].encode('utf-8'))} bytes)")
+    return f"directory {path} contains: {', '.join(entries) or '(nothing)'}"
+
+
+def file_fact(path: str, content: str, limit: int = 1500) -> str:
+    """A file's content as a fact line (long files are cut, and say so)."""
+    body = content if len(content) <= limit else content[:limit] + "\n[... cut ...]\n"
+    if not body:
+        return f"file {path} exists and is empty"
+    body = body if body.endswith("\n") else body + "\n"
+    return f"file {path} contains:\n```\n{body}```"

@@ -1,0 +1,212 @@
+"""Grounding for the swe domain: the repository's files are in the hidden state, so the
+file tools' results are certain and ``bash`` runs through :mod:`simgym.domains.shell`.
+
+The formats are those of the real repository backend (``simgym.real.swe``), which uses
+the helpers here too, so a grounded observation is what the real tool prints.
+"""
+
+from __future__ import annotations
+
+import difflib
+import posixpath
+from typing import Any
+
+from simgym.core.grounding import Grounding
+from simgym.core.types import Action
+from simgym.domains.shell import file_fact, run_line
+
+CONTEXT_LINES = 3  # lines shown around an edit
+
+
+def split_lines(content: str) -> list[str]:
+    """A file's lines; the newline that ends the last line starts no new one."""
+    lines = content.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+def numbered(lines: list[str], first: int, last: int) -> str:
+    """Lines ``first..last`` (1-based) with right-aligned numbers, as ``cat -n`` shows."""
+    return "\n".join(f"{n:>6}  {lines[n - 1]}" for n in range(first, last + 1))
+
+
+def with_exit(output: str, code: int) -> str:
+    """A command's output followed by its ``[exit code: N]`` line."""
+    body = output.rstrip("\n")
+    return f"{body}\n[exit code: {code}]" if body else f"[exit code: {code}]"
+
+
+def _is_dir(files: dict[str, str], path: str) -> bool:
+    return path == "." or path + "/" in files or any(k.startswith(path + "/") for k in files)
+
+
+def read_file(files: dict[str, str], args: dict[str, Any]) -> str:
+    path = args["path"]
+    if _is_dir(files, path):
+        return f"Error: {path} is a directory"
+    if path not in files:
+        return f"Error: file not found: {path}"
+    lines = split_lines(files[path])
+    if not lines:
+        return "(empty file)"
+    first = args.get("start_line", 1)
+    last = min(args.get("end_line", len(lines)), len(lines))
+    if first > len(lines):
+        return f"Error: start_line {first} is past the end of {path} ({len(lines)} lines)"
+    return numbered(lines, first, last)
+
+
+def edit(content: str, old: str, new: str, path: str) -> tuple[str | None, str]:
+    """(new content, what the tool prints) for an ``edit_file`` call."""
+    count = content.count(old)
+    if count == 0:
+        return None, f"Error: old_str not found in {path}"
+    if count > 1:
+        return None, f"Error: old_str occurs {count} times in {path}; it must be unique"
+    at = content.index(old)
+    updated = content[:at] + new + content[at + len(old) :]
+    lines = split_lines(updated)
+    first_changed = content[:at].count("\n") + 1
+    last_changed = first_changed + max(new.count("\n"), 0)
+    first = max(1, first_changed - CONTEXT_LINES)
+    last = min(len(lines), last_changed + CONTEXT_LINES)
+    shown = numbered(lines, first, last) if lines and first <= last else ""
+    return updated, f"Edited {path}" + (f"\n{shown}" if shown else "")
+
+
+def list_dir(files: dict[str, str], path: str) -> str:
+    """``ls -1Ap`` in the C locale: byte order, directories with a slash."""
+    if path != "." and path not in files and not _is_dir(files, path):
+        return f"Error: directory not found: {path}"
+    if path in files:
+        return f"Error: not a directory: {path}"
+    prefix = "" if path == "." else path.rstrip("/") + "/"
+    names = set()
+    for key in files:
+        if key.startswith(prefix) and key != prefix:
+            head, sep, _ = key[len(prefix) :].partition("/")
+            names.add(head + "/" if sep else head)
+    return "\n".join(sorted(names)) or "(empty directory)"
+
+
+def diff(before: dict[str, str], after: dict[str, str]) -> str:
+    """The changes as ``git diff`` shows them (without index lines, which need hashes)."""
+    parts = []
+    for path in sorted(set(before) | set(after)):
+        if path.endswith("/") or before.get(path) == after.get(path):
+            continue
+        old, new = before.get(path), after.get(path)
+        header = [f"diff --git a/{path} b/{path}"]
+        if old is None:
+            header.append("new file mode 100644")
+        elif new is None:
+            header.append("deleted file mode 100644")
+        lines = difflib.unified_diff(
+            (old or "").splitlines(keepends=True),
+            (new or "").splitlines(keepends=True),
+            "/dev/null" if old is None else f"a/{path}",
+            "/dev/null" if new is None else f"b/{path}",
+        )
+        parts.append("\n".join(header) + "\n" + "".join(lines).rstrip("\n"))
+    return "\n".join(parts)
+
+
+def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | None:
+    """Facts and certain results of a repository tool call against the state's files."""
+    if action.kind != "tool_call":
+        return None
+    files: dict[str, str] = dict(state.get("files") or {})
+    args = action.arguments
+    name = action.name
+    path = args.get("path", ".")
+    if name == "read_file":
+        text = read_file(files, args)
+        facts = [file_fact(path, files[path])] if path in files else [f"{path}: {text}"]
+        return Grounding(facts=facts, observation=text)
+    if name == "list_dir":
+        text = list_dir(files, path)
+        return Grounding(facts=[f"directory {path} lists:\n{text}"], observation=text)
+    if name == "write_file":
+        if _is_dir(files, path) and path not in files:
+            return Grounding(facts=[f"{path} is a directory"], observation=f"Error: {path} is a directory")
+        verb = "Overwrote" if path in files else "Created"
+        text = f"{verb} {path} ({len(split_lines(args['content']))} lines)"
+        return Grounding(
+            facts=[f"{path} {'exists' if path in files else 'does not exist yet'}"],
+            effects={"files": {path: args["content"]}},
+            observation=text,
+        )
+    if name == "edit_file":
+        if path not in files:
+            error = f"Error: {path} is a directory" if _is_dir(files, path) else (
+                f"Error: file not found: {path}"
+            )
+            return Grounding(facts=[f"{path} does not exist"], observation=error)
+        updated, text = edit(files[path], args["old_str"], args["new_str"], path)
+        return Grounding(
+            facts=[file_fact(path, files[path])],
+            effects={"files": {path: updated}} if updated is not None else None,
+            observation=text,
+        )
+    if name == "bash":
+        return _bash(args["command"], files, scenario)
+    if name == "run_tests":
+        return _tests(files, state, scenario, args.get("target"))
+    if name == "submit":
+        original = {k: v for k, v in scenario.files.items() if not k.endswith("/")}
+        current = {k: v for k, v in files.items() if not k.endswith("/")}
+        changes = diff(original, current)
+        facts = [f"the changes since the start, as a diff:\n```\n{changes}\n```" if changes else
+                 "nothing was changed since the start"]
+        expect = [f"diff --git a/{p} b/{p}" for p in sorted(set(original) | set(current))
+                  if original.get(p) != current.get(p)]
+        return Grounding(facts=facts, expect=expect or ["No changes."])
+    return None
+
+
+def _bash(command: str, files: dict[str, str], scenario: Any) -> Grounding | None:
+    root = scenario.root
+    result = run_line(
+        command, files, cwd=root, home="/root", root=root, user="root", host="sandbox"
+    )
+    effects = result.patch_for(files, root) or None
+    if effects:
+        effects.pop("cwd", None)  # each call runs in a fresh shell at the root
+        effects.pop("env", None)
+        effects = effects or None
+    if result.output is None:
+        facts = result.facts or [f"the command runs in {root}"]
+        return Grounding(facts=facts, effects=effects)
+    text = with_exit(result.output, result.status)
+    return Grounding(
+        facts=[f"`{command}` prints exactly:\n```\n{text}\n```"],
+        effects=effects,
+        observation=text,
+    )
+
+
+def _tests(
+    files: dict[str, str], state: dict[str, Any], scenario: Any, target: str | None
+) -> Grounding:
+    """Test results cannot be computed here; the facts are what the tests read: the test
+    files and every file changed since the start."""
+    original = scenario.files
+    changed = sorted(p for p in files if not p.endswith("/") and original.get(p) != files[p])
+    removed = sorted(p for p in original if not p.endswith("/") and p not in files)
+    tests = sorted(
+        p for p in files
+        if posixpath.basename(p).startswith("test") and p.endswith(".py")
+        and (target is None or p in target or target.split("::")[0] == p)
+    )
+    facts = [f"the test command is `{scenario.test_command}`" + (f" {target}" if target else "")]
+    failing = state.get("failing_tests") or []
+    if failing:
+        facts.append("tests failing before any change: " + ", ".join(failing))
+    if changed or removed:
+        facts.append("changed since the start: " + ", ".join(changed + removed))
+    else:
+        facts.append("no file was changed since the start")
+    for path in dict.fromkeys([*changed, *tests[:2]]):
+        facts.append(file_fact(path, files[path], limit=1200))
+    return Grounding(facts=facts)

@@ -1,0 +1,293 @@
+"""Grounding in the engine: facts from the hidden state, certain effects, strict mode.
+
+The world models here are functions that answer WRONG on purpose (noise, invented file
+contents): strict grounding must still give the agent the facts, and record what it did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+import simgym
+from simgym.core.grounding import (
+    EXPERIENCE_HEADER,
+    FACTS_HEADER,
+    Experience,
+    Grounding,
+    experience_block,
+    facts_block,
+)
+from simgym.domains.shell import run_line
+from simgym.worldmodels.function import FunctionWorldModel
+
+HOME = "/home/dev"
+FILES = {
+    "/home/dev/notes.txt": "buy milk\ncall the bank\n",
+    "/home/dev/project/": "",
+    "/home/dev/project/main.py": 'print("hello from main")\n',
+    "/home/dev/project/README.md": "# project\nA small demo project.\n",
+}
+
+
+def shell(line: str, files=FILES, cwd=HOME, env=None):
+    return run_line(line, files, cwd=cwd, home=HOME, env=env, user="dev", host="devbox")
+
+
+# -- the shell over the state ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "output"),
+    [
+        ("pwd", "/home/dev\n"),
+        ("cat notes.txt", "buy milk\ncall the bank\n"),
+        ("cat ~/notes.txt", "buy milk\ncall the bank\n"),
+        ("ls", "notes.txt  project\n"),
+        ("ls -a", ".  ..  notes.txt  project\n"),
+        ("ls project", "main.py  README.md\n"),
+        ("ls -1 project", "main.py\nREADME.md\n"),
+        ("cat nope.txt", "cat: nope.txt: No such file or directory\n"),
+        ("cat project", "cat: project: Is a directory\n"),
+        ("head -n 1 notes.txt", "buy milk\n"),
+        ("tail -1 notes.txt", "call the bank\n"),
+        ("wc -l notes.txt", "2 notes.txt\n"),
+        ("echo $HOME", "/home/dev\n"),
+        ("echo '$HOME'", "$HOME\n"),
+        ("whoami", "dev\n"),
+        ("cd project && pwd", "/home/dev/project\n"),
+        ("cd nope || echo failed", "bash: cd: nope: No such file or directory\nfailed\n"),
+        ("ls *.txt", "notes.txt\n"),
+        ("rm nope", "rm: cannot remove 'nope': No such file or directory\n"),
+        ("mkdir project", "mkdir: cannot create directory 'project': File exists\n"),
+    ],
+)
+def test_shell_output_is_what_bash_prints(line, output):
+    assert shell(line).output == output
+
+
+def test_shell_changes_become_a_merge_patch():
+    result = shell("echo hi > a.txt && echo more >> a.txt; mkdir -p x/y && mv notes.txt x/y")
+    assert result.output == ""
+    assert result.patch_for(FILES) == {
+        "files": {
+            "/home/dev/a.txt": "hi\nmore\n",
+            "/home/dev/notes.txt": None,
+            "/home/dev/x/y/notes.txt": "buy milk\ncall the bank\n",
+            "/home/dev/x/": "",
+            "/home/dev/x/y/": "",
+        }
+    }
+    moved = shell("cd project")
+    assert moved.output == "" and moved.patch_for(FILES) == {"cwd": "/home/dev/project"}
+    removed = shell("rm -r project")
+    assert removed.patch_for(FILES)["files"] == {
+        "/home/dev/project/main.py": None,
+        "/home/dev/project/README.md": None,
+        "/home/dev/project/": None,
+    }
+
+
+@pytest.mark.parametrize(
+    "line", ["python3 project/main.py", "ls | wc -l", "cat $(ls)", "ls -la", "grep milk *.txt"]
+)
+def test_shell_leaves_programs_to_the_model_with_facts(line):
+    result = shell(line)
+    assert result.output is None
+    assert result.facts and result.facts[0] == "working directory: /home/dev"
+
+
+def test_shell_facts_name_the_files_a_program_reads():
+    result = shell("python3 project/main.py")
+    assert any('print("hello from main")' in fact for fact in result.facts)
+    listing = shell("ls -la")
+    assert any("notes.txt (23 bytes)" in fact for fact in listing.facts)
+
+
+def test_shell_columns_like_gnu_ls():
+    many = {f"/d/file_{i:02d}.txt": "" for i in range(30)}
+    out = run_line("ls", many, cwd="/d", home="/d").output
+    lines = out.splitlines()
+    assert 1 < len(lines) < 30
+    assert all(len(line) <= 80 for line in lines)
+    assert lines[0].startswith("file_00.txt  file_")  # filled top to bottom, column by column
+    assert sorted(out.split()) == sorted(n.rsplit("/", 1)[1] for n in many)
+
+
+# -- blocks and checks -----------------------------------------------------------------
+
+
+def test_blocks_and_problems():
+    grounding = Grounding(facts=["cwd is /x"], expect=["a.txt"], forbid=["old-value"])
+    assert facts_block(grounding).startswith(FACTS_HEADER)
+    assert facts_block(Grounding()) is None
+    assert grounding.problems("a.txt b.txt") == []
+    assert len(grounding.problems("b.txt old-value")) == 2
+    exact = Grounding(observation="$ pwd\n/x\n$")
+    assert exact.problems("$ pwd\n/x  \n$\n") == []  # trailing blanks do not count
+    assert exact.problems("$ pwd\n/y\n$")
+    items = [Experience("ls", "a  b", "f:1"), Experience("cat a", "x" * 5000, "f:2")]
+    block = experience_block(items, max_chars=400)
+    assert block.startswith(EXPERIENCE_HEADER) and len(block) < 600
+    assert "Example 1" in block and "Example 2" not in block
+    assert experience_block([], 100) is None
+
+
+# -- the engine ------------------------------------------------------------------------
+
+
+def noise(messages):
+    """A world model that answers everything with noise (as the 135M base does)."""
+    return "<predicted_observation>\nDev-120.9 3/4  2018-Nov 7\n</predicted_observation>"
+
+
+async def play(env, lines):
+    await env.reset()
+    results = []
+    for line in lines:
+        results.append(await env.step(line))
+    return results
+
+
+def test_strict_terminal_session_gets_the_facts_right():
+    world = FunctionWorldModel(noise)
+    env = simgym.make("terminal", world_model=world, grounding="strict")
+    lines = ["pwd", "cat notes.txt", "echo hi > a.txt", "cat a.txt", "rm a.txt", "ls"]
+    results = asyncio.run(play(env, lines))
+    screens = [r.observation.text for r in results]
+    assert screens[0] == "dev@devbox:~$ pwd\n/home/dev\ndev@devbox:~$"
+    assert screens[1].splitlines()[1:3] == ["buy milk", "call the bank"]
+    assert screens[3].splitlines()[1] == "hi"
+    assert screens[5].splitlines()[1] == "notes.txt  project"
+    assert "a.txt" not in env.state["files"] and "/home/dev/a.txt" not in env.state["files"]
+    turns = env.trajectory.turns
+    assert all(t.grounding["strict"]["action"] == "corrected" for t in turns)
+    assert turns[0].grounding["strict"]["first"].startswith("Dev-120.9")
+    assert turns[0].attempts >= 2  # asked once more before correcting
+    # The effects were applied by simgym, not by the model.
+    assert turns[2].grounding["effects"] == {"files": {"/home/dev/a.txt": "hi\n"}}
+
+
+def test_facts_go_in_the_newest_user_turn_and_earlier_messages_never_change():
+    seen = []
+
+    def world(messages):
+        seen.append(json.loads(json.dumps(messages)))
+        return "<predicted_observation>\ndev@devbox:~$\n</predicted_observation>"
+
+    env = simgym.make("terminal", world_model=FunctionWorldModel(world), grounding="facts")
+    asyncio.run(play(env, ["cat notes.txt", "cd project", "pwd"]))
+    last = seen[-1][-1]["content"]
+    assert FACTS_HEADER in last and "/home/dev/project" in last
+    assert last.index(FACTS_HEADER) < last.index("**Action:**")
+    for earlier, later in zip(seen, seen[1:]):
+        assert later[: len(earlier)] == earlier  # each request extends the one before
+    # facts mode does not correct: the model's answer stands, the state still moves.
+    assert env.trajectory.turns[0].observation.text == "dev@devbox:~$"
+    assert env.state["cwd"] == "/home/dev/project"
+    assert "strict" not in env.trajectory.turns[0].grounding
+
+
+def test_grounding_off_sends_and_changes_nothing():
+    seen = []
+
+    def world(messages):
+        seen.append(messages[-1]["content"])
+        return "<predicted_observation>\nwhatever\n</predicted_observation>"
+
+    env = simgym.make("terminal", world_model=FunctionWorldModel(world), grounding="off")
+    asyncio.run(play(env, ["echo hi > a.txt", "cd project"]))
+    assert not any(FACTS_HEADER in text for text in seen)
+    assert env.state["cwd"] == "/home/dev" and "/home/dev/a.txt" not in env.state["files"]
+    assert all(t.grounding is None for t in env.trajectory.turns)
+
+
+def test_a_model_that_gets_it_right_is_accepted_without_retry():
+    def world(messages):
+        facts = messages[-1]["content"]
+        body = facts.split("prints exactly:\n```\n", 1)[1].split("```", 1)[0]
+        return f"<predicted_observation>\ndev@devbox:~$ cat notes.txt\n{body}dev@devbox:~$\n"
+
+    env = simgym.make("terminal", world_model=FunctionWorldModel(world), grounding="strict")
+    results = asyncio.run(play(env, ["cat notes.txt"]))
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"] == {"problems": [], "action": "accepted"}
+    assert turn.attempts == 1
+    assert "buy milk" in results[0].observation.text
+
+
+def test_interactive_programs_are_left_to_the_model():
+    env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
+    results = asyncio.run(play(env, ["python3", "print(1)", "C-d", "pwd"]))
+    assert env.trajectory.turns[1].grounding["facts"][0].startswith("python3 is running")
+    assert results[1].observation.text.startswith("Dev-120.9")  # not corrected: unknown
+    assert results[3].observation.text.endswith("/home/dev\ndev@devbox:~$")
+
+
+def test_a_broken_domain_grounding_costs_the_turn_its_facts_only():
+    from dataclasses import replace
+
+    from simgym.core.domain import get_domain
+
+    def broken(action, state, scenario):
+        raise RuntimeError("boom")
+
+    domain = replace(get_domain("terminal"), ground=broken)
+    env = simgym.SimEnv(domain, FunctionWorldModel(noise), grounding="strict")
+    results = asyncio.run(play(env, ["pwd"]))
+    assert results[0].observation.text.startswith("Dev-120.9")
+    assert "boom" in env.trajectory.turns[0].grounding["grounding_error"]
+
+
+def test_hidden_state_never_reaches_the_agent():
+    secret = "s3cr3t-token-4821"
+    scenario = simgym.get_domain("terminal").default_scenario()
+    scenario["files"]["/home/dev/.env"] = f"API_KEY={secret}\n"
+    env = simgym.make(
+        "terminal", world_model=FunctionWorldModel(noise), scenario=scenario, grounding="strict"
+    )
+    results = asyncio.run(play(env, ["ls", "pwd", "python3 app.py"]))
+    for result in results:
+        assert secret not in result.observation.text
+        assert secret not in json.dumps(result.info)
+        assert FACTS_HEADER not in result.observation.text
+
+
+def test_unknown_grounding_mode_is_a_clear_error():
+    with pytest.raises(ValueError, match="grounding must be one of"):
+        simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="always")
+
+
+# -- swe -------------------------------------------------------------------------------
+
+
+def call(name, **arguments):
+    return {"name": name, "arguments": arguments}
+
+
+def test_strict_swe_session_edit_is_visible_later():
+    env = simgym.make("swe", world_model=FunctionWorldModel(noise), grounding="strict")
+    path = "invoicing/totals.py"
+    fixed = "amount * (100 - percent) / 100"
+    actions = [
+        call("read_file", path=path),
+        call("edit_file", path=path, old_str="amount - percent", new_str=fixed),
+        call("read_file", path=path),
+        call("bash", command=f"cat {path}"),
+        call("list_dir"),
+        call("run_tests"),
+    ]
+    results = asyncio.run(play(env, actions))
+    texts = [r.observation.text for r in results]
+    assert texts[0].startswith("     1  def apply_discount")
+    assert texts[1].startswith("Edited invoicing/totals.py\n")
+    assert fixed in texts[2]
+    assert fixed in texts[3] and texts[3].endswith("[exit code: 0]")
+    assert "invoicing/" in texts[4].splitlines()
+    # The test run cannot be computed; its facts carry the edit to the model.
+    facts = "\n".join(env.trajectory.turns[5].grounding["facts"])
+    assert "changed since the start: invoicing/totals.py" in facts
+    assert fixed in facts
+    assert fixed in env.state["files"][path]
