@@ -165,7 +165,7 @@ def test_strict_terminal_session_gets_the_facts_right():
     turns = env.trajectory.turns
     assert all(t.grounding["strict"]["action"] == "corrected" for t in turns)
     assert turns[0].grounding["strict"]["first"].startswith("Dev-120.9")
-    assert turns[0].attempts >= 2  # asked once more before correcting
+    assert turns[0].attempts == 1  # the state knew the answer: no second model call
     # The effects were applied by simgym, not by the model.
     assert turns[2].grounding["effects"] == {"files": {"/home/dev/a.txt": "hi\n"}}
 
@@ -216,6 +216,38 @@ def test_a_model_that_gets_it_right_is_accepted_without_retry():
     assert turn.grounding["strict"] == {"problems": [], "action": "accepted"}
     assert turn.attempts == 1
     assert "buy milk" in results[0].observation.text
+
+
+def test_strict_reasks_when_only_part_of_the_answer_is_known():
+    calls = []
+
+    def world(messages):
+        calls.append(messages[-1]["content"])
+        if len(calls) == 2:  # the re-ask names the problem; this answer fixes it
+            return "<predicted_observation>\nnotes.txt\n</predicted_observation>"
+        return "<predicted_observation>\nnothing here\n</predicted_observation>"
+
+    from dataclasses import replace
+
+    from simgym.core.domain import get_domain
+
+    def partial(action, state, scenario):
+        return Grounding(facts=["notes.txt exists"], expect=["notes.txt"])
+
+    domain = replace(get_domain("terminal"), ground=partial)
+    env = simgym.SimEnv(
+        domain, FunctionWorldModel(world), grounding="strict", validation_retries=0
+    )
+    results = asyncio.run(play(env, ["find .", "find ."]))
+    first = env.trajectory.turns[0]
+    assert first.grounding["strict"]["action"] == "reasked" and first.attempts == 2
+    assert "disagreed with the facts" in calls[1]
+    assert results[0].observation.text == "notes.txt"
+    second = env.trajectory.turns[1]
+    assert second.grounding["strict"]["action"] == "unresolved"
+    assert second.grounding["strict"]["left"]
+    # the re-ask is not kept: the history holds the turn as first sent
+    assert "disagreed" not in json.dumps(env.messages)
 
 
 def test_interactive_programs_are_left_to_the_model():

@@ -312,12 +312,17 @@ class SimEnv:
         if fault is not None and fault.mode == "template" and parsed is not None:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
         try:
+            # When strict mode knows the whole answer, a format retry would only re-roll
+            # what the correction replaces anyway.
+            known = self.grounding == "strict" and grounding and grounding.observation is not None
             prediction, attempts, problems = await self._predict(
-                request, parsed, self._last_observation()
+                request, parsed, self._last_observation(), tries=1 if known else None
             )
             prediction, attempts, strict = await self._enforce(
                 grounding, request, parsed, prediction, attempts
             )
+            if strict and strict["action"] in ("corrected", "reasked"):
+                problems = self._check(prediction, parsed)  # of the observation now kept
         except WorldModelError as exc:
             turn = Turn(
                 index=index,
@@ -425,30 +430,31 @@ class SimEnv:
         prediction: Prediction,
         attempts: int,
     ) -> tuple[Prediction, int, dict[str, Any] | None]:
-        """Strict mode: check the observation against the facts, ask once more naming the
-        problems, then correct it to the exact observation when the state determines one."""
+        """Strict mode: check the observation against the facts. When the state determines
+        the whole observation, a wrong one is corrected to it (asking again would cost a
+        model call to learn what simgym already knows); otherwise the model is asked once
+        more with the problems named, and what is left is recorded."""
         if self.grounding != "strict" or grounding is None:
             return prediction, attempts, None
         problems = grounding.problems(prediction.observation)
         if not problems:
             return prediction, attempts, {"problems": [], "action": "accepted"}
         record: dict[str, Any] = {"problems": problems, "first": prediction.observation}
+        if grounding.observation is not None:
+            record["action"] = "corrected"
+            fixed = prediction.model_copy(update={"observation": grounding.observation})
+            return fixed, attempts, record
         retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
         try:
             again, more, _ = await self._predict(retry, action, self._last_observation(), tries=1)
         except _NoObservation:
-            again, more = prediction, 1
+            again, more = prediction, 0
         attempts += more
+        again = again.model_copy(update={"latency_s": prediction.latency_s + again.latency_s})
         left = grounding.problems(again.observation)
-        if not left:
-            record["action"] = "reasked"
-            return again, attempts, record
-        if grounding.observation is not None:
-            record["action"] = "corrected"
-            fixed = again.model_copy(update={"observation": grounding.observation})
-            return fixed, attempts, record
-        record["action"] = "unresolved"
-        record["left"] = left
+        record["action"] = "reasked" if not left else "unresolved"
+        if left:
+            record["left"] = left
         return again, attempts, record
 
     def _apply_grounding(
