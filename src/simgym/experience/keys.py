@@ -34,7 +34,7 @@ MAX_KEY_CHARS = 64
 
 
 def action_key(domain: str, action_text: str) -> str:
-    """The key of an action: tool name, command word or called function (``""`` if none).
+    r"""The key of an action: tool name, command word or called function (``""`` if none).
 
     >>> action_key("terminal", '[{"keystrokes": "cat notes.txt\\n", "duration": 1}]')
     'cat'

@@ -141,6 +141,8 @@ def read_file(
         try:
             for raw in handle:  # binary lines split on b"\n" only (U+2028 stays inside)
                 number += 1
+                if number == 1:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")  # a byte-order mark
                 if not raw.strip():
                     continue
                 report.lines += 1
@@ -284,11 +286,13 @@ def domain_of(task: str) -> str:
 def _reader_of(record: dict[str, Any]) -> tuple[str, Any] | None:
     if "turns" in record and "domain" in record:
         return "trajectory", from_trajectory
-    if "turn_idx" in record and "task" in record and ("response" in record or "reference" in record):
+    answer = "response" in record or "reference" in record
+    if "turn_idx" in record and "task" in record and answer:
         return "benchmark row", from_bench_row
     if isinstance(record.get("messages"), list):
         return "chat row", from_chat
-    if "domain" in record and "observation" in record and ("action" in record or "action_text" in record):
+    action = "action" in record or "action_text" in record
+    if "domain" in record and "observation" in record and action:
         return "transition", from_transition
     return None
 
@@ -309,9 +313,7 @@ def _is_factory(folder: Path) -> bool:
         manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return (folder / FACTORY_RAW).is_file()
-    return isinstance(manifest, dict) and str(manifest.get("format", "")).startswith(
-        FACTORY_FORMAT
-    )
+    return isinstance(manifest, dict) and str(manifest.get("format", "")).startswith(FACTORY_FORMAT)
 
 
 def iter_files(

@@ -37,7 +37,13 @@ from urllib.parse import quote
 
 from simgym.core.grounding import Experience
 from simgym.experience.keys import action_key, action_terms, tokens
-from simgym.experience.sources import ExperienceError, IndexReport, Transition, iter_files
+from simgym.experience.sources import (
+    ExperienceError,
+    IndexReport,
+    Transition,
+    expand,
+    iter_files,
+)
 
 SCHEMA_VERSION = 1
 BATCH = 500  # rows per write transaction when indexing files
@@ -107,16 +113,18 @@ class ExperienceStore:
         if key:
             scope = f'{{scope}} : "{_scope_token("k", domain, key)}"'
             query = f"{scope} AND ({{terms}} : ({words}) OR {scope})" if words else scope
-            self._search(query, k, found, seen)
+            self._search(query, k, found, seen, k)
         if len(found) < k and words:
+            # Rows already found match again: ask for that many more.
             scope = f'{{scope}} : "{_scope_token("d", domain)}"'
             self._search(f"{scope} AND {{terms}} : ({words})", k + len(seen), found, seen, k)
         return found
 
     def _search(
-        self, query: str, limit: int, found: list[Experience], seen: set[int], k: int = 0
+        self, query: str, limit: int, found: list[Experience], seen: set[int], want: int
     ) -> None:
-        want = k or limit
+        """Run one FTS query (at most ``limit`` rows) and append new rows to ``found``
+        until it holds ``want``."""
         try:
             rows = self._connection().execute(_SEARCH, (query, limit)).fetchall()
         except sqlite3.OperationalError as exc:
@@ -134,6 +142,7 @@ class ExperienceStore:
 
     def add(self, domain: str, action_text: str, observation: str, source: str = "") -> bool:
         """Index one transition; False when the store already holds it."""
+        self._check_writable()
         conn = self._connection()
         with _transaction(conn):
             return self._insert(conn, Transition(domain, action_text, observation, source))
@@ -142,6 +151,7 @@ class ExperienceStore:
         self, transitions: Iterable[Transition], report: IndexReport | None = None
     ) -> IndexReport:
         """Index many transitions, a batch per transaction, counting into ``report``."""
+        self._check_writable()
         report = report if report is not None else IndexReport()
         conn = self._connection()
         batch: list[Transition] = []
@@ -154,9 +164,7 @@ class ExperienceStore:
             self._write(conn, batch, report)
         return report
 
-    def add_file(
-        self, path: str | os.PathLike[str], *, domain: str | None = None
-    ) -> IndexReport:
+    def add_file(self, path: str | os.PathLike[str], *, domain: str | None = None) -> IndexReport:
         """Index a file or folder in any format :mod:`simgym.experience.sources` reads;
         ``domain`` overrides each record's domain (chat rows need it when they lack one)."""
         return self.add_files([path], domain=domain)
@@ -165,8 +173,7 @@ class ExperienceStore:
         self, paths: Iterable[str | os.PathLike[str]], *, domain: str | None = None
     ) -> IndexReport:
         """Index many files and folders into one report (missing paths raise first)."""
-        from simgym.experience.sources import expand
-
+        self._check_writable()
         paths = list(paths)
         for path in paths:
             expand(path)  # raises ExperienceError before anything is written
@@ -176,7 +183,9 @@ class ExperienceStore:
         report.seconds = time.perf_counter() - start
         return report
 
-    def _write(self, conn: sqlite3.Connection, batch: list[Transition], report: IndexReport) -> None:
+    def _write(
+        self, conn: sqlite3.Connection, batch: list[Transition], report: IndexReport
+    ) -> None:
         with _transaction(conn):
             for item in batch:
                 if self._insert(conn, item):
@@ -185,9 +194,11 @@ class ExperienceStore:
                 else:
                     report.duplicates += 1
 
-    def _insert(self, conn: sqlite3.Connection, item: Transition) -> bool:
+    def _check_writable(self) -> None:
         if self.readonly:
             raise ExperienceError(f"{self.path} is open read-only")
+
+    def _insert(self, conn: sqlite3.Connection, item: Transition) -> bool:
         domain, action, observation, source = item
         if not isinstance(domain, str) or not domain.strip():
             raise ExperienceError("a transition needs a domain")
@@ -195,6 +206,9 @@ class ExperienceStore:
             raise ExperienceError("a transition's action and observation must be text")
         domain = domain.strip()
         action = action.strip()
+        # As the contract's parser leaves an observation, so one transition recorded two
+        # ways (a trajectory, its exported row) is one row.
+        observation = observation.strip("\n").rstrip()
         key = action_key(domain, action)
         digest = hashlib.sha256(
             "\x00".join((domain, action, observation)).encode("utf-8", "surrogatepass")
@@ -280,31 +294,19 @@ class ExperienceStore:
         return conn
 
     def _prepare(self) -> None:
-        """Create the schema (writable) or check that the file is a store (read-only)."""
+        """Create the schema when the file has none yet, then check its version. Opening
+        an existing store writes nothing, so many environments can open one at once."""
         if self.readonly and not self.path.is_file():
             raise ExperienceError(f"experience store not found: {self.path}")
         if not self.readonly:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
             conn = self._connection()
-            if not self.readonly:
-                conn.execute("PRAGMA journal_mode = WAL")
+            if not self.readonly and not _has_schema(conn):
+                conn.execute("PRAGMA journal_mode = WAL")  # persistent: readers inherit it
                 with _transaction(conn):
-                    fresh = conn.execute(
-                        "SELECT 1 FROM sqlite_master WHERE name = 'transitions_fts'"
-                    ).fetchone() is None
-                    for statement in _SCHEMA.split(";"):
-                        if statement.strip():
-                            conn.execute(statement)  # IF NOT EXISTS: idempotent
-                    if fresh:
-                        conn.execute(
-                            "INSERT INTO meta (name, value) VALUES ('schema', ?)",
-                            (str(SCHEMA_VERSION),),
-                        )
-                        conn.execute(  # the scope column only filters, it never ranks
-                            "INSERT INTO transitions_fts (transitions_fts, rank) "
-                            "VALUES ('rank', 'bm25(0.0, 1.0)')"
-                        )
+                    if not _has_schema(conn):  # another process may have just made it
+                        _create_schema(conn)
             row = conn.execute("SELECT value FROM meta WHERE name = 'schema'").fetchone()
         except sqlite3.DatabaseError as exc:
             self.close()
@@ -317,9 +319,7 @@ class ExperienceStore:
             )
 
 
-def open_store(
-    path: str | os.PathLike[str], *, readonly: bool | None = None
-) -> ExperienceStore:
+def open_store(path: str | os.PathLike[str], *, readonly: bool | None = None) -> ExperienceStore:
     """Open (or create) a store. ``readonly`` defaults to True for a file that exists and
     cannot be written, so a shared, write-protected index opens as it is."""
     path = Path(path)
@@ -344,6 +344,24 @@ def build_store(
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _has_schema(conn: sqlite3.Connection) -> bool:
+    found = conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'transitions_fts'")
+    return found.fetchone() is not None
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    """The tables of an empty file; a file that holds other tables is not ours to change."""
+    if conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]:
+        raise sqlite3.DatabaseError("it holds other tables")
+    for statement in _SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    conn.execute("INSERT INTO meta (name, value) VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
+    conn.execute(  # the scope column only filters, it never ranks
+        "INSERT INTO transitions_fts (transitions_fts, rank) VALUES ('rank', 'bm25(0.0, 1.0)')"
+    )
 
 
 def _scope_token(kind: str, *parts: str) -> str:
