@@ -844,6 +844,9 @@ app.add_typer(world_app, name="world")
 from simgym.cli_train import train_app  # noqa: E402  (a sub-app; heavy imports are lazy)
 
 app.add_typer(train_app, name="train")
+from simgym.cli_experience import experience_app  # noqa: E402  (a sub-app; lazy imports)
+
+app.add_typer(experience_app, name="experience")
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 app.add_typer(mcp_app, name="mcp")

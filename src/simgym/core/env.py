@@ -689,7 +689,7 @@ def _open_experience(source: ExperienceSource | str | Path | None) -> Experience
     if source is None or isinstance(source, ExperienceSource):
         return source
     opener = importlib.import_module("simgym.experience").open_store
-    return opener(source)
+    return opener(source, readonly=True)  # a mistyped path is an error, not a new store
 
 
 def _with_control(message: dict[str, str], note: str) -> dict[str, str]:
