@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
 from simgym.core.types import Action, ToolSpec
+from simgym.domains.mcp_ground import ToolBinding, check_tool_map, ground_mcp
 
 OUTPUT_FORMATS = {
     "json": "the raw JSON value the tool returns (an object or a list), or a JSON error "
@@ -31,6 +32,15 @@ class MCPScenario(ScenarioBase):
     tools: list[ToolSpec]
     state: dict[str, Any] = Field(default_factory=dict, description="the server's data")
     output_format: Literal["json", "text", "mcp"] = "json"
+    tool_map: dict[str, ToolBinding] = Field(
+        default_factory=dict,
+        description="how tools touch the records in state, by tool name, for grounding "
+        "(simgym.domains.mcp_ground): {op: get|list|create|update|delete|none, collection: "
+        "state key of a list of records, key: the field that identifies a record (id), "
+        "id_arg: the argument holding it, fields: {argument: record field}}. Tools not "
+        "listed are recognised from their names and schemas; op none turns grounding off "
+        "for one tool",
+    )
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -55,6 +65,11 @@ class MCPScenario(ScenarioBase):
                     f"tool {tool.name!r} has an invalid schema: {exc.message}"
                 ) from None
         return tools
+
+    @model_validator(mode="after")
+    def _bindings(self) -> MCPScenario:
+        check_tool_map(self.tools, self.state, self.tool_map)
+        return self
 
     def tool(self, name: str) -> ToolSpec | None:
         return next((t for t in self.tools if t.name == name), None)
@@ -226,5 +241,6 @@ MCP = register_domain(
         agent_tools=lambda scenario: list(scenario.tools),
         initial_state=lambda s: dict(s.state),
         state_schema={"type": "object"},
+        ground=ground_mcp,
     )
 )

@@ -1,0 +1,720 @@
+"""State grounding for the mcp domain: record tools read and change the hidden ledger.
+
+A tool server's data is the scenario's ``state``: collections of records, each a list of
+objects (``{"customers": [{"id": "C-1001", ...}]}``). Most tools of such a server are
+CRUD on those lists, and their names and schemas say which, so simgym can work out what a
+call reads, what it changes, and often the exact result (:mod:`simgym.core.grounding`).
+
+Recognition (:func:`resolve`), from the tool's name split into words:
+
+* the verb: get/fetch/read/show/describe/retrieve/view/lookup/load (one record by id),
+  list/search/find/query/filter/browse (records matching the arguments),
+  create/add/insert/new/register, update/set/change/edit/patch/rename/modify,
+  delete/remove/cancel/destroy/drop. A name with verbs of two kinds is not guessed;
+* the collection: the state key whose noun is a word of the name (singular or plural:
+  ``get_customer`` -> ``customers``), else the one an id argument names
+  (``update_email(customer_id=...)`` -> ``customers``), else the only collection;
+* the id argument: ``id``, ``<noun>_id`` / ``<noun>Id``, ``key``, ``uuid`` or the
+  collection's key field itself; it matches the record's ``id`` (or ``<noun>_id``) field;
+* the other arguments: record fields (equality filters for a list, new values for an
+  update, the new record's fields for a create), ``new_<field>``, an object of changes
+  (``fields``/``updates``/``data``/...), free-text queries (``query``, ``q``, ``search``,
+  ...: case-insensitive substring of any field), and a result limit.
+
+A name with words that are neither the collection, a field nor filler
+(``get_account_balance``, ``remove_email``) or an argument that names nothing known makes
+the call *unsure*: simgym then sends the records it touches as facts and changes nothing.
+A scenario can bind tools explicitly with ``tool_map`` (:class:`ToolBinding`).
+
+Results: a read returns the record as ``json.dumps(record, ensure_ascii=False)``, an
+update the updated record, a missing id ``{"error": {"code": 404, "message": "customer C-9
+not found"}}``; the ``mcp`` format wraps these in a CallToolResult envelope; the ``text``
+format has no exact form, only values that must (``expect``) or must not (``forbid``)
+appear. Creates, deletes and lists have no exact form in any format (servers differ in
+what they answer), only ``expect``/``forbid``.
+
+Effects are merge patches that set a changed collection's whole list (RFC 7386 replaces
+lists whole). A delete also keeps the record under ``_deleted`` in the ledger, so a later
+read or list can be checked not to bring it back, and a create never reuses its id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simgym.core.grounding import Grounding
+from simgym.core.types import Action, ToolSpec
+
+if TYPE_CHECKING:
+    from simgym.domains.mcp import MCPScenario
+
+Op = Literal["get", "list", "create", "update", "delete", "none"]
+
+VERBS: dict[str, frozenset[str]] = {
+    "get": frozenset(
+        {"get", "fetch", "read", "show", "describe", "retrieve", "view", "lookup", "load"}
+    ),
+    "list": frozenset({"list", "search", "find", "query", "filter", "browse"}),
+    "create": frozenset({"create", "add", "insert", "new", "register"}),
+    "update": frozenset({"update", "set", "change", "edit", "patch", "rename", "modify"}),
+    "delete": frozenset({"delete", "remove", "cancel", "destroy", "drop"}),
+}
+ALL_VERBS = frozenset().union(*VERBS.values())
+# Words a tool name may carry without changing what it does.
+FILLER = frozenset(
+    {
+        "a", "an", "the", "by", "of", "for", "to", "from", "in", "on", "with", "all", "one",
+        "my", "id", "ids", "key", "details", "detail", "info", "information", "record",
+        "records", "data", "entry", "entries", "single", "tool",
+    }
+)  # fmt: skip
+QUERY_ARGS = frozenset(
+    {"query", "q", "search", "term", "terms", "keyword", "keywords", "text", "search_term"}
+)
+LIMIT_ARGS = frozenset({"limit", "max_results", "page_size", "per_page", "top_k", "top", "max"})
+ORDER_ARGS = frozenset({"sort", "sort_by", "order", "order_by", "direction", "ascending"})
+PAGE_ARGS = frozenset({"offset", "page", "cursor", "skip", "page_token", "start", "after"})
+FUZZY_VERBS = frozenset({"search", "find", "query", "filter"})  # their text filters are substrings
+CHANGE_ARGS = frozenset(
+    {"fields", "updates", "update", "changes", "data", "patch", "values", "attributes"}
+)
+TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
+MAX_FACT_RECORDS = 20
+MIN_FORBID = 3  # shorter values ("1", "ok") appear anywhere by chance
+MAX_EXPECT = 200  # longer values may be shortened by a text server
+
+
+class ToolBinding(BaseModel):
+    """How one tool touches the records, for a tool whose name or arguments do not say it
+    (or say it wrongly): ``{"op": "update", "collection": "customers", "id_arg": "cust",
+    "fields": {"mail": "email"}}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: Op = Field(
+        description="get (one record by id), list (records matching the arguments), create, "
+        "update, delete, or none (never ground this tool)"
+    )
+    collection: str | None = Field(
+        None, description="the state key of the records (a list of objects); default: by name"
+    )
+    key: str | None = Field(
+        None, description="the record field that identifies a record; default id"
+    )
+    id_arg: str | None = Field(
+        None, description="the argument that holds the record's key; default: found by name"
+    )
+    fields: dict[str, str] = Field(
+        default_factory=dict, description="argument name -> record field, where they differ"
+    )
+
+
+@dataclass
+class Call:
+    """One tool call read as an operation on one collection of records."""
+
+    tool: str
+    op: str
+    collection: str
+    noun: str  # one record of the collection, for messages ("customer")
+    key: str  # the record field that identifies a record
+    id_value: Any = None  # the key the call names, if any
+    values: dict[str, Any] = field(default_factory=dict)  # fields set, or filtered on
+    queries: list[str] = field(default_factory=list)  # free text matched against any field
+    limit: int | None = None
+    fuzzy: bool = False  # text filters match as case-insensitive substrings (a search)
+    unknown: list[str] = field(default_factory=list)  # what of the call was not understood
+
+    @property
+    def sure(self) -> bool:
+        return not self.unknown
+
+
+# -- recognising a call -------------------------------------------------------------------
+
+
+def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> Grounding | None:
+    """The mcp domain's ``ground``: what a tool call reads and certainly changes."""
+    if action.kind != "tool_call":
+        return None
+    tool = scenario.tool(action.name or "")
+    if tool is None:
+        return None
+    binding = scenario.tool_map.get(tool.name)
+    if binding is not None and binding.op == "none":
+        return None
+    args = {k: v for k, v in action.arguments.items() if v is not None}
+    call = resolve(tool, args, state, binding)
+    if call is None:
+        return related_facts(args, state)
+    records = collections(state)[call.collection]
+    if not call.sure:
+        return _unsure(call, records)
+    return OPS[call.op](call, records, state, scenario.output_format)
+
+
+def resolve(
+    tool: ToolSpec, args: dict[str, Any], state: dict[str, Any], binding: ToolBinding | None = None
+) -> Call | None:
+    """Read a call as an operation on one collection, or None when it is not one."""
+    cols = collections(state)
+    words = split_words(tool.name)
+    op = binding.op if binding is not None else verb_op(words)
+    if op is None or op == "none":
+        return None
+    name = binding.collection if binding and binding.collection else None
+    name = name or find_collection(words, args, cols)
+    if name is None or name not in cols:
+        return None
+    records = cols[name]
+    noun = collection_noun(name)
+    key = binding.key if binding and binding.key else key_field(records, noun)
+    id_arg = binding.id_arg if binding and binding.id_arg else id_argument(args, noun, key)
+    call = Call(tool.name, op, name, noun, key, fuzzy=bool(FUZZY_VERBS & set(words)))
+    if id_arg is not None and id_arg in args:
+        call.id_value = args[id_arg]
+    if op == "get" and call.id_value is None:
+        call.op = "list"  # a lookup by other fields answers like a search
+    if binding is None:
+        call.unknown += _odd_words(words, call, record_fields(records))
+    _read_arguments(call, tool, {k: v for k, v in args.items() if k != id_arg}, records, binding)
+    if call.op in ("update", "delete") and call.id_value is None:
+        call.unknown.append("no id argument")
+    if call.op == "update" and not call.values:
+        call.unknown.append("no field to change")
+    if call.op == "delete" and "cancel" in words and _has_field(records, "status"):
+        call.unknown.append("cancel may only set a status")
+    return call
+
+
+def split_words(name: str) -> list[str]:
+    """``getCustomerByID`` / ``get-customer_by.id`` -> ``["get", "customer", "by", "id"]``."""
+    spaced = re.sub(r"([a-z0-9])([A-Z])", r"\1 \2", name)
+    return [w.lower() for w in re.split(r"[^A-Za-z0-9]+", spaced) if w]
+
+
+def singular(word: str) -> str:
+    """English singular, enough for collection names (customers, categories, addresses)."""
+    if len(word) > 3 and word.endswith("ies"):
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes", "zes", "uses")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return word
+
+
+def collection_noun(name: str) -> str:
+    """One record of a collection, by its name: ``support_tickets`` -> ``ticket``."""
+    words = split_words(name)
+    return singular(words[-1]) if words else name
+
+
+def verb_op(words: list[str]) -> str | None:
+    """The one kind of operation the name's verbs say, or None (no verb, or two kinds)."""
+    ops = {op for word in words for op, verbs in VERBS.items() if word in verbs}
+    return ops.pop() if len(ops) == 1 else None
+
+
+def collections(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The state's collections: keys holding lists of objects (``_`` keys are simgym's)."""
+    return {
+        k: v
+        for k, v in state.items()
+        if not k.startswith("_") and isinstance(v, list) and all(isinstance(r, dict) for r in v)
+    }
+
+
+def find_collection(
+    words: list[str], args: dict[str, Any], cols: dict[str, list[dict[str, Any]]]
+) -> str | None:
+    """The collection the tool's name names, else the one an id argument names, else the
+    only one; None when that is ambiguous."""
+    nouns = {name: collection_noun(name) for name in cols}
+    for word in reversed([w for w in words if w not in ALL_VERBS]):
+        hits = [name for name, noun in nouns.items() if noun == singular(word)]
+        if len(hits) == 1:
+            return hits[0]
+    for arg in args:
+        owner = _id_owner(arg)
+        hits = [name for name, noun in nouns.items() if owner and noun == owner]
+        if len(hits) == 1:
+            return hits[0]
+    return next(iter(cols)) if len(cols) == 1 else None
+
+
+def _id_owner(arg: str) -> str | None:
+    """``customer_id`` / ``customerId`` -> ``customer``."""
+    words = split_words(arg)
+    if len(words) >= 2 and words[-1] == "id":
+        return singular("_".join(words[:-1]))
+    return None
+
+
+def record_fields(records: list[dict[str, Any]]) -> set[str]:
+    """Every field any record of a collection has."""
+    return {k for record in records for k in record}
+
+
+def _has_field(records: list[dict[str, Any]], name: str) -> bool:
+    return any(name in record for record in records)
+
+
+def key_field(records: list[dict[str, Any]], noun: str) -> str:
+    """The field that identifies a record: ``id``, else ``<noun>_id`` / ``<noun>Id``."""
+    for name in ("id", f"{noun}_id", f"{noun}Id", "uuid", "key"):
+        if _has_field(records, name):
+            return name
+    return "id"
+
+
+def id_argument(args: dict[str, Any], noun: str, key: str) -> str | None:
+    """The argument that names one record of the collection, if the call has one."""
+    for name in (key, "id", f"{noun}_id", f"{noun}Id", f"{noun}id", f"{noun}_key", "key", "uuid"):
+        if name in args and isinstance(args[name], str | int) and not isinstance(args[name], bool):
+            return name
+    return None
+
+
+def _odd_words(words: list[str], call: Call, fields: set[str]) -> list[str]:
+    """Words of the tool's name that make its result differ from a plain CRUD answer:
+    ``get_account_balance`` returns a balance, ``remove_email`` clears a field."""
+    field_words = {singular(w) for f in fields for w in split_words(f)}
+    odd = []
+    for word in words:
+        if word in ALL_VERBS or word in FILLER or singular(word) == call.noun:
+            continue
+        if call.op in ("update", "list") and singular(word) in field_words:
+            continue  # update_email, search_customers_by_name
+        odd.append(f"the word {word!r} in the tool's name")
+    return odd
+
+
+def _read_arguments(
+    call: Call,
+    tool: ToolSpec,
+    args: dict[str, Any],
+    records: list[dict[str, Any]],
+    binding: ToolBinding | None,
+) -> None:
+    """Sort the non-id arguments into field values, queries and a limit; note the rest."""
+    fields = record_fields(records)
+    renames = binding.fields if binding is not None else {}
+    for name, value in args.items():
+        target = renames.get(name) or _field_for(name, fields)
+        if target is not None:
+            call.values[target] = value
+        elif (
+            call.op in ("create", "update")
+            and isinstance(value, dict)
+            and (name in CHANGE_ARGS or singular(name) == call.noun)
+        ):
+            _take_changes(call, value, fields, name)
+        elif call.op == "create" and not records:
+            call.values[name] = value  # nothing to compare with: every argument is a field
+        elif call.op == "list" and name in QUERY_ARGS and isinstance(value, str):
+            call.queries.append(value)
+        elif call.op == "list" and name in LIMIT_ARGS and _is_int(value):
+            call.limit = value
+        elif call.op == "list" and (name in ORDER_ARGS or (name in PAGE_ARGS and not value)):
+            pass  # order is not checked; a first page is the whole answer
+        else:
+            call.unknown.append(f"the argument {name!r}")
+    if call.op == "update" and not call.values and len(call.unknown) == 1:
+        _value_for_named_field(call, tool, args, fields)
+    if call.op == "list" and call.limit is None:
+        call.limit = _default_limit(tool)
+
+
+def _field_for(arg: str, fields: set[str]) -> str | None:
+    """The record field an argument names: itself, or ``new_<field>``."""
+    if arg in fields:
+        return arg
+    if arg.startswith("new_") and arg[4:] in fields:
+        return arg[4:]
+    return None
+
+
+def _take_changes(call: Call, value: dict[str, Any], fields: set[str], name: str) -> None:
+    """An object of changes (``fields={"email": ...}``): its keys must be record fields
+    (any key, for a new record)."""
+    strange = [k for k in value if k not in fields]
+    if strange and call.op == "update":
+        call.unknown.append(f"the field(s) {', '.join(strange)} in {name!r}")
+        return
+    call.values.update(value)
+
+
+def _value_for_named_field(
+    call: Call, tool: ToolSpec, args: dict[str, Any], fields: set[str]
+) -> None:
+    """``set_status(ticket_id, value)``: the one other argument is the value of the one
+    field the tool's name names (``rename_x(new)`` names ``name``)."""
+    words = [w for w in split_words(tool.name) if w not in FILLER and singular(w) != call.noun]
+    words = ["name" if w == "rename" else w for w in words if w not in ALL_VERBS or w == "rename"]
+    named = [w for w in words if w in fields]
+    if len(named) == 1 and len(args) == 1:
+        call.values[named[0]] = next(iter(args.values()))
+        call.unknown.clear()
+
+
+def _default_limit(tool: ToolSpec) -> int | None:
+    """A limit the schema defaults to (``"limit": {"default": 10}``)."""
+    props = tool.parameters.get("properties")
+    if not isinstance(props, dict):
+        return None
+    for name in LIMIT_ARGS & set(props):
+        schema = props[name]
+        if isinstance(schema, dict) and _is_int(schema.get("default")):
+            return schema["default"]
+    return None
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- what each operation reads, changes and answers ---------------------------------------
+
+
+def _get(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
+    record = find_record(records, call.key, call.id_value)
+    if record is None:
+        return _missing(call, state, fmt)
+    shown = exact_result(record, fmt)
+    return Grounding(
+        facts=[f"{call.tool} reads {call.noun} {call.id_value}: {compact(record)}"],
+        observation=shown,
+        expect=_expect_values(record, call.key, fmt),
+    )
+
+
+def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
+    record = find_record(records, call.key, call.id_value)
+    if record is None:
+        return _missing(call, state, fmt)
+    changes = {k: v for k, v in call.values.items() if k != call.key}
+    after = {**record, **changes}
+    shown = exact_result(after, fmt)
+    changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
+    grounding = Grounding(
+        facts=[
+            f"{call.noun} {call.id_value} before this call: {compact(record)}",
+            f"this call sets {changed}; afterwards {call.noun} {call.id_value} is: "
+            f"{compact(after)}",
+        ],
+        observation=shown,
+        expect=_unique([shown_value(v, fmt) for v in [call.id_value, *_scalars(changes)]]),
+    )
+    if after != record:
+        grounding.effects = {call.collection: [after if r is record else r for r in records]}
+    old = [v for k, v in record.items() if k in changes and changes[k] != v]
+    grounding.forbid = _forbidden(old, fmt, [shown or "", *grounding.expect, compact(after)])
+    return grounding
+
+
+def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
+    new_id = call.values.get(call.key, call.id_value)
+    if new_id is not None and find_record(records, call.key, new_id) is not None:
+        message = f"{call.noun} {new_id} already exists"
+        return Grounding(
+            facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
+            observation=exact_error(409, message, fmt),
+            expect=[shown_value(new_id, fmt)],
+        )
+    absent = missing_parents(call, state)
+    if absent:
+        return Grounding(facts=[*absent, f"so this call creates no {call.noun}"])
+    if new_id is None:
+        gone = _tombstones(state, call.collection).values()
+        taken = [r.get(call.key) for r in [*records, *gone] if isinstance(r, dict)]
+        new_id = next_id([i for i in taken if i is not None])
+    if new_id is None:
+        return Grounding(
+            facts=[f"this call creates a {call.noun}; its {call.key} is not known in advance"]
+        )
+    record = {call.key: new_id, **{k: v for k, v in call.values.items() if k != call.key}}
+    facts = [f"this call creates {call.noun} {new_id}: {compact(record)}"]
+    missing = sorted(record_fields(records) - set(record))
+    if missing:
+        facts.append(f"the server fills in {', '.join(missing)} of the new {call.noun} itself")
+    return Grounding(
+        facts=facts,
+        effects={call.collection: [*records, record]},
+        expect=_unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
+    )
+
+
+def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
+    record = find_record(records, call.key, call.id_value)
+    if record is None:
+        return _missing(call, state, fmt)
+    return Grounding(
+        facts=[
+            f"this call deletes {call.noun} {call.id_value}: {compact(record)}",
+            f"afterwards no {call.noun} with {call.key} {call.id_value} exists",
+        ],
+        effects={
+            call.collection: [r for r in records if r is not record],
+            TOMBSTONES: {call.collection: {str(call.id_value): record}},
+        },
+        expect=[shown_value(call.id_value, fmt)],
+    )
+
+
+def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
+    found = [r for r in records if matches(r, call)]
+    what = describe_filter(call)
+    if not found:
+        facts = [f"no {call.collection} match {what}", *missing_parents(call, state)]
+    else:
+        many = (
+            f"{len(found)} {call.collection} match" if len(found) > 1 else f"1 {call.noun} matches"
+        )
+        facts = [f"{many} {what}:"]
+        facts += [_record_fact(call, r) for r in found[:MAX_FACT_RECORDS]]
+        if len(found) > MAX_FACT_RECORDS:
+            facts.append(f"... and {len(found) - MAX_FACT_RECORDS} more")
+    shown = found if call.limit is None else found[: call.limit]
+    expect = []
+    if call.limit is None or len(found) <= call.limit:
+        expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
+    others = [r.get(call.key) for r in records if r not in found]
+    gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
+    context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
+    return Grounding(
+        facts=facts,
+        expect=expect,
+        forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
+    )
+
+
+def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
+    """A call on an id that does not exist: the server's not-found error."""
+    message = f"{call.noun} {call.id_value} not found"
+    facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
+    shown = exact_error(404, message, fmt)
+    old = _tombstones(state, call.collection).get(str(call.id_value))
+    forbid: list[str] = []
+    if old is not None:
+        facts.append(f"({call.noun} {call.id_value} was deleted earlier in this episode)")
+        values = [v for k, v in old.items() if k != call.key]
+        forbid = _forbidden(values, fmt, [shown or "", message])
+    return Grounding(
+        facts=facts,
+        observation=shown,
+        expect=[shown_value(call.id_value, fmt)] if shown is None else [],
+        forbid=forbid,
+    )
+
+
+def _unsure(call: Call, records: list[dict]) -> Grounding | None:
+    """A call not fully understood: the records it touches, as facts only."""
+    note = f"({call.tool} was not fully understood: {'; '.join(call.unknown)})"
+    if call.id_value is not None:
+        record = find_record(records, call.key, call.id_value)
+        if record is None:
+            return Grounding(facts=[f"no {call.noun} with {call.key} {call.id_value} exists"])
+        return Grounding(facts=[f"{call.noun} {call.id_value} now: {compact(record)}"])
+    if call.op != "list":
+        return None
+    found = [r for r in records if matches(r, call)][:MAX_FACT_RECORDS]
+    if not found:
+        return None
+    head = f"{call.collection} matching {describe_filter(call)} {note}:"
+    return Grounding(facts=[head] + [_record_fact(call, r) for r in found])
+
+
+def missing_parents(call: Call, state: dict[str, Any]) -> list[str]:
+    """Facts about ids the call refers to in other collections that do not exist
+    (``create_ticket(customer_id="C-9")`` when there is no customer C-9)."""
+    cols = collections(state)
+    facts = []
+    for name, value in call.values.items():
+        owner = _id_owner(name)
+        parents = [c for c in cols if owner and owner != call.noun and collection_noun(c) == owner]
+        if len(parents) != 1 or not isinstance(value, str | int):
+            continue
+        records = cols[parents[0]]
+        if find_record(records, key_field(records, owner), value) is None:
+            facts.append(f"no {owner} with id {value} exists")
+    return facts
+
+
+def related_facts(args: dict[str, Any], state: dict[str, Any]) -> Grounding | None:
+    """For a tool simgym does not understand: the records whose key an argument names."""
+    wanted = {str(v) for v in args.values() if isinstance(v, str | int) and not isinstance(v, bool)}
+    facts = []
+    for name, records in collections(state).items():
+        noun = collection_noun(name)
+        key = key_field(records, noun)
+        facts += [f"{noun} {r[key]}: {compact(r)}" for r in records if str(r.get(key)) in wanted]
+    return Grounding(facts=facts[:MAX_FACT_RECORDS]) if facts else None
+
+
+OPS: dict[str, Callable[[Call, list[dict], dict[str, Any], str], Grounding]] = {
+    "get": _get,
+    "list": _list,
+    "create": _create,
+    "update": _update,
+    "delete": _delete,
+}
+
+
+# -- records --------------------------------------------------------------------------------
+
+
+def find_record(records: list[dict[str, Any]], key: str, value: Any) -> dict[str, Any] | None:
+    """The record whose key is ``value`` (compared as text: ``7`` finds id ``"7"``)."""
+    return next((r for r in records if key in r and str(r[key]) == str(value)), None)
+
+
+def matches(record: dict[str, Any], call: Call) -> bool:
+    """Whether a record passes a list call's filters: fields equal, queries contained."""
+    for name, wanted in call.values.items():
+        have = record.get(name)
+        if call.fuzzy and isinstance(wanted, str) and isinstance(have, str):
+            if wanted.strip().lower() not in have.lower():
+                return False
+        elif isinstance(wanted, list) and not isinstance(have, list):
+            if have not in wanted and str(have) not in map(str, wanted):
+                return False
+        elif have != wanted and str(have) != str(wanted):
+            return False
+    if call.id_value is not None and str(record.get(call.key)) != str(call.id_value):
+        return False
+    texts = [str(v).lower() for v in record.values() if isinstance(v, str | int | float)]
+    return all(any(q.strip().lower() in t for t in texts) for q in call.queries)
+
+
+def describe_filter(call: Call) -> str:
+    """The filters of a list call in words, for its facts."""
+    parts = [
+        f"{k} contains {compact(v)} (ignoring case)"
+        if call.fuzzy and isinstance(v, str)
+        else f"{k}={compact(v)}"
+        for k, v in call.values.items()
+    ]
+    if call.id_value is not None:
+        parts.insert(0, f"{call.key}={compact(call.id_value)}")
+    parts += [f"{compact(q)} (any field, ignoring case)" for q in call.queries]
+    return " and ".join(parts) if parts else "(no filter)"
+
+
+def next_id(taken: list[Any]) -> Any:
+    """The id after the highest one, in the same pattern (``C-1002`` -> ``C-1003``,
+    ``7`` -> ``8``); None when the ids follow no single pattern."""
+    if not taken:
+        return None
+    if all(_is_int(i) for i in taken):
+        return max(taken) + 1
+    parts = [re.fullmatch(r"(.*?)(\d+)", i) if isinstance(i, str) else None for i in taken]
+    if any(p is None for p in parts) or len({p.group(1) for p in parts if p}) != 1:
+        return None
+    prefix = parts[0].group(1) if parts[0] else ""
+    digits = [p.group(2) for p in parts if p]
+    padded = len({len(d) for d in digits}) == 1 and any(d.startswith("0") for d in digits)
+    number = max(int(d) for d in digits) + 1
+    return f"{prefix}{number:0{len(digits[0])}d}" if padded else f"{prefix}{number}"
+
+
+def _tombstones(state: dict[str, Any], collection: str) -> dict[str, Any]:
+    gone = state.get(TOMBSTONES)
+    found = gone.get(collection) if isinstance(gone, dict) else None
+    return found if isinstance(found, dict) else {}
+
+
+def _record_fact(call: Call, record: dict[str, Any]) -> str:
+    return f"{call.noun} {record.get(call.key)}: {compact(record)}"
+
+
+# -- how results look -----------------------------------------------------------------------
+
+
+def compact(value: Any) -> str:
+    """JSON as a tool server writes it (``json.dumps`` defaults, non-ASCII kept)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def exact_result(value: Any, fmt: str) -> str | None:
+    """A successful call's exact observation in the scenario's format (None for text)."""
+    if fmt == "json":
+        return compact(value)
+    if fmt == "mcp":
+        return compact({"content": [{"type": "text", "text": compact(value)}], "isError": False})
+    return None
+
+
+def exact_error(code: int, message: str, fmt: str) -> str | None:
+    """A failed call's exact observation in the scenario's format (None for text)."""
+    if fmt == "json":
+        return compact({"error": {"code": code, "message": message}})
+    if fmt == "mcp":
+        return compact({"content": [{"type": "text", "text": message}], "isError": True})
+    return None
+
+
+def shown_value(value: Any, fmt: str) -> str:
+    """How a value's text appears inside a result: JSON escapes it once, the mcp envelope
+    twice (its text is a JSON document inside a JSON string)."""
+    text = value if isinstance(value, str) else compact(value)
+    if fmt == "text":
+        return text
+    once = compact(text)[1:-1] if isinstance(value, str) else text
+    return compact(once)[1:-1] if fmt == "mcp" else once
+
+
+def _expect_values(record: dict[str, Any], key: str | None, fmt: str) -> list[str]:
+    """The id and the short text values of a record, as they must appear."""
+    values = [record[key]] if key is not None and key in record else []
+    values += [v for k, v in record.items() if k != key and isinstance(v, str) and v.strip()]
+    return _unique([shown_value(v, fmt) for v in values if len(str(v)) <= MAX_EXPECT])
+
+
+def _scalars(values: dict[str, Any]) -> list[Any]:
+    """The text and number values of a record or of changes (short enough to check)."""
+    out = [v for v in values.values() if isinstance(v, str | int | float)]
+    return [
+        v for v in out if not isinstance(v, bool) and str(v).strip() and len(str(v)) <= MAX_EXPECT
+    ]
+
+
+def _forbidden(values: list[Any], fmt: str, allowed: list[str]) -> list[str]:
+    """Values that must not appear, leaving out any short enough to appear by chance or
+    contained in what must appear."""
+    out = []
+    for value in values:
+        if isinstance(value, dict | list | bool) or value is None:
+            continue
+        text = shown_value(value, fmt)
+        if len(text) >= MIN_FORBID and not any(text in a for a in allowed):
+            out.append(text)
+    return _unique(out)
+
+
+def _unique(items: list[str]) -> list[str]:
+    return list(dict.fromkeys(i for i in items if i))
+
+
+# -- explicit bindings ----------------------------------------------------------------------
+
+
+def check_tool_map(tools: list[ToolSpec], state: dict[str, Any], tool_map: dict) -> None:
+    """Raise ValueError for a binding of an undeclared tool or to a collection the state
+    does not hold (scenario validation calls this)."""
+    declared = {t.name for t in tools}
+    cols = collections(state)
+    for name, binding in tool_map.items():
+        if name not in declared:
+            raise ValueError(f"tool_map binds {name!r}, which is not a declared tool")
+        if binding.collection is not None and binding.collection not in cols:
+            raise ValueError(
+                f"tool_map binds {name!r} to {binding.collection!r}, which is not a list of "
+                f"records in state (collections: {', '.join(cols) or 'none'})"
+            )

@@ -1,0 +1,560 @@
+"""State grounding of the mcp domain: record tools read and change the hidden ledger."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+import simgym
+from simgym import Action, FunctionWorldModel, ScenarioError
+from simgym.domains.mcp_ground import ground_mcp, next_id, resolve, split_words
+
+MCP = simgym.get_domain("mcp")
+NEW_EMAIL = "ana.new@example.com"
+OLD_EMAIL = "ana.lima@example.com"
+
+
+def scenario(**changes):
+    return MCP.scenario({**MCP.default_scenario(), **changes})
+
+
+def ground(sc, name, args=None, state=None):
+    state = copy.deepcopy(sc.state) if state is None else state
+    return ground_mcp(Action.tool_call(name, args or {}), state, sc)
+
+
+def applied(state, grounding):
+    from simgym.core.state import apply_patch
+
+    return apply_patch(state, grounding.effects)
+
+
+def tool(name, props, required=()):
+    return {
+        "name": name,
+        "description": "",
+        "parameters": {"type": "object", "properties": props, "required": list(required)},
+    }
+
+
+STR = {"type": "string"}
+INT = {"type": "integer"}
+OBJ = {"type": "object"}
+
+
+# -- the default scenario -----------------------------------------------------------------
+
+
+def test_a_read_returns_the_record_exactly():
+    sc = scenario()
+    g = ground(sc, "get_customer", {"customer_id": "C-1001"})
+    record = sc.state["customers"][0]
+    assert g.observation == json.dumps(record, ensure_ascii=False)
+    assert g.effects is None
+    assert any("C-1001" in f and OLD_EMAIL in f for f in g.facts)
+    assert "C-1001" in g.expect and OLD_EMAIL in g.expect
+    assert g.problems(g.observation) == []
+
+
+def test_a_missing_id_is_a_not_found_error():
+    g = ground(scenario(), "get_customer", {"customer_id": "C-9"})
+    assert json.loads(g.observation) == {
+        "error": {"code": 404, "message": "customer C-9 not found"}
+    }
+    assert g.facts == ["no customer with id C-9 exists"]
+    assert g.effects is None
+
+
+def test_an_update_sets_the_field_the_tool_names():
+    sc = scenario()
+    g = ground(sc, "update_email", {"customer_id": "C-1001", "email": NEW_EMAIL})
+    after = {**sc.state["customers"][0], "email": NEW_EMAIL}
+    assert g.observation == json.dumps(after, ensure_ascii=False)
+    # a merge patch replaces lists whole: the effect carries the whole new collection
+    assert g.effects == {"customers": [after, sc.state["customers"][1]]}
+    assert applied(copy.deepcopy(sc.state), g)["customers"][0]["email"] == NEW_EMAIL
+    assert g.expect == ["C-1001", NEW_EMAIL]
+    assert g.forbid == [OLD_EMAIL]
+    stale = json.dumps(sc.state["customers"][0])
+    assert any(OLD_EMAIL in p for p in g.problems(stale))
+
+
+def test_an_update_of_a_missing_id_changes_nothing():
+    g = ground(scenario(), "update_email", {"customer_id": "C-9", "email": NEW_EMAIL})
+    assert g.effects is None and "404" in g.observation
+
+
+def test_a_search_matches_text_in_any_field_ignoring_case():
+    g = ground(scenario(), "search_customers", {"query": "OKAFOR"})
+    assert g.observation is None  # servers shape lists differently
+    assert g.expect == ["C-1002"] and g.forbid == ["C-1001"]
+    assert g.facts[0].startswith("1 customer matches")
+    none = ground(scenario(), "search_customers", {"query": "zzz"})
+    assert none.expect == [] and set(none.forbid) == {"C-1001", "C-1002"}
+    assert none.facts[0].startswith("no customers match")
+
+
+def test_the_mcp_format_wraps_results_in_an_envelope():
+    sc = scenario(output_format="mcp")
+    g = ground(sc, "get_customer", {"customer_id": "C-1002"})
+    envelope = json.loads(g.observation)
+    assert envelope["isError"] is False
+    assert json.loads(envelope["content"][0]["text"]) == sc.state["customers"][1]
+    err = json.loads(ground(sc, "get_customer", {"customer_id": "C-9"}).observation)
+    assert err == {"content": [{"type": "text", "text": "customer C-9 not found"}], "isError": True}
+    up = ground(sc, "update_email", {"customer_id": "C-1001", "email": 'a"b@example.com'})
+    assert all(text in up.observation for text in up.expect)  # escaped twice, as shown
+    assert 'a\\\\\\"b@example.com' in up.expect
+
+
+def test_the_text_format_has_no_exact_observation_only_checks():
+    sc = scenario(output_format="text")
+    g = ground(sc, "update_email", {"customer_id": "C-1001", "email": NEW_EMAIL})
+    assert g.observation is None and g.effects is not None
+    assert g.expect == ["C-1001", NEW_EMAIL] and g.forbid == [OLD_EMAIL]
+    missing = ground(sc, "get_customer", {"customer_id": "C-9"})
+    assert missing.observation is None and missing.expect == ["C-9"]
+
+
+def test_the_final_answer_and_unknown_tools_are_not_grounded():
+    sc = scenario()
+    assert ground_mcp(Action.say("done"), copy.deepcopy(sc.state), sc) is None
+    assert ground(sc, "nuke", {}) is None
+
+
+# -- an imported server: the real records server's tools ----------------------------------
+
+CUSTOMER_ID = {
+    "description": "Customer id, e.g. C-1001.",
+    "pattern": "^C-\\d{4}$",
+    "title": "Customer Id",
+    "type": "string",
+}
+RECORDS_TOOLS = [
+    tool(
+        "search_customers",
+        {
+            "query": {"description": "Part of a name, email or phone.", "type": "string"},
+            "limit": {"default": 10, "maximum": 50, "minimum": 1, "type": "integer"},
+        },
+        ["query"],
+    ),
+    tool("get_customer", {"customer_id": CUSTOMER_ID}, ["customer_id"]),
+    tool(
+        "update_email",
+        {"customer_id": CUSTOMER_ID, "email": {"maxLength": 254, "type": "string"}},
+        ["customer_id", "email"],
+    ),
+    tool("list_accounts", {"customer_id": CUSTOMER_ID}, ["customer_id"]),
+    tool(
+        "list_tickets",
+        {
+            "customer_id": CUSTOMER_ID,
+            "status": {
+                "anyOf": [
+                    {"enum": ["open", "pending", "closed"], "type": "string"},
+                    {"type": "null"},
+                ],
+                "default": None,
+            },
+        },
+        ["customer_id"],
+    ),
+    tool(
+        "create_ticket",
+        {
+            "customer_id": CUSTOMER_ID,
+            "subject": {"maxLength": 120, "type": "string"},
+            "priority": {"default": "normal", "enum": ["low", "normal", "high"], "type": "string"},
+        },
+        ["customer_id", "subject"],
+    ),
+]
+RECORDS_STATE = {
+    "customers": [
+        {"id": "C-1001", "name": "Ana Lima", "email": OLD_EMAIL, "city": "Porto", "tier": "gold"},
+        {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org", "city": "Porto"},
+        {"id": "C-1003", "name": "Jonas Tanaka", "email": "jonas@example.com", "city": "Faro"},
+    ],
+    "accounts": [
+        {"id": "A-50001", "customer_id": "C-1001", "kind": "checking", "balance_cents": 1974417},
+        {"id": "A-50002", "customer_id": "C-1001", "kind": "savings", "balance_cents": 699421},
+        {"id": "A-50003", "customer_id": "C-1002", "kind": "checking", "balance_cents": 56892},
+    ],
+    "tickets": [
+        {"id": "T-9001", "customer_id": "C-1001", "subject": "Card declined", "status": "open"},
+        {"id": "T-9002", "customer_id": "C-1003", "subject": "Locked out", "status": "closed"},
+        {"id": "T-9003", "customer_id": "C-1001", "subject": "New card", "status": "closed"},
+    ],
+}
+
+
+def records_scenario(fmt="mcp", **changes):
+    return MCP.scenario(
+        {
+            "server_name": "customer-records",
+            "tools": RECORDS_TOOLS,
+            "state": copy.deepcopy(RECORDS_STATE),
+            "output_format": fmt,
+            **changes,
+        }
+    )
+
+
+def test_imported_tools_find_their_collections_among_several():
+    sc = records_scenario()
+    seen = {}
+    for name, args in [
+        ("get_customer", {"customer_id": "C-1001"}),
+        ("update_email", {"customer_id": "C-1001", "email": "x@example.com"}),
+        ("list_accounts", {"customer_id": "C-1001"}),
+        ("list_tickets", {"customer_id": "C-1001", "status": "open"}),
+        ("create_ticket", {"customer_id": "C-1002", "subject": "Lost card"}),
+        ("search_customers", {"query": "porto"}),
+    ]:
+        call = resolve(sc.tool(name), args, sc.state)
+        seen[name] = (call.op, call.collection, call.sure)
+    assert seen == {
+        "get_customer": ("get", "customers", True),
+        "update_email": ("update", "customers", True),
+        "list_accounts": ("list", "accounts", True),
+        "list_tickets": ("list", "tickets", True),
+        "create_ticket": ("create", "tickets", True),
+        "search_customers": ("list", "customers", True),
+    }
+
+
+def test_a_list_filters_on_foreign_keys_and_fields():
+    sc = records_scenario()
+    accounts = ground(sc, "list_accounts", {"customer_id": "C-1001"})
+    assert accounts.expect == ["A-50001", "A-50002"] and accounts.forbid == ["A-50003"]
+    tickets = ground(sc, "list_tickets", {"customer_id": "C-1001", "status": "closed"})
+    assert tickets.expect == ["T-9003"] and set(tickets.forbid) == {"T-9001", "T-9002"}
+    nobody = ground(sc, "list_accounts", {"customer_id": "C-1999"})
+    assert "no customer with id C-1999 exists" in nobody.facts
+
+
+def test_a_search_keeps_to_the_schema_default_limit():
+    sc = records_scenario()
+    many = ground(sc, "search_customers", {"query": "o"})  # all three match
+    assert many.expect == ["C-1001", "C-1002", "C-1003"]
+    capped = ground(sc, "search_customers", {"query": "o", "limit": 2})
+    assert capped.expect == []  # which two a server shows is its own business
+    assert capped.forbid == []
+
+
+def test_a_create_follows_the_id_pattern_and_appends_the_record():
+    sc = records_scenario()
+    g = ground(sc, "create_ticket", {"customer_id": "C-1002", "subject": "Lost card"})
+    new = {"id": "T-9004", "customer_id": "C-1002", "subject": "Lost card"}
+    assert g.effects == {"tickets": [*RECORDS_STATE["tickets"], new]}
+    assert g.observation is None  # the server fills in status and more
+    assert "T-9004" in g.expect and "Lost card" in g.expect
+    assert any("status" in f and "itself" in f for f in g.facts)
+
+
+def test_a_create_for_a_missing_parent_changes_nothing():
+    g = ground(records_scenario(), "create_ticket", {"customer_id": "C-1999", "subject": "Hi"})
+    assert g.effects is None and g.observation is None
+    assert g.facts[0] == "no customer with id C-1999 exists"
+
+
+def test_next_id_follows_the_collection_pattern():
+    assert next_id(["C-1001", "C-1002"]) == "C-1003"
+    assert next_id(["INV-0009", "INV-0010"]) == "INV-0011"
+    assert next_id([3, 7]) == 8
+    assert next_id(["C-1", "T-2"]) is None  # two patterns: do not guess
+    assert next_id(["a1b2-c3", "zz"]) is None
+    assert next_id([]) is None
+
+
+# -- other naming styles and operations -----------------------------------------------------
+
+
+def shop(fmt="json", **changes):
+    tools = [
+        tool("getCategory", {"categoryId": INT}, ["categoryId"]),
+        tool("listCategories", {}),
+        tool("addCategory", {"name": STR}, ["name"]),
+        tool("renameCategory", {"categoryId": INT, "to": STR}, ["categoryId", "to"]),
+        tool("update_category", {"id": INT, "fields": OBJ}, ["id", "fields"]),
+        tool("delete_category", {"id": INT}, ["id"]),
+        tool("get_category_stats", {"id": INT}, ["id"]),
+        tool("remove_label", {"id": INT}, ["id"]),
+        tool("get_or_create_category", {"name": STR}, ["name"]),
+        tool("archive_everything", {"id": INT}),
+    ]
+    state = {
+        "categories": [
+            {"id": 1, "name": "Garden", "label": "outdoor"},
+            {"id": 2, "name": "Kitchen", "label": "indoor"},
+        ]
+    }
+    return MCP.scenario({"tools": tools, "state": state, "output_format": fmt, **changes})
+
+
+def test_camel_case_plural_and_integer_ids():
+    sc = shop()
+    assert split_words("getCategoryByID") == ["get", "category", "by", "id"]
+    g = ground(sc, "getCategory", {"categoryId": 2})
+    assert json.loads(g.observation) == {"id": 2, "name": "Kitchen", "label": "indoor"}
+    listed = ground(sc, "listCategories")
+    assert listed.facts[0].startswith("2 categories match")
+    created = ground(sc, "addCategory", {"name": "Toys"})
+    assert created.effects["categories"][-1] == {"id": 3, "name": "Toys"}
+
+
+def test_rename_and_an_object_of_changes():
+    sc = shop()
+    renamed = ground(sc, "renameCategory", {"categoryId": 1, "to": "Yard"})
+    assert json.loads(renamed.observation)["name"] == "Yard"
+    assert renamed.forbid == ["Garden"]
+    changed = ground(sc, "update_category", {"id": 2, "fields": {"label": "home"}})
+    assert changed.effects["categories"][1] == {"id": 2, "name": "Kitchen", "label": "home"}
+    unknown = ground(sc, "update_category", {"id": 2, "fields": {"colour": "red"}})
+    assert unknown.effects is None and unknown.observation is None  # not a field: unsure
+
+
+def test_a_delete_is_remembered_so_the_record_cannot_come_back():
+    sc = shop(output_format="text")
+    state = copy.deepcopy(sc.state)
+    deleted = ground(sc, "delete_category", {"id": 1}, state)
+    assert deleted.observation is None and deleted.expect == ["1"]
+    state = applied(state, deleted)
+    assert [c["id"] for c in state["categories"]] == [2]
+    assert state["_deleted"]["categories"]["1"]["name"] == "Garden"
+    again = ground(sc, "getCategory", {"categoryId": 1}, state)
+    assert "Garden" in again.forbid and "outdoor" in again.forbid
+    assert any("deleted earlier" in f for f in again.facts)
+    listed = ground(sc, "listCategories", {}, state)
+    assert listed.expect == ["2"] and listed.forbid == []  # "1" is too short to check
+    created = ground(sc, "addCategory", {"name": "Toys"}, state)
+    assert created.effects["categories"][-1]["id"] == 3  # ids are never reused
+
+
+def test_a_deleted_string_id_is_forbidden_in_later_lists():
+    sc = scenario()
+    state = applied(copy.deepcopy(sc.state), _delete_ana(sc))
+    listed = ground(sc, "search_customers", {"query": "e"}, state)
+    assert "C-1001" in listed.forbid and listed.expect == ["C-1002"]
+
+
+def _delete_ana(sc):
+    binding = {"delete_customer": {"op": "delete"}}
+    tools = [*sc.tools, tool("delete_customer", {"id": STR}, ["id"])]
+    bound = MCP.scenario({**sc.model_dump(), "tools": tools, "tool_map": binding})
+    return ground(bound, "delete_customer", {"id": "C-1001"})
+
+
+def test_unsure_calls_get_facts_but_no_effects_or_exact_answer():
+    sc = shop()
+    stats = ground(sc, "get_category_stats", {"id": 1})  # returns stats, not the record
+    assert stats.observation is None and stats.effects is None and not stats.expect
+    assert "Garden" in stats.facts[0]
+    label = ground(sc, "remove_label", {"id": 1})  # clears a field, deletes no record
+    assert label.effects is None and label.observation is None
+    assert ground(sc, "get_or_create_category", {"name": "Toys"}) is None  # two verbs
+    odd = ground(sc, "archive_everything", {"id": 2})  # no verb: the record it names
+    assert odd.effects is None and odd.facts == [
+        'category 2: {"id": 2, "name": "Kitchen", "label": "indoor"}'
+    ]
+
+
+def test_cancel_on_records_with_a_status_is_not_taken_for_a_delete():
+    tools = [tool("cancel_order", {"order_id": STR}, ["order_id"])]
+    state = {"orders": [{"id": "O-1", "status": "placed"}]}
+    sc = MCP.scenario({"tools": tools, "state": state})
+    g = ground(sc, "cancel_order", {"order_id": "O-1"})
+    assert g.effects is None and g.observation is None
+    plain = MCP.scenario({"tools": tools, "state": {"orders": [{"id": "O-1"}]}})
+    assert ground(plain, "cancel_order", {"order_id": "O-1"}).effects == {
+        "orders": [],
+        "_deleted": {"orders": {"O-1": {"id": "O-1"}}},
+    }
+
+
+# -- explicit bindings ---------------------------------------------------------------------
+
+
+def crm(tool_map=None):
+    tools = [
+        tool("crm_pull", {"cust": STR}, ["cust"]),
+        tool("crm_push", {"cust": STR, "mail": STR}, ["cust", "mail"]),
+    ]
+    data = {"tools": tools, "state": copy.deepcopy(MCP.default_scenario()["state"])}
+    return MCP.scenario({**data, "tool_map": tool_map or {}})
+
+
+def test_a_tool_map_binds_tools_whose_names_say_nothing():
+    plain = crm()
+    pulled = ground(plain, "crm_pull", {"cust": "C-1002"})
+    assert pulled.observation is None and "C-1002" in pulled.facts[0]  # facts only
+    assert ground(plain, "crm_push", {"cust": "C-1001", "mail": NEW_EMAIL}).effects is None
+
+    bound = crm(
+        {
+            "crm_pull": {"op": "get", "collection": "customers", "id_arg": "cust"},
+            "crm_push": {"op": "update", "id_arg": "cust", "fields": {"mail": "email"}},
+        }
+    )
+    pulled = ground(bound, "crm_pull", {"cust": "C-1002"})
+    assert json.loads(pulled.observation)["name"] == "Ben Okafor"
+    pushed = ground(bound, "crm_push", {"cust": "C-1001", "mail": NEW_EMAIL})
+    assert pushed.effects["customers"][0]["email"] == NEW_EMAIL
+
+
+def test_a_tool_map_can_turn_grounding_off_for_one_tool():
+    sc = scenario(tool_map={"get_customer": {"op": "none"}})
+    assert ground(sc, "get_customer", {"customer_id": "C-1001"}) is None
+
+
+def test_a_tool_map_is_checked_against_tools_and_state():
+    with pytest.raises(ScenarioError, match="not a declared tool"):
+        scenario(tool_map={"nope": {"op": "get"}})
+    with pytest.raises(ScenarioError, match="not a list of records"):
+        scenario(tool_map={"get_customer": {"op": "get", "collection": "people"}})
+    with pytest.raises(ScenarioError):
+        scenario(tool_map={"get_customer": {"op": "fetch"}})
+
+
+# -- a real records server agrees ------------------------------------------------------------
+
+
+def test_grounded_results_agree_with_the_real_records_server(tmp_path):
+    pytest.importorskip("mcp.server.mcpserver", reason="needs the mcp SDK 2.x (simgym[mcp])")
+    from simgym.real.mcp_servers.records import RecordsStore
+
+    store = RecordsStore(tmp_path / "records.db")
+    sc = records_scenario("json", state=store.snapshot())
+    state = copy.deepcopy(sc.state)
+    got = ground(sc, "get_customer", {"customer_id": "C-1003"}, state)
+    assert json.loads(got.observation) == store.get_customer("C-1003").model_dump()
+    args = {"customer_id": "C-1003", "email": "new.one@example.com"}
+    updated = ground(sc, "update_email", args, state)
+    assert json.loads(updated.observation) == store.update_email(**args).model_dump()
+    state = applied(state, updated)
+    created = ground(sc, "create_ticket", {"customer_id": "C-1003", "subject": "Hi there"}, state)
+    ticket = store.create_ticket("C-1003", "Hi there")
+    assert created.effects["tickets"][-1]["id"] == ticket.id
+    listed = ground(sc, "list_accounts", {"customer_id": "C-1002"}, state)
+    assert listed.expect == [a.id for a in store.list_accounts("C-1002").accounts]
+    found = ground(sc, "search_customers", {"query": "okafor"}, state)
+    assert found.expect == [c.id for c in store.search_customers("okafor").customers]
+
+
+# -- in an environment ---------------------------------------------------------------------
+
+SESSION = [
+    {"name": "get_customer", "arguments": {"customer_id": "C-1001"}},
+    {"name": "update_email", "arguments": {"customer_id": "C-1001", "email": NEW_EMAIL}},
+    {"name": "get_customer", "arguments": {"customer_id": "C-1001"}},
+]
+STALE = {"id": "C-1001", "name": "Ana Lima", "email": OLD_EMAIL, "tier": "gold"}
+
+
+class WrongWorld:
+    """A world model that always answers with made-up, stale data, and keeps what it saw."""
+
+    def __init__(self):
+        self.seen = []
+
+    def __call__(self, messages):
+        self.seen.append(messages[-1]["content"])
+        last = messages[-1]["content"]
+        if "update_email" in last.split("**Action:**")[-1]:
+            answer = {"ok": True}
+        else:
+            answer = {**STALE, "phone": "+1 555 0100", "secret_note": "vip"}
+        return f"<predicted_observation>{json.dumps(answer)}</predicted_observation>"
+
+
+async def run_session(grounding, fmt="json"):
+    world = WrongWorld()
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(world),
+        scenario=scenario(output_format=fmt),
+        grounding=grounding,
+    )
+    await env.reset("change Ana's email")
+    results = [await env.step(action) for action in SESSION]
+    return env, world, results
+
+
+async def test_strict_grounding_corrects_a_wrong_world_model():
+    env, world, results = await run_session("strict")
+    last = json.loads(results[-1].observation.text)
+    assert last == {**STALE, "email": NEW_EMAIL}
+    assert env.state["customers"][0]["email"] == NEW_EMAIL
+    turns = env.trajectory.turns
+    assert [t.grounding["strict"]["action"] for t in turns] == ["corrected"] * 3
+    assert turns[1].grounding["effects"]["customers"][0]["email"] == NEW_EMAIL
+    assert any(NEW_EMAIL in p for p in turns[2].grounding["strict"]["problems"])
+    assert turns[2].grounding["strict"]["first"] != results[-1].observation.text
+    # the world model was told the facts before each action; an exact answer needs no re-ask
+    assert len(world.seen) == 3 and all("**Facts:**" in text for text in world.seen)
+    assert NEW_EMAIL in world.seen[-1]
+
+
+async def test_strict_text_grounding_asks_again_and_keeps_the_ledger_right():
+    env, world, results = await run_session("strict", fmt="text")
+    turns = env.trajectory.turns
+    # the first read shows every true value (and more: a text check cannot tell)
+    assert [t.grounding["strict"]["action"] for t in turns] == ["accepted"] + ["unresolved"] * 2
+    assert any(NEW_EMAIL in p for p in turns[2].grounding["strict"]["left"])
+    assert len(world.seen) == 5 and "Your last answer disagreed" in world.seen[-1]
+    assert env.state["customers"][0]["email"] == NEW_EMAIL  # effects do not need the model
+
+
+async def test_strict_grounding_accepts_a_right_answer():
+    def right(messages):
+        return f"<predicted_observation>{json.dumps(STALE)}</predicted_observation>"
+
+    env = simgym.make("mcp", world_model=FunctionWorldModel(right), grounding="strict")
+    await env.reset()
+    await env.step(SESSION[0])
+    assert env.trajectory.turns[0].grounding["strict"] == {"problems": [], "action": "accepted"}
+
+
+async def test_with_grounding_off_nothing_changes():
+    env, world, results = await run_session("off")
+    assert json.loads(results[-1].observation.text)["email"] == OLD_EMAIL  # the model's word
+    assert json.loads(results[1].observation.text) == {"ok": True}
+    assert env.state == MCP.default_scenario()["state"]
+    assert all(t.grounding is None for t in env.trajectory.turns)
+    assert not any("**Facts:**" in text for text in world.seen)
+
+
+async def test_the_agent_sees_only_what_the_server_would_return():
+    env, world, results = await run_session("strict", fmt="mcp")
+    other = MCP.default_scenario()["state"]["customers"][1]
+    for result, action in zip(results, SESSION, strict=True):
+        text = result.observation.text
+        envelope = json.loads(text)
+        record = json.loads(envelope["content"][0]["text"])
+        assert set(record) == {"id", "name", "email", "tier"}  # that one record, nothing else
+        assert record["id"] == action["arguments"]["customer_id"]
+        for hidden in ("**Facts:**", "Facts", other["id"], other["name"], "secret_note", "phone"):
+            assert hidden not in text
+        assert set(result.info) <= {"episode_id", "turn", "latency_s", "attempts"}
+        assert not result.observation.metadata
+    assert OLD_EMAIL not in results[-1].observation.text
+    missing = await env.step({"name": "get_customer", "arguments": {"customer_id": "C-1002x"}})
+    assert "Ben" not in missing.observation.text and "C-1001" not in missing.observation.text
+    tools = [t.name for t in MCP.agent_tools(env.scenario)]
+    assert tools == ["search_customers", "get_customer", "update_email"]
+
+
+async def test_the_embedded_model_reads_back_the_new_email():
+    env = simgym.make("mcp", world_model="local", max_tokens=160, seed=7)
+    assert env.grounding == "strict"
+    await env.reset("Change Ana Lima's email address, then check it")
+    first = await env.step(SESSION[0])
+    assert OLD_EMAIL in first.observation.text
+    await env.step(SESSION[1])
+    last = await env.step(SESSION[2])
+    assert NEW_EMAIL in last.observation.text and OLD_EMAIL not in last.observation.text
+    assert env.state["customers"][0]["email"] == NEW_EMAIL
+    assert all(t.grounding["strict"]["action"] != "unresolved" for t in env.trajectory.turns)
