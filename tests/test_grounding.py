@@ -182,7 +182,7 @@ def test_facts_go_in_the_newest_user_turn_and_earlier_messages_never_change():
     last = seen[-1][-1]["content"]
     assert FACTS_HEADER in last and "/home/dev/project" in last
     assert last.index(FACTS_HEADER) < last.index("**Action:**")
-    for earlier, later in zip(seen, seen[1:]):
+    for earlier, later in zip(seen, seen[1:], strict=False):
         assert later[: len(earlier)] == earlier  # each request extends the one before
     # facts mode does not correct: the model's answer stands, the state still moves.
     assert env.trajectory.turns[0].observation.text == "dev@devbox:~$"
@@ -235,9 +235,7 @@ def test_strict_reasks_when_only_part_of_the_answer_is_known():
         return Grounding(facts=["notes.txt exists"], expect=["notes.txt"])
 
     domain = replace(get_domain("terminal"), ground=partial)
-    env = simgym.SimEnv(
-        domain, FunctionWorldModel(world), grounding="strict", validation_retries=0
-    )
+    env = simgym.SimEnv(domain, FunctionWorldModel(world), grounding="strict", validation_retries=0)
     results = asyncio.run(play(env, ["find .", "find ."]))
     first = env.trajectory.turns[0]
     assert first.grounding["strict"]["action"] == "reasked" and first.attempts == 2
@@ -323,3 +321,40 @@ def test_strict_swe_session_edit_is_visible_later():
     assert "changed since the start: invoicing/totals.py" in facts
     assert fixed in facts
     assert fixed in env.state["files"][path]
+
+
+def test_what_an_unrun_program_may_have_changed_is_not_stated_as_certain():
+    env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
+    lines = [
+        "python3 gen.py > out.txt",
+        "cat out.txt",
+        "ls",
+        "cat notes.txt",
+        "echo x > out.txt",
+        "cat out.txt",
+    ]
+    results = asyncio.run(play(env, lines))
+    turns = env.trajectory.turns
+    assert "/home/dev/out.txt" in env.state["unknown"] or "/home/dev" in env.state["unknown"]
+    # out.txt's content and the listing are unknown: the model's answers stand
+    assert results[1].observation.text.startswith("Dev-120.9")
+    assert results[2].observation.text.startswith("Dev-120.9")
+    # a file nobody touched is still known, and a file written whole is known again
+    assert results[3].observation.text.splitlines()[1] == "buy milk"
+    assert results[5].observation.text.splitlines()[1] == "x"
+    assert turns[5].grounding["strict"]["action"] == "corrected"
+
+
+def test_swe_paths_a_script_may_have_written_are_left_to_the_model():
+    env = simgym.make("swe", world_model=FunctionWorldModel(noise), grounding="strict")
+    actions = [
+        call("bash", command="python scripts/gen.py"),
+        call("list_dir"),
+        call("read_file", path="generated.txt"),
+        call("read_file", path="invoicing/totals.py"),
+    ]
+    results = asyncio.run(play(env, actions))
+    assert "." in env.state["unknown"]
+    assert results[1].observation.text.startswith("Dev-120.9")
+    assert results[2].observation.text.startswith("Dev-120.9")
+    assert results[3].observation.text.startswith("     1  def apply_discount")

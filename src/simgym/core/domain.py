@@ -56,9 +56,9 @@ class Domain:
     of the hidden state); ``initial_state(scenario)`` seeds the episode's hidden state
     ledger (:mod:`simgym.core.state`) and ``state_schema`` (JSON Schema) checks every
     update to it; ``ground(action, state, scenario)`` returns the facts the action reads
-    and the effects that are certain (:mod:`simgym.core.grounding`), or None. A final action of kind ``text`` is the
-    agent's answer and is not simulated; other final actions (``exit``) are simulated and
-    then end the episode.
+    and the effects that are certain (:mod:`simgym.core.grounding`), or None. A final
+    action of kind ``text`` is the agent's answer and is not simulated; other final
+    actions (``exit``) are simulated and then end the episode.
     """
 
     name: str

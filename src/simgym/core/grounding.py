@@ -31,6 +31,7 @@ never sees facts, state or retrieved transitions.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -59,7 +60,7 @@ class Grounding:
     def problems(self, observation: str) -> list[str]:
         """Where ``observation`` disagrees with the grounded facts (empty when it agrees)."""
         if self.observation is not None:
-            if _normalize(observation) == _normalize(self.observation):
+            if _same(observation, self.observation):
                 return []
         found = []
         for text in self.expect:
@@ -114,7 +115,9 @@ def experience_block(items: Sequence[Experience], max_chars: int) -> str | None:
     parts: list[str] = []
     used = 0
     for i, item in enumerate(items, 1):
-        piece = f"Example {i}\nAction: {item.action.strip()}\nObservation:\n{item.observation.rstrip()}"
+        piece = (
+            f"Example {i}\nAction: {item.action.strip()}\nObservation:\n{item.observation.rstrip()}"
+        )
         if used + len(piece) > max_chars:
             room = max_chars - used - len("Example 1\nAction: \nObservation:\n") - 20
             if parts or room < 80:
@@ -130,6 +133,18 @@ def experience_block(items: Sequence[Experience], max_chars: int) -> str | None:
 def retry_note(problems: Sequence[str]) -> str:
     """The control line strict mode adds when it asks again."""
     return "Your last answer disagreed with the facts: " + "; ".join(problems) + ". Answer again."
+
+
+def _same(observation: str, exact: str) -> bool:
+    """Equal up to trailing blanks, or as JSON values (a pretty-printed record is right)."""
+    if _normalize(observation) == _normalize(exact):
+        return True
+    if exact.lstrip()[:1] in ("{", "["):
+        try:
+            return json.loads(observation) == json.loads(exact)
+        except ValueError:
+            return False
+    return False
 
 
 def _normalize(text: str) -> str:

@@ -29,6 +29,16 @@ INTERACTIVE = frozenset(
     {"python", "python3", "ipython", "node", "irb", "mysql", "psql", "sqlite3", "top", "htop"}
 )
 PAGERS_AND_EDITORS = frozenset({"vim", "vi", "nano", "less", "more", "man", "emacs"})
+# Programs that only read files; any other program simgym does not run may write in the
+# directory it runs in, so what is there afterwards is no longer certain.
+READ_ONLY = frozenset(
+    """grep egrep fgrep rg find ps df du env date uname which whereis type id groups uptime
+    free less more man diff cmp sort uniq cut stat file history clear sleep ping tree column
+    jq md5sum sha1sum sha256sum lsb_release ip ss netstat journalctl dmesg lscpu nproc awk
+    top htop w who last locale printf test [ basename dirname realpath readlink seq yes
+    nl od xxd hexdump strings tac rev fold expand fmt""".split()
+)
+EDITORS = frozenset({"vim", "vi", "nano", "emacs", "sed", "perl", "truncate", "patch", "dd"})
 
 
 @dataclass
@@ -82,6 +92,7 @@ class ShellResult:
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
     foreground: str | None = None  # an interactive program the line started
+    unknown: list[str] | None = None  # the new list of uncertain paths, when it grew
     status: int = 0  # the exit status of the last command that ran
 
     def patch_for(self, entries: dict[str, str], root: str = "/") -> dict[str, Any]:
@@ -104,6 +115,8 @@ class ShellResult:
             out["env"] = self.env
         if self.foreground:
             out["foreground"] = self.foreground
+        if self.unknown is not None:
+            out["unknown"] = [files.key(p) for p in self.unknown]
         return out
 
 
@@ -114,10 +127,13 @@ class _Unknown(Exception):
 class _Session:
     """The shell's view while one command line runs: files change as commands go."""
 
-    def __init__(self, files: Files, cwd: str, env: dict[str, str], home: str) -> None:
+    def __init__(
+        self, files: Files, cwd: str, env: dict[str, str], home: str, unknown: set[str]
+    ) -> None:
         self.files = files
         self.content = files.files()
         self.dirs = files.dirs()
+        self.unknown = unknown  # files whose content, and directories whose listing, are unknown
         self.cwd = cwd
         self.env = dict(env)
         self.home = home
@@ -131,10 +147,38 @@ class _Session:
         return posixpath.normpath(posixpath.join(self.cwd, name))
 
     def exists(self, path: str) -> bool:
-        return path in self.content or path in self.dirs
+        return self.has(path) or self.is_dir(path)
 
     def is_dir(self, path: str) -> bool:
-        return path in self.dirs
+        if path in self.dirs:
+            return True
+        if path not in self.content:
+            self.uncertain(path)
+        return False
+
+    def has(self, path: str) -> bool:
+        """Whether ``path`` is a file; raises when only an unknown program could say."""
+        if path in self.content:
+            return True
+        if path not in self.dirs:
+            self.uncertain(path)
+        return False
+
+    def read(self, path: str) -> str:
+        if path in self.unknown:
+            raise _Unknown
+        return self.content[path]
+
+    def uncertain(self, path: str) -> None:
+        """A program simgym does not run may have made ``path`` under a directory it touched:
+        its absence is not certain."""
+        while True:
+            if path in self.unknown:
+                raise _Unknown
+            parent = posixpath.dirname(path)
+            if parent == path:
+                return
+            path = parent
 
     def children(self, directory: str) -> list[str]:
         prefix = directory.rstrip("/") + "/"
@@ -161,8 +205,8 @@ class _Session:
         self.result.new_dirs.append(path)
 
     def check_scope(self, path: str) -> None:
-        if not self.files.in_scope(path):
-            raise _Unknown  # outside what the ledger describes
+        if not self.files.in_scope(path) or path in self.unknown:
+            raise _Unknown  # outside what the ledger describes, or changed by a program
 
 
 def run_line(
@@ -175,10 +219,13 @@ def run_line(
     root: str = "/",
     user: str = "user",
     host: str = "localhost",
+    unknown: list[str] | tuple[str, ...] = (),
 ) -> ShellResult:
-    """What ``line`` does to these files; see the module docstring."""
+    """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
+    ledger keys that programs simgym does not run have touched (files of unknown content,
+    directories of unknown listing): nothing certain is said about them."""
     files = Files(entries, root)
-    session = _Session(files, cwd, env or {}, home)
+    session = _Session(files, cwd, env or {}, home, {files.abs(k) for k in unknown})
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -200,11 +247,13 @@ def run_line(
                 out, status = _run(session, words, redirects, user=user, host=host)
             except _Unknown:
                 certain = False
-                _describe_unknown(session, " ".join(words))
+                _describe_unknown(session, text)
                 break
             outputs.append(out)
         session.result.status = status
     result = session.result
+    if session.unknown != {files.abs(k) for k in unknown}:
+        result.unknown = sorted(session.unknown)
     if session.cwd != cwd:
         result.cwd = session.cwd
     if certain:
@@ -294,19 +343,20 @@ def _run(
     command = _COMMANDS.get(name)
     if command is None:
         raise _Unknown
-    for op, target in redirects:
-        if op not in (">", ">>"):
-            raise _Unknown
+    if any(op not in (">", ">>") for op, _ in redirects):
+        raise _Unknown
     out, err, status = command(session, args, user, host)
     if redirects:
         op, target = redirects[-1]
         path = session.path(target)
-        session.check_scope(path)
-        if session.is_dir(path):
+        if not session.files.in_scope(path):
+            raise _Unknown
+        if path in session.dirs:
             return err + f"bash: {target}: Is a directory\n", 1
         if not session.is_dir(posixpath.dirname(path)):
             return err + f"bash: {target}: No such file or directory\n", 1
-        before = session.content.get(path, "") if op == ">>" else ""
+        before = session.read(path) if op == ">>" and session.has(path) else ""
+        session.unknown.discard(path)  # written whole: its content is known again
         session.write(path, before + out)
         return err, status
     return out + err, status
@@ -358,7 +408,7 @@ def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
         raise _Unknown
     path = session.path(target)
     session.check_scope(path)
-    if path in session.content:
+    if session.has(path):
         return "", f"bash: cd: {target}: Not a directory\n", 1
     if not session.is_dir(path):
         return "", f"bash: cd: {target}: No such file or directory\n", 1
@@ -377,7 +427,7 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     for name in targets:
         path = session.path(name)
         session.check_scope(path)
-        if path in session.content:
+        if session.has(path):
             files_shown.append(name)
         elif session.is_dir(path):
             dirs_shown.append((name, path))
@@ -440,8 +490,8 @@ def _cat(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
         if session.is_dir(path):
             err.append(f"cat: {name}: Is a directory\n")
             status = 1
-        elif path in session.content:
-            out.append(session.content[path])
+        elif session.has(path):
+            out.append(session.read(path))
         else:
             err.append(f"cat: {name}: No such file or directory\n")
             status = 1
@@ -486,7 +536,7 @@ def _mkdir(session: _Session, args: list[str], user: str, host: str) -> tuple[st
         path = session.path(name)
         session.check_scope(path)
         if session.exists(path):
-            if "p" not in flags or path in session.content:
+            if "p" not in flags or session.has(path):
                 err.append(f"mkdir: cannot create directory '{name}': File exists\n")
                 status = 1
             continue
@@ -517,7 +567,7 @@ def _rm(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
                 err.append(f"rm: cannot remove '{name}': Is a directory\n")
                 status = 1
                 continue
-        elif path not in session.content:
+        elif not session.has(path):
             if "f" not in flags:
                 err.append(f"rm: cannot remove '{name}': No such file or directory\n")
                 status = 1
@@ -535,7 +585,7 @@ def _rmdir(session: _Session, args: list[str], user: str, host: str) -> tuple[st
         path = session.path(name)
         session.check_scope(path)
         if not session.is_dir(path):
-            what = "Not a directory" if path in session.content else "No such file or directory"
+            what = "Not a directory" if session.has(path) else "No such file or directory"
             err.append(f"rmdir: failed to remove '{name}': {what}\n")
             status = 1
         elif session.children(path):
@@ -552,9 +602,13 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
     def run(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
         flags, operands = _flags(args, "fn" if move else "f")
         if len(operands) < 2:
-            return "", f"{verb}: missing destination file operand after '{operands[0]}'\n" if (
-                operands
-            ) else f"{verb}: missing file operand\n", 1
+            return (
+                "",
+                f"{verb}: missing destination file operand after '{operands[0]}'\n"
+                if (operands)
+                else f"{verb}: missing file operand\n",
+                1,
+            )
         *sources, target = operands
         destination = session.path(target)
         session.check_scope(destination)
@@ -571,18 +625,20 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
                     status = 1
                     continue
                 raise _Unknown  # moving a directory tree: left to the model
-            if source not in session.content:
+            if not session.has(source):
                 err.append(f"{verb}: cannot stat '{name}': No such file or directory\n")
                 status = 1
                 continue
-            dest = posixpath.join(destination, posixpath.basename(source)) if into_dir else destination
+            dest = (
+                posixpath.join(destination, posixpath.basename(source)) if into_dir else destination
+            )
             if not session.is_dir(posixpath.dirname(dest)):
                 err.append(
                     f"{verb}: cannot create regular file '{target}': No such file or directory\n"
                 )
                 status = 1
                 continue
-            content = session.content[source]
+            content = session.read(source)
             if move:
                 session.remove(source)
             session.write(dest, content)
@@ -615,13 +671,13 @@ def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[st
         for name in operands:
             path = session.path(name)
             session.check_scope(path)
-            if path not in session.content:
+            if not session.has(path):
                 reason = "Is a directory" if session.is_dir(path) else "No such file or directory"
                 opener = "error reading" if session.is_dir(path) else "cannot open"
                 err.append(f"{verb}: {opener} '{name}' for reading: {reason}\n")
                 status = 1
                 continue
-            lines = session.content[path].splitlines(keepends=True)
+            lines = session.read(path).splitlines(keepends=True)
             chosen = lines[-count:] if tail and count else [] if tail else lines[:count]
             if len(operands) > 1:
                 out.append(("\n" if out else "") + f"==> {name} <==\n")
@@ -638,9 +694,9 @@ def _wc(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     name = operands[0]
     path = session.path(name)
     session.check_scope(path)
-    if path not in session.content:
+    if not session.has(path):
         return "", f"wc: {name}: No such file or directory\n", 1
-    text = session.content[path]
+    text = session.read(path)
     value = {
         "l": text.count("\n"),
         "w": len(text.split()),
@@ -713,9 +769,12 @@ def _describe_unknown(session: _Session, text: str) -> None:
         result.foreground = words[0]
     if words and words[0] in PAGERS_AND_EDITORS:
         result.foreground = words[0]
+    _mark_unknown(session, text, words)
     seen: set[str] = set()
-    if words and words[0] in ("ls", "ll", "dir", "tree", "find", "du") and not any(
-        not w.startswith("-") for w in words[1:]
+    if (
+        words
+        and words[0] in ("ls", "ll", "dir", "tree", "find", "du")
+        and not any(not w.startswith("-") for w in words[1:])
     ):
         words = [*words, "."]
     for word in words[1:]:
@@ -727,8 +786,26 @@ def _describe_unknown(session: _Session, text: str) -> None:
         seen.add(path)
         if path in session.content:
             result.facts.append(file_fact(path, session.content[path]))
-        elif session.is_dir(path):
+        elif path in session.dirs:
             result.facts.append(_directory_fact(session, path))
+
+
+def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
+    """Remember what a program simgym does not run may have changed: the files it
+    redirects into or edits, and the directory it runs in unless it only reads."""
+    for target in re.findall(r"(?:^|[^<&\d])>>?\s*([^\s;&|<>]+)", text):
+        session.unknown.add(session.path(target))
+    programs = {w for w in re.split(r"[;&|]+", text) if w.strip()}
+    names = {p.split()[0] for p in programs if p.split()}
+    if names - READ_ONLY - set(_COMMANDS) - {"git", "sudo"} or "sudo" in names:
+        session.unknown.add(session.cwd)
+    if "git" in names and not re.search(r"\bgit\s+(status|log|diff|show|branch|remote)\b", text):
+        session.unknown.add(session.cwd)
+    if names & EDITORS:
+        for word in words[1:]:
+            path = session.path(word)
+            if not word.startswith("-") and path in session.content:
+                session.unknown.add(path)
 
 
 def _directory_fact(session: _Session, path: str) -> str:

@@ -120,6 +120,13 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
     args = action.arguments
     name = action.name
     path = args.get("path", ".")
+    unknown = set(state.get("unknown") or ())
+    if name in ("read_file", "list_dir", "write_file", "edit_file") and _uncertain(
+        path, files, unknown, listing=name == "list_dir"
+    ):
+        # A program simgym did not run may have changed this path: facts only.
+        facts = [file_fact(path, files[path])] if path in files and path not in unknown else []
+        return Grounding(facts=facts or [f"{path} may have been changed by an earlier command"])
     if name == "read_file":
         text = read_file(files, args)
         facts = [file_fact(path, files[path])] if path in files else [f"{path}: {text}"]
@@ -129,7 +136,9 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         return Grounding(facts=[f"directory {path} lists:\n{text}"], observation=text)
     if name == "write_file":
         if _is_dir(files, path) and path not in files:
-            return Grounding(facts=[f"{path} is a directory"], observation=f"Error: {path} is a directory")
+            return Grounding(
+                facts=[f"{path} is a directory"], observation=f"Error: {path} is a directory"
+            )
         verb = "Overwrote" if path in files else "Created"
         text = f"{verb} {path} ({len(split_lines(args['content']))} lines)"
         return Grounding(
@@ -139,8 +148,10 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         )
     if name == "edit_file":
         if path not in files:
-            error = f"Error: {path} is a directory" if _is_dir(files, path) else (
-                f"Error: file not found: {path}"
+            error = (
+                f"Error: {path} is a directory"
+                if _is_dir(files, path)
+                else (f"Error: file not found: {path}")
             )
             return Grounding(facts=[f"{path} does not exist"], observation=error)
         updated, text = edit(files[path], args["old_str"], args["new_str"], path)
@@ -150,25 +161,56 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
             observation=text,
         )
     if name == "bash":
-        return _bash(args["command"], files, scenario)
+        return _bash(args["command"], files, state, scenario)
     if name == "run_tests":
         return _tests(files, state, scenario, args.get("target"))
     if name == "submit":
         original = {k: v for k, v in scenario.files.items() if not k.endswith("/")}
         current = {k: v for k, v in files.items() if not k.endswith("/")}
         changes = diff(original, current)
-        facts = [f"the changes since the start, as a diff:\n```\n{changes}\n```" if changes else
-                 "nothing was changed since the start"]
-        expect = [f"diff --git a/{p} b/{p}" for p in sorted(set(original) | set(current))
-                  if original.get(p) != current.get(p)]
+        facts = [
+            f"the changes since the start, as a diff:\n```\n{changes}\n```"
+            if changes
+            else "nothing was changed since the start"
+        ]
+        expect = [
+            f"diff --git a/{p} b/{p}"
+            for p in sorted(set(original) | set(current))
+            if original.get(p) != current.get(p)
+        ]
         return Grounding(facts=facts, expect=expect or ["No changes."])
     return None
 
 
-def _bash(command: str, files: dict[str, str], scenario: Any) -> Grounding | None:
+def _uncertain(path: str, files: dict[str, str], unknown: set[str], *, listing: bool) -> bool:
+    """Whether an earlier unrun program may have changed ``path``: it is itself unknown,
+    or it is missing (or listed) under a directory such a program ran in."""
+    if path in unknown:
+        return True
+    if path in files and not listing:
+        return False
+    probe = path
+    while True:
+        if probe in unknown:
+            return True
+        if probe in (".", "", "/"):
+            return False
+        probe = posixpath.dirname(probe) or "."
+
+
+def _bash(
+    command: str, files: dict[str, str], state: dict[str, Any], scenario: Any
+) -> Grounding | None:
     root = scenario.root
     result = run_line(
-        command, files, cwd=root, home="/root", root=root, user="root", host="sandbox"
+        command,
+        files,
+        cwd=root,
+        home="/root",
+        root=root,
+        user="root",
+        host="sandbox",
+        unknown=state.get("unknown") or (),
     )
     effects = result.patch_for(files, root) or None
     if effects:
@@ -195,8 +237,10 @@ def _tests(
     changed = sorted(p for p in files if not p.endswith("/") and original.get(p) != files[p])
     removed = sorted(p for p in original if not p.endswith("/") and p not in files)
     tests = sorted(
-        p for p in files
-        if posixpath.basename(p).startswith("test") and p.endswith(".py")
+        p
+        for p in files
+        if posixpath.basename(p).startswith("test")
+        and p.endswith(".py")
         and (target is None or p in target or target.split("::")[0] == p)
     )
     facts = [f"the test command is `{scenario.test_command}`" + (f" {target}" if target else "")]

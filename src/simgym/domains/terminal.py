@@ -229,6 +229,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         env=state.get("env") or {},
         user=scenario.user,
         host=scenario.hostname,
+        unknown=state.get("unknown") or (),
     )
     before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
@@ -236,7 +237,9 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
     if result.output is None:
         return Grounding(facts=facts, effects=effects, expect=result.expect)
-    shown = result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
+    shown = (
+        result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
+    )
     screen = f"{before} {line}\n{shown}{after}"
     if result.output.strip():
         facts.append(f"`{line}` prints exactly:\n```\n{shown}```")
