@@ -25,6 +25,7 @@ from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Call, Param, Signature
+from simgym.domains.gui_ground import ground_os
 
 _X = Param("x", "number", default=None, description="screen x in pixels")
 _Y = Param("y", "number", default=None, description="screen y in pixels")
@@ -386,9 +387,15 @@ OS = register_domain(
             "focused": s.focused,
             "windows": list(s.windows),
             "files": dict(s.files),
+            "tree": s.tree,
         },
+        ground=ground_os,
         state_schema=object_schema(
-            required=["focused"], focused=STRING, windows=STRING_LIST, files=STRING_MAP
+            required=["focused"],
+            focused=STRING,
+            windows=STRING_LIST,
+            files=STRING_MAP,
+            tree=STRING,
         ),
     )
 )

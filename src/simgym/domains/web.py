@@ -24,6 +24,7 @@ from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Param, Signature
+from simgym.domains.gui_ground import ground_web
 
 _BID = Param("bid", id=True, description="element id, the [id] in the page tree")
 _BUTTON = Param("button", default="left", choices=("left", "middle", "right"), style="kw")
@@ -283,7 +284,10 @@ WEB = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint="click('12'), fill('31', 'text'), goto('https://...'), send_msg_to_user('...')",
         agent_tools=lambda scenario: list(TOOLS),
-        initial_state=lambda s: {"url": s.start_url, "session": dict(s.session)},
-        state_schema=object_schema(required=["url"], url=STRING, session={"type": "object"}),
+        initial_state=lambda s: {"url": s.start_url, "session": dict(s.session), "tree": s.page},
+        ground=ground_web,
+        state_schema=object_schema(
+            required=["url"], url=STRING, session={"type": "object"}, tree=STRING
+        ),
     )
 )
