@@ -379,6 +379,7 @@ async def _replay(trajectory: simgym.Trajectory) -> list[list[dict[str, str]]] |
         scenario=trajectory.scenario,
         validation_retries=0,
         max_turns=100,
+        grounding="facts",  # as the factory runs: rows carry the facts the model was sent
     )
     await env.reset(trajectory.task)
     for turn in trajectory.turns:
@@ -396,7 +397,7 @@ async def test_rows_are_what_the_environment_sends(
     small_run: tuple[Path, dict[str, Any]], count: Any
 ) -> None:
     out, _ = small_run
-    compared = set()
+    compared, grounded = set(), set()
     huge = ContextBudget(n_ctx=10**7, max_tokens=256)
     for name in F.SPLITS:
         for trajectory in F.read_split(out, name):
@@ -412,7 +413,10 @@ async def test_rows_are_what_the_environment_sends(
                 assert row["dropped_turns"] == 0
                 assert row["domain"] == trajectory.domain
             compared.add(trajectory.domain)
+            if any("**Facts:**" in m["content"] for r in rows for m in r["messages"]):
+                grounded.add(trajectory.domain)
     assert compared == set(AVAILABLE), "every domain's rows were checked against SimEnv"
+    assert {"terminal", "swe"} & set(AVAILABLE) <= grounded, "rows carry grounded facts"
 
 
 @needs_backends

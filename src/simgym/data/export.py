@@ -36,6 +36,7 @@ from typing import Any, Literal
 from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError
+from simgym.core.grounding import Grounding, facts_block
 from simgym.core.types import Trajectory
 from simgym.data.trajectories import read_trajectories
 
@@ -84,7 +85,9 @@ def system_prompt_of(
 
 def exchanges(trajectory: Trajectory) -> list[Exchange]:
     """The turns in the world model's history, numbered and worded as the environment did
-    (the task instruction goes with the first, a turn's control instruction with it)."""
+    (the task instruction goes with the first, a turn's control instruction with it, and
+    its grounded facts when the episode ran with grounding: a model trained on these rows
+    learns to render the facts it is handed)."""
     found: list[Exchange] = []
     for turn in trajectory.turns:
         if not turn.in_history:
@@ -95,10 +98,18 @@ def exchanges(trajectory: Trajectory) -> list[Exchange]:
             turn.action_text,
             instruction=trajectory.task.instruction if number == 1 else None,
             control=turn.control,
+            grounding=[block] if (block := _recorded_facts(turn.grounding)) else (),
         )
         text = turn.observation.text
         found.append(Exchange(user, contract.assistant_message(text), text))
     return found
+
+
+def _recorded_facts(record: dict[str, Any] | None) -> str | None:
+    """The ``**Facts:**`` block a grounded turn was sent, rebuilt from its record."""
+    if not record or not record.get("facts"):
+        return None
+    return facts_block(Grounding(facts=list(record["facts"])))
 
 
 def awb_rows(trajectory: Trajectory, *, system_prompt: str | None = None) -> list[dict[str, Any]]:

@@ -24,6 +24,9 @@ class FactoryConfig:
     split: tuple[float, float, float] = DEFAULT_SPLIT
     resume: bool = True
     max_failures: int = 25
+    # Facts from the hidden state go with each action and are kept on the turn, so the
+    # exported rows teach a world model to render facts it is handed (simgym.core.grounding).
+    grounding: str = "facts"
 
     def __post_init__(self) -> None:
         self.out = Path(self.out)

@@ -140,7 +140,13 @@ async def _record_episode(
     try:
         slot = await slots.acquire(plan.domain)
         task = await slot.prepare(plan)
-        env = SimEnv(plan.domain, slot.executor, max_turns=config.max_turns, validation_retries=0)
+        env = SimEnv(
+            plan.domain,
+            slot.executor,
+            max_turns=config.max_turns,
+            validation_retries=0,
+            grounding=config.grounding,  # type: ignore[arg-type]
+        )
         deadline = time.monotonic() + config.episode_timeout_s
         trajectory = await _play(env, plan, task, deadline)
     except EpisodeTimeout:
