@@ -310,15 +310,21 @@ async def test_search_env_off_sends_no_facts():
 WEB_PAGE = "URL: https://harborbooks.example/cart\nTitle: Cart\n[1] RootWebArea 'Cart'\n  [10] button 'Checkout'"
 
 
-async def test_web_env_sends_element_facts_and_forgets_the_screen():
-    env, seen, _ = await run("web", ["click('10')", "click('10')"], lambda m: WEB_PAGE)
+async def test_web_env_grounds_every_action_on_the_screen_it_last_showed():
+    pages = iter([WEB_PAGE, WEB_PAGE.replace("'Checkout'", "'Pay now'"), WEB_PAGE])
+    env, seen, _ = await run(
+        "web", ["click('10')", "click('10')", "click('10')"], lambda m: next(pages)
+    )
     first = last_user(seen[0])
     assert 'element 10 is a button "Checkout"' in first
     turns = env.trajectory.turns
     assert turns[0].grounding["facts"][1] == 'element 10 is a button "Checkout"'
     assert turns[0].grounding["effects"] == {"tree": None}
-    assert "tree" not in env.state and env.state["url"] == "https://harborbooks.example/cart"
-    assert turns[1].grounding is None  # the screen is no longer known: no facts
+    # the observation is the new screen: the domain's observe hook puts it in the ledger
+    assert "tree" in turns[0].grounding["observed"]
+    assert env.state["url"] == "https://harborbooks.example/cart"
+    assert 'element 10 is a button "Checkout"' in last_user(seen[1])
+    assert 'element 10 is a button "Pay now"' in last_user(seen[2])  # the second screen
 
 
 async def test_web_env_strict_asks_again_when_a_missing_element_seems_to_work():
@@ -355,4 +361,4 @@ async def test_android_env_open_app_is_checked_and_recorded():
     assert "Clock is installed" in last_user(seen[0])
     turn = env.trajectory.turns[0]
     assert turn.grounding["strict"] == {"problems": [], "action": "accepted"}
-    assert env.state["app"] == "Clock" and "tree" not in env.state
+    assert env.state["app"] == "Clock" and "7:00 AM" in env.state["tree"]  # observed

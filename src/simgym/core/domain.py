@@ -56,7 +56,9 @@ class Domain:
     of the hidden state); ``initial_state(scenario)`` seeds the episode's hidden state
     ledger (:mod:`simgym.core.state`) and ``state_schema`` (JSON Schema) checks every
     update to it; ``ground(action, state, scenario)`` returns the facts the action reads
-    and the effects that are certain (:mod:`simgym.core.grounding`), or None. A final
+    and the effects that are certain (:mod:`simgym.core.grounding`), or None;
+    ``observe(observation, action, state)`` returns a merge patch that records what an
+    observation shows (a GUI's new screen), applied after the turn when grounding is on. A final
     action of kind ``text`` is the agent's answer and is not simulated; other final
     actions (``exit``) are simulated and then end the episode.
     """
@@ -78,6 +80,9 @@ class Domain:
     initial_state: Callable[[Any], dict[str, Any]] = lambda scenario: {}
     ground: Callable[[Action, dict[str, Any], Any], Grounding | None] = (
         lambda action, state, scenario: None
+    )
+    observe: Callable[[str, Action, dict[str, Any]], dict[str, Any] | None] = (
+        lambda observation, action, state: None
     )
     state_schema: dict[str, Any] | None = None
     demonstrations: tuple[Demonstration, ...] = ()

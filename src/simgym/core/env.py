@@ -344,6 +344,7 @@ class SimEnv:
         self._messages.append(contract.assistant_message(prediction.observation))
         update = self._apply_update(prediction)
         grounded = self._apply_grounding(grounding, blocks, strict)
+        grounded = self._observe(prediction.observation, parsed, grounded)
         turn = Turn(
             index=index,
             action=parsed,
@@ -472,6 +473,23 @@ class SimEnv:
             record["strict"] = strict
         return record or None
 
+    def _observe(
+        self, observation: str, action: Action | None, record: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Let the domain record what the observation showed (a GUI's new screen is the
+        observation itself, known only after the turn)."""
+        if self.grounding == "off" or action is None or self._ledger is None:
+            return record
+        try:
+            patch = self.domain.observe(observation, action, self._ledger.state)
+        except Exception as exc:  # a domain bug costs the ledger this update only
+            return {**(record or {}), "observe_error": f"{type(exc).__name__}: {exc}"}
+        if not patch:
+            return record
+        applied = self._ledger.apply(patch)
+        note = {"observed": sorted(patch)} if applied.applied else {"observe_error": applied.error}
+        return {**(record or {}), **note}
+
     def _apply_update(self, prediction: Prediction) -> StateUpdate | None:
         if not self.state_updates or self._ledger is None:
             return None
@@ -549,6 +567,7 @@ class SimEnv:
         other, so the world model knows in later turns that it happened."""
         text = fault.observation(self.domain.name, self._scenario, action, self._last_observation())
         self._messages += [user, contract.assistant_message(text)]
+        grounded = self._observe(text, action, None)
         turn = Turn(
             index=index,
             action=action,
@@ -556,6 +575,7 @@ class SimEnv:
             observation=Observation(text=text),
             control=control,
             perturbation=fault.record(),
+            grounding=grounded,
         )
         return self._finish_turn(turn, action, None)
 

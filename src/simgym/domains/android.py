@@ -29,7 +29,7 @@ from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Call, Param, Signature
-from simgym.domains.gui_ground import ground_android
+from simgym.domains.gui_ground import ground_android, observe_android
 
 _ID = Param("id", id=True, description="element id, the [id] in the screen tree")
 DIRECTIONS = ("up", "down", "left", "right")
@@ -282,6 +282,7 @@ ANDROID = register_domain(
         agent_tools=lambda scenario: list(TOOLS),
         initial_state=lambda s: {"app": s.app, "activity": s.activity, "tree": s.screen},
         ground=ground_android,
+        observe=observe_android,
         state_schema=object_schema(required=["app"], app=STRING, activity=STRING, tree=STRING),
     )
 )

@@ -25,7 +25,7 @@ from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Call, Param, Signature
-from simgym.domains.gui_ground import ground_os
+from simgym.domains.gui_ground import ground_os, observe_os
 
 _X = Param("x", "number", default=None, description="screen x in pixels")
 _Y = Param("y", "number", default=None, description="screen y in pixels")
@@ -390,6 +390,7 @@ OS = register_domain(
             "tree": s.tree,
         },
         ground=ground_os,
+        observe=observe_os,
         state_schema=object_schema(
             required=["focused"],
             focused=STRING,

@@ -51,7 +51,7 @@ from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_dom
 from simgym.core.errors import ActionError
 from simgym.core.state import STRING_LIST, object_schema
 from simgym.core.types import Action, ToolSpec
-from simgym.domains.search_ground import ground_search
+from simgym.domains.search_ground import ground_search, observe_search
 
 MAX_QUERIES = 5
 
@@ -544,6 +544,7 @@ SEARCH = register_domain(
         agent_tools=lambda scenario: scenario.tools(),
         initial_state=lambda s: {"facts": list(s.facts)},
         ground=ground_search,
+        observe=observe_search,
         state_schema=object_schema(required=["facts"], facts=STRING_LIST),
     )
 )

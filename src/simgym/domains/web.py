@@ -24,7 +24,7 @@ from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
 from simgym.domains.calls import Param, Signature
-from simgym.domains.gui_ground import ground_web
+from simgym.domains.gui_ground import ground_web, observe_web
 
 _BID = Param("bid", id=True, description="element id, the [id] in the page tree")
 _BUTTON = Param("button", default="left", choices=("left", "middle", "right"), style="kw")
@@ -286,6 +286,7 @@ WEB = register_domain(
         agent_tools=lambda scenario: list(TOOLS),
         initial_state=lambda s: {"url": s.start_url, "session": dict(s.session), "tree": s.page},
         ground=ground_web,
+        observe=observe_web,
         state_schema=object_schema(
             required=["url"], url=STRING, session={"type": "object"}, tree=STRING
         ),
