@@ -5,10 +5,11 @@ The ledger's ``"tree"`` holds that screen's tree (no header lines), seeded from 
 scenario's first screen. The world model's observation IS the next screen, which simgym
 cannot know before the turn, so every simulated action removes ``"tree"`` from the
 ledger (effect ``{"tree": null}``: the screen is no longer known) and element facts are
-given only while a tree is there: a stale tree would state wrong facts. ``observe_web``/``observe_os``/``observe_android`` (the domains' ``observe`` hooks,
-applied by the environment after each turn, after the effects) turn the observation into
-the patch that puts the new screen (and its URL, window or app) back, so every action
-is grounded on the screen the agent is looking at.
+given only while a tree is there: a stale tree would state wrong facts.
+``observe_web``, ``observe_os`` and ``observe_android`` (the domains' ``observe`` hooks,
+applied by the environment after each turn, after the effects) turn the observation
+into the patch that puts the new screen (and its URL, window or app) back, so every
+action is grounded on the screen the agent is looking at.
 
 Facts name the element (``element 12 is a button "Add to cart"``) or say it does not
 exist; strict mode then expects typed text to show (``fill``, ``type``, ``write`` into
