@@ -224,3 +224,38 @@ def test_mcp_import_from_a_real_server_then_play(tmp_path):
     assert "1001 is not of type 'string'" in proc.stderr
     none = simgym_cli("mcp", "import", "--out", scenario)
     assert none.returncode == 2 and "exactly one of" in none.stderr
+
+
+def test_grounding_and_experience_options(tmp_path):
+    proc = simgym_cli("play", "terminal", "--grounding", "always", stdin="pwd\n")
+    assert proc.returncode == 2 and "--grounding takes off, facts, strict" in proc.stderr
+    proc = simgym_cli("play", "terminal", "--experience", tmp_path / "nope.db", stdin="pwd\n")
+    assert proc.returncode == 2 and "experience store not found" in proc.stderr
+    store = tmp_path / "exp.db"
+    built = simgym_cli("experience", "build", store, ROOT / "devset" / "trajectories.jsonl")
+    assert built.returncode == 0, built.stderr
+    stats = simgym_cli("experience", "stats", store)
+    assert "terminal" in stats.stdout
+    found = simgym_cli("experience", "query", store, "terminal", "cat report.txt", "-k", "1")
+    assert found.returncode == 0 and "cat" in found.stdout
+    # a replayed run with grounding and retrieved experience records both on its turns
+    runs = tmp_path / "runs.jsonl"
+    (tmp_path / "ep.yaml").write_text(
+        "domain: terminal\ntask: {id: t1}\nactions: [pwd, 'cat notes.txt']\n"
+    )
+    proc = simgym_cli(
+        "run",
+        tmp_path / "ep.yaml",
+        "--out",
+        runs,
+        "--grounding",
+        "strict",
+        "--experience",
+        store,
+        "--max-tokens",
+        "32",
+    )
+    assert proc.returncode == 0, proc.stderr
+    [traj] = list(simgym.read_trajectories(runs))
+    assert traj.turns[0].observation.text.splitlines()[1] == "/home/dev"
+    assert all(t.grounding and t.grounding.get("experience") for t in traj.turns)
