@@ -17,10 +17,12 @@ from simgym.bench.consistency import (
     MODES,
     OPS,
     PROBE_DOMAINS,
+    corrected_totals,
     generate_probes,
     ledger_agrees,
     mode_totals,
     plan_runs,
+    report_table,
     run_consistency,
     run_probe,
     score_observation,
@@ -163,7 +165,10 @@ def _facts_from(messages, window: int | None) -> dict:
     found = _STATE.search(messages[-1]["content"])
     if found:
         state = json.loads(found.group(1))
-        return dict(state.get("files") or state.get("records") or {})
+        records = state.get("records")
+        if isinstance(records, list):  # the mcp probes keep a list of records
+            return {r["id"]: {k: v for k, v in r.items() if k != "id"} for r in records}
+        return dict(state.get("files") or records or {})
     facts: dict = {}
     history = messages[1:-1] if window is None else messages[1:-1][-window:]
     for message in history:
@@ -189,18 +194,21 @@ def _apply(facts: dict, action_text: str) -> tuple[str, dict] | None:
             return f"{PROMPT} {typed}\n{shown}{PROMPT}", {}
         return None
     name, args = action["name"], action["arguments"]
+
+    def records() -> dict:  # a merge patch replaces a list whole
+        return {"records": [{"id": k, **v} for k, v in facts.items()]}
+
     if name in ("create_record", "update_record"):
         facts[args["id"]] = {"value": args["value"]}
-        return json.dumps({"id": args["id"], **facts[args["id"]]}), {
-            "records": {args["id"]: facts[args["id"]]}
-        }
+        return json.dumps({"id": args["id"], **facts[args["id"]]}), records()
     if name == "delete_record":
         facts.pop(args["id"], None)
-        return json.dumps({"deleted": args["id"]}), {"records": {args["id"]: None}}
+        return json.dumps({"deleted": args["id"]}), records()
     if name == "get_record" and args["id"] != "R-0001":
         if args["id"] in facts:
             return json.dumps({"id": args["id"], **facts[args["id"]]}), {}
-        return json.dumps({"error": {"code": 404, "message": "record not found"}}), {}
+        missing = {"code": 404, "message": f"record {args['id']} not found"}
+        return json.dumps({"error": missing}), {}
     if name == "write_file":
         facts[args["path"]] = args["content"]
         return f"Created {args['path']} (1 lines)", {"files": {args["path"]: args["content"]}}
@@ -297,7 +305,7 @@ async def test_looks_of_a_group_are_asked_one_after_another():
     # per group (domain, mode, gap), in plan order: both changes, then both looks
     expected = []
     for i in range(0, len(pairs), 2):
-        group = [p for p, _ in pairs[i : i + 2]]
+        group = [p for p, *_ in pairs[i : i + 2]]
         assert len({(p.domain, p.gap) for p in group}) == 1
         expected += [s.action for p in group for s in p.steps if s.role == "mutate"]
         expected += [p.steps[-1].action for p in group]
@@ -327,7 +335,8 @@ async def test_rows_are_written_and_a_rerun_resumes(tmp_path):
     with RowWriter(out) as writer:
         await run_consistency(todo[:1], rule_world(), run=run, writer=writer)
     todo, done = plan_runs(probes, ["state"], out, run)
-    assert [p.key(m) for p, m in todo] == ["mcp/state/n5/p1"] and list(done) == ["mcp/state/n5/p0"]
+    assert [p.key(m, g) for p, m, g in todo] == ["mcp/state/n5/p1"]
+    assert list(done) == ["mcp/state/n5/p0"]
     rows, bad = read_rows(out)
     assert bad == 0 and rows[0]["run"] == run and rows[0]["passed"]
     with pytest.raises(SimgymError, match="other settings"):
@@ -357,6 +366,157 @@ async def test_an_empty_answer_is_the_models_failure_not_a_run_error():
     assert row["reason"].startswith("no observation: world model returned no observation")
 
 
+# -- grounding as a dimension -----------------------------------------------------------
+
+GROUNDED = DOMAINS  # every probed domain's grounding computes the look exactly
+
+
+def runs_for(domains, gaps, groundings, probes=3, modes=MODES):
+    runs, _ = plan_runs(
+        generate_probes(domains, gaps=gaps, probes=probes, seed=5),
+        modes,
+        None,
+        {},
+        groundings=groundings,
+    )
+    return runs
+
+
+async def test_each_probe_runs_in_each_mode_and_grounding_with_its_own_key():
+    runs = runs_for(DOMAINS, [5, 20], ["off", "strict"])
+    assert len(runs) == 3 * 2 * 3 * 2 * 2
+    rows = await run_consistency(runs, rule_world())
+    keys = [r["key"] for r in rows]
+    assert len(set(keys)) == len(rows)
+    assert {r["grounding"] for r in rows} == {"off", "strict"}
+    assert "terminal/history/n5/p0" in keys and "terminal/history+strict/n5/p0" in keys
+    # a world that keeps facts passes everything; its own answers are accepted as they are
+    assert [(r["key"], r["reason"]) for r in rows if not r["passed"]] == []
+    assert all(r["model_passed"] for r in rows)
+    strict = [r for r in rows if r["grounding"] == "strict" and r["domain"] in GROUNDED]
+    assert {r["probe"]["strict"] for r in strict} == {"accepted"}
+    assert all(r["probe"]["facts"] > 0 for r in strict)
+    assert {r["probe"]["strict"] for r in rows if r["grounding"] == "off"} == {None}
+    cells = summarize(rows)
+    assert len(cells) == 3 * 2 * 2 * 2
+    assert [(c.mode, c.grounding) for c in cells[:4]] == [
+        ("history", "off"),
+        ("history", "strict"),
+        ("state", "off"),
+        ("state", "strict"),
+    ]
+    assert mode_totals(cells) == {
+        "history": (18, 18),
+        "history+strict": (18, 18),
+        "state": (18, 18),
+        "state+strict": (18, 18),
+    }
+    assert corrected_totals(cells) == {"history+strict": 0, "state+strict": 0}
+
+
+@pytest.mark.parametrize("grounding", ["facts", "strict"])
+async def test_scripted_turns_agree_with_what_grounding_computes(grounding):
+    # Setup and filler turns are scripted; grounding applies their certain effects too.
+    # Strict mode must accept every scripted observation as it is, and the ledger it
+    # keeps must hold the fact right at the look in both context modes.
+    rows = await run_consistency(runs_for(DOMAINS, [2, 5], [grounding]), rule_world())
+    assert [r["scripted_strict"] for r in rows] == [[]] * len(rows)
+    assert [r["scripted_problems"] for r in rows] == [[]] * len(rows)
+    assert all(r["passed"] for r in rows)
+    for row in rows:
+        effects = row["domain"] in GROUNDED
+        if row["mode"] == "state" or effects:
+            assert row["ledger_ok"] is True, row["key"]
+        else:  # history mode, a domain without grounding: no ledger is kept
+            assert row["ledger_ok"] is None, row["key"]
+
+
+async def test_strict_mode_corrects_a_forgetful_world_and_says_so():
+    runs = runs_for(GROUNDED, [5], ["off", "strict"])
+    rows = await run_consistency(runs, rule_world(forget=True))
+    for row in rows:
+        if row["grounding"] == "off":
+            assert row["passed"] == (row["op"] == "delete"), row["key"]
+            continue
+        # the look is still the model's (it says "missing"); simgym corrects it
+        assert row["model_passed"] == (row["op"] == "delete"), row["key"]
+        assert row["passed"], (row["key"], row["reason"])
+        expected = "accepted" if row["op"] == "delete" else "corrected"
+        assert row["probe"]["strict"] == expected, row["key"]
+        if expected == "corrected":  # what the model wrote is kept beside the correction
+            assert (
+                "No such file" in row["probe"]["model_answers"][-1]
+                or "not found" in (row["probe"]["model_answers"][-1])
+            )
+        # simgym applied the change itself, whatever the model's patch
+        assert row["ledger_ok"] is True
+    cells = summarize(rows)
+    # three domains, one probe each of create, change, delete: the two that exist are
+    # corrected in each domain
+    assert corrected_totals(cells) == {"history+strict": 6, "state+strict": 6}
+    off, strict = mode_totals(cells)["history"], mode_totals(cells)["history+strict"]
+    assert off == (3, 9) and strict == (9, 9)
+
+
+async def test_grounding_is_explicit_whatever_the_backend_defaults_to():
+    world = rule_world()
+    world.default_grounding = "strict"  # as the embedded model has it
+    probe = generate_probes(["terminal"], gaps=[2], probes=1, seed=1)[0]
+    off = await run_probe(probe, "history", world)
+    assert off["grounding"] == "off" and off["probe"]["strict"] is None
+    on = await run_probe(probe, "history", world, grounding="strict")
+    assert on["key"] == "terminal/history+strict/n2/p0" and on["probe"]["strict"] == "accepted"
+    with pytest.raises(SimgymError, match="grounding must be"):
+        await run_probe(probe, "history", world, grounding="loose")
+    with pytest.raises(SimgymError, match="grounding must be"):
+        plan_runs([probe], ["history"], None, {}, groundings=["loose"])
+
+
+async def test_rows_written_before_grounding_resume_as_off(tmp_path):
+    out = tmp_path / "old.jsonl"
+    probes = generate_probes(["terminal"], gaps=[2], probes=2, seed=1)
+    run = {"seed": 1}
+    rows = await run_consistency([(p, "history") for p in probes], rule_world(), run=run)
+    with out.open("w") as f:
+        for row in rows:
+            row.pop("grounding")  # as written before grounding existed
+            f.write(json.dumps(row) + "\n")
+    todo, done = plan_runs(probes, ["history"], out, run, groundings=["off", "strict"])
+    assert sorted(done) == ["terminal/history/n2/p0", "terminal/history/n2/p1"]
+    assert [(p.index, m, g) for p, m, g in todo] == [
+        (0, "history", "strict"),
+        (1, "history", "strict"),
+    ]
+    cells = summarize(list(done.values()))
+    assert [(c.grounding, c.passed, c.total) for c in cells] == [("off", 2, 2)]
+
+
+def test_report_table_shows_grounding_beside_off_and_fits_80_columns():
+    from rich.console import Console
+
+    rows = []
+    for grounding, passed, strict in (("off", False, None), ("strict", True, "corrected")):
+        rows.append(
+            {
+                "domain": "terminal",
+                "gap": 5,
+                "mode": "history",
+                "grounding": grounding,
+                "op": "change",
+                "passed": passed,
+                "status": "ok",
+                "ledger_ok": None,
+                "probe": {"strict": strict, "prompt_tokens": 900, "request_chars": 3000},
+            }
+        )
+    console = Console(width=80, record=True)
+    console.print(report_table(summarize(rows)))
+    text = console.export_text()
+    assert re.search(r"terminal\s+5\s+history\s+off\s+0/1\s+0%\s+-", text)
+    assert re.search(r"terminal\s+5\s+history\s+strict\s+1/1\s+100%\s+1\s", text)
+    assert max(len(line) for line in text.splitlines()) <= 80
+
+
 # -- the CLI on the embedded model --------------------------------------------------------
 
 
@@ -366,41 +526,35 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, timeout=1800)
 
 
-def table_rows(stdout: str) -> set[tuple[str, str, str]]:
-    """(domain, n, mode) of each row of the printed table."""
-    found = re.findall(r"^\s*(\w+)\s+(\d+)\s+(history|state)\s+\d+/\d+\s", stdout, re.M)
+def table_rows(stdout: str) -> set[tuple[str, str, str, str]]:
+    """(domain, n, mode, grounding) of each row of the printed table."""
+    found = re.findall(
+        r"^\s*(\w+)\s+(\d+)\s+(history|state)\s+(off|facts|strict)\s+\d+/\d+\s", stdout, re.M
+    )
     return set(found)
 
 
 @pytest.mark.slow  # 1-3 minutes on the shared 2-core machine (loads the embedded model)
 def test_cli_runs_a_small_set_on_the_embedded_model(tmp_path, model_path):
     out, report = tmp_path / "rows.jsonl", tmp_path / "report.json"
-    done = run_cli(
-        "--quick",
-        "--domains",
-        "mcp",
-        "--gaps",
-        "2",
-        "--probes",
-        "1",
-        "--out",
-        str(out),
-        "--json",
-        str(report),
-    )
+    small = ("--quick", "--domains", "mcp", "--gaps", "2", "--probes", "1", "--out", str(out))
+    done = run_cli(*small, "--grounding", "off", "--json", str(report))
     assert done.returncode == 0, done.stderr[-3000:]
     assert "World-state consistency" in done.stdout
-    assert table_rows(done.stdout) == {("mcp", "2", "history"), ("mcp", "2", "state")}
+    assert table_rows(done.stdout) == {("mcp", "2", "history", "off"), ("mcp", "2", "state", "off")}
     rows, bad = read_rows(out)
     assert bad == 0 and len(rows) == 2
     assert all(r["probe"]["prompt_tokens"] > 0 for r in rows if r["status"] == "ok")
     cells = json.loads(report.read_text())["cells"]
-    assert sorted(c["mode"] for c in cells) == ["history", "state"]
-    again = run_cli(
-        "--quick", "--domains", "mcp", "--gaps", "2", "--probes", "1", "--out", str(out)
-    )
+    assert sorted((c["mode"], c["grounding"]) for c in cells) == [
+        ("history", "off"),
+        ("state", "off"),
+    ]
+    # the default compares grounding off with strict: only the strict runs are new
+    again = run_cli(*small)
     assert again.returncode == 0 and "resuming: 2 rows" in again.stderr
-    assert "0 probe episodes" in again.stderr and len(read_rows(out)[0]) == 2
+    assert "2 probe episodes" in again.stderr and len(read_rows(out)[0]) == 4
+    assert {g for *_, g in table_rows(again.stdout)} == {"off", "strict"}
 
 
 def test_cli_rejects_bad_options(model_path):
@@ -408,6 +562,8 @@ def test_cli_rejects_bad_options(model_path):
     assert done.returncode == 2 and "--gaps must be a comma list" in done.stderr
     done = run_cli("--domains", "terminal,web")
     assert done.returncode == 2 and "no consistency probes for web" in done.stderr
+    done = run_cli("--grounding", "off,loose")
+    assert done.returncode == 2 and "grounding must be" in done.stderr
 
 
 @pytest.mark.slow
@@ -415,8 +571,8 @@ def test_cli_quick_run_on_the_embedded_model_prints_the_table(tmp_path, model_pa
     out = tmp_path / "rows.jsonl"
     done = run_cli("--quick", "--out", str(out))
     assert done.returncode == 0, done.stderr[-3000:]
-    expected = {(d, "5", m) for d in DOMAINS for m in MODES}
+    expected = {(d, "5", m, g) for d in DOMAINS for m in MODES for g in ("off", "strict")}
     assert table_rows(done.stdout) == expected
-    assert re.search(r"overall: history \d+/3 .*state \d+/3", done.stdout)
+    assert re.search(r"overall: history \d+/3 .*history\+strict \d+/3", done.stdout)
     rows, bad = read_rows(out)
-    assert bad == 0 and len(rows) == 6 and sorted({r["op"] for r in rows}) == sorted(OPS)
+    assert bad == 0 and len(rows) == 12 and sorted({r["op"] for r in rows}) == sorted(OPS)

@@ -454,6 +454,13 @@ def consistency(
         str | None, typer.Option(help="turns n between change and look (default: 5,20,50)")
     ] = None,
     modes: Annotated[str, typer.Option(help="context modes: history, state")] = "history,state",
+    grounding: Annotated[
+        str,
+        typer.Option(
+            help="grounding modes to compare: off, facts, strict (facts from the hidden "
+            "state; strict also checks and corrects the observation)"
+        ),
+    ] = "off,strict",
     probes: Annotated[
         int | None, typer.Option(help="probes per domain, n and mode; ops cycle (default: 3)")
     ] = None,
@@ -472,12 +479,14 @@ def consistency(
     ] = False,
 ) -> None:
     """Does the world model keep facts straight? A fact is created, changed or deleted at
-    turn k and looked at again at turn k+n, in both context modes; scored by rule. Only
-    those two turns are simulated by the model under test: the turns between are written
-    by rule (see simgym.bench.consistency)."""
+    turn k and looked at again at turn k+n, in both context modes, with grounding off and
+    on; scored by rule. Only those two turns are simulated by the model under test: the
+    turns between are written by rule (see simgym.bench.consistency)."""
     from simgym.bench.consistency import (
         DEFAULT_GAPS,
+        GROUNDINGS,
         RunSettings,
+        corrected_totals,
         generate_probes,
         mode_totals,
         plan_runs,
@@ -498,6 +507,12 @@ def consistency(
         _word_list(domains), gaps=_int_list(gaps, "--gaps"), probes=probes, seed=seed
     )
     mode_list = _word_list(modes)
+    grounding_list = _word_list(grounding)
+    unknown = [g for g in grounding_list if g not in GROUNDINGS]
+    if unknown or not grounding_list:
+        raise SimgymError(
+            f"--grounding must be a comma list of {', '.join(GROUNDINGS)}, not {grounding!r}"
+        )
     if world_model == "local" and max_tokens is None:
         max_tokens = CONSISTENCY_LOCAL_MAX_TOKENS
     tokens, temp = request_settings(world_model, max_tokens, temperature)
@@ -515,7 +530,9 @@ def consistency(
         concurrency=concurrency or 16,
     )
     run = settings.record(backend, seed)
-    todo, finished = plan_runs(chosen, mode_list, out, run, restart=restart)
+    todo, finished = plan_runs(
+        chosen, mode_list, out, run, restart=restart, groundings=grounding_list
+    )
     if finished:
         errors.print(f"resuming: {len(finished)} rows already in {out}")
     if concurrency is None:
@@ -544,22 +561,30 @@ def consistency(
 
     rows = asyncio.run(main())
     seconds = time.perf_counter() - started
-    wanted = {p.key(m) for p in chosen for m in mode_list}
+    wanted = {p.key(m, g) for p in chosen for m in mode_list for g in grounding_list}
     every = [r for r in [*finished.values(), *rows] if r["key"] in wanted]
     cells = summarize(every)
     console.print(report_table(cells, title=f"World-state consistency ({backend.name})"))
     totals = mode_totals(cells)
-    console.print(
-        "overall: "
-        + ", ".join(f"{m} {p}/{n} ({100 * p / n:.0f}%)" for m, (p, n) in totals.items() if n)
-    )
+    corrected = corrected_totals(cells)
+
+    def total(name: str, p: int, n: int) -> str:
+        fixed = f", {corrected[name]} corrected" if corrected.get(name) else ""
+        return f"{name} {p}/{n} ({100 * p / n:.0f}%{fixed})"
+
+    console.print("overall: " + ", ".join(total(m, p, n) for m, (p, n) in totals.items() if n))
     errors.print(
         f"{len(rows)} probe episodes in {seconds:.1f}s; only turn k and turn k+n are "
         "simulated by the model under test, the turns between are scripted"
         + (f"; rows in {out}" if out else "")
     )
     if json_out:
-        report = {"run": run, "cells": [c.as_dict() for c in cells], "totals": totals}
+        report = {
+            "run": run,
+            "cells": [c.as_dict() for c in cells],
+            "totals": totals,
+            "corrected": corrected,
+        }
         json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
         errors.print(f"wrote {json_out}")
 

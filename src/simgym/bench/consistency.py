@@ -18,22 +18,43 @@ alone; when the system prompt asks for hidden-state updates they carry the right
 (``{}`` for fillers). This keeps the benchmark affordable (two model calls per probe,
 whatever ``n`` is) while the model still sees ``n`` turns of realistic activity between
 the change and the look; it measures memory of the fact, not the model's skill at
-simulating the fillers. A model that cannot fit the history into its context (the
-embedded model has 4096 tokens; its backend drops the oldest turns) loses the change at
-large ``n`` in ``history`` mode: that is the drift ``state`` mode is meant to fix, and
-the report shows it as measured.
+simulating the fillers (strict mode may add a call: it asks again when the state does
+not determine the whole observation). A model that cannot fit the history into its
+context (the embedded model has 4096 tokens; its backend drops the oldest turns) loses
+the change at large ``n`` in ``history`` mode: that is the drift ``state`` mode is meant
+to fix, and the report shows it as measured.
 
 In ``state`` mode the hidden state is only as good as the patches the model wrote at
 turn ``k``, so each row also says whether the ledger held the fact right just before the
 look (``ledger_ok``): a failure with a wrong ledger is a bad patch, one with a right
 ledger is a model that ignored the state it was shown. The report's prompt tokens are the
 probe turn's ``usage.prompt_tokens`` as the backend counts them (the local backend adds
-the second request it makes to write the ``<state_update>``), and ``request kchars`` is
-the size of the messages simgym sent, the same measure for every backend. Format retries
+the second request it makes to write the ``<state_update>``), and the JSON report's
+``probe_request_chars`` is the size of the messages simgym sent, the same measure for
+every backend. Format retries
 are off by default (``retries=0``): a retry re-rolls the answer and doubles the cost.
 
-Rows (one per probe and mode) go to a JSONL file as they finish; a rerun with the same
-settings skips the finished ones and reruns those that ended in a model error.
+Grounding (:mod:`simgym.core.grounding`) is a second dimension: each probe runs with each
+``SimEnv(grounding=...)`` mode asked for (``off``, ``facts``, ``strict``), so the report
+shows a model on its own beside the same model with simgym's facts. With grounding on,
+the domain computes what the change at turn ``k`` certainly does and applies it to the
+hidden state itself, and the look at ``k + n`` is sent with the facts the state holds;
+the scripted turns are written so that the effects simgym computes for them are the same
+as their scripted patches (``echo value > file`` creates the same file either way), and
+a scripted turn that strict mode would re-ask or correct is a bug in the probes, counted
+in the row (``scripted_strict``). The look is still written by the model under test, but
+in ``strict`` mode simgym may correct it to the exact observation the state determines:
+the row keeps what strict mode did (``probe.strict``: accepted, reasked, corrected or
+unresolved) and whether the model's own last answer passed (``model_passed``), and the
+report counts the passes that came from corrections. With grounding on, the ledger is
+kept by simgym in both context modes, so ``ledger_ok`` is reported for ``history`` too
+(once a turn was grounded).
+
+Rows (one per probe, context mode and grounding) go to a JSONL file as they finish; a
+rerun with the same settings skips the finished ones and reruns those that ended in a
+model error. Row keys are ``domain/mode/n5/p0`` with grounding off (the keys of rows
+written before grounding existed, which read back as ``off``) and
+``domain/mode+strict/n5/p0`` with it on.
 """
 
 from __future__ import annotations
@@ -52,12 +73,15 @@ from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
+from simgym.core.grounding import MODES as GROUNDING_MODES
 from simgym.core.state import STATE_CLOSE, STATE_OPEN
 from simgym.core.worldmodel import Messages, Prediction, WorldModel
 
 SCHEMA = "simgym.bench.consistency/1"
 OPS = ("create", "change", "delete")
 MODES = ("history", "state")
+GROUNDINGS = GROUNDING_MODES  # off, facts, strict
+DEFAULT_GROUNDINGS = ("off", "strict")
 DEFAULT_GAPS = (5, 20, 50)
 MUTATION_TURN = 2  # turn k: turn 1 is scripted (the old value, or an unrelated command)
 
@@ -120,8 +144,20 @@ class Probe:
     def probe_turn(self) -> int:
         return MUTATION_TURN + self.gap
 
-    def key(self, mode: str) -> str:
-        return f"{self.domain}/{mode}/n{self.gap}/p{self.index}"
+    def key(self, mode: str, grounding: str = "off") -> str:
+        return f"{self.domain}/{label(mode, grounding)}/n{self.gap}/p{self.index}"
+
+
+def label(mode: str, grounding: str = "off") -> str:
+    """``history`` or ``history+strict``: a context mode and a grounding mode together.
+    Grounding off keeps the plain mode name, so keys written before grounding existed
+    still name the same runs."""
+    return mode if grounding == "off" else f"{mode}+{grounding}"
+
+
+def row_grounding(row: dict[str, Any]) -> str:
+    """A row's grounding mode; rows written before grounding existed ran without it."""
+    return row.get("grounding") or "off"
 
 
 @dataclass(frozen=True)
@@ -288,8 +324,12 @@ class ScriptedTurns:
     def __init__(self, inner: WorldModel) -> None:
         self.inner = inner
         self.name = inner.name
+        # Forwarded so that a SimEnv built without ``grounding=`` acts as on the backend
+        # itself; the benchmark passes its grounding mode explicitly anyway.
+        self.default_grounding = getattr(inner, "default_grounding", None)
         self.script: Scripted | None = None
         self.request_chars = 0  # size of the last request forwarded to the model
+        self.answers: list[str] = []  # observations the model wrote, for the row
 
     async def predict(
         self,
@@ -302,9 +342,11 @@ class ScriptedTurns:
     ) -> Prediction:
         if self.script is None:
             self.request_chars = sum(len(m["content"]) for m in messages)
-            return await self.inner.predict(
+            prediction = await self.inner.predict(
                 messages, max_tokens=max_tokens, temperature=temperature, seed=seed, prefix=prefix
             )
+            self.answers.append(prediction.observation)
+            return prediction
         text = self.script.observation(prefix or "")
         raw = f"{contract.OPEN_TAG}\n{text}\n{contract.CLOSE_TAG}"
         if messages and STATE_OPEN in messages[0]["content"]:  # the prompt asks for updates
@@ -349,12 +391,21 @@ class ProbeEpisode:
     most (see :func:`run_consistency`)."""
 
     def __init__(
-        self, probe: Probe, mode: str, backend: WorldModel, settings: RunSettings | None = None
+        self,
+        probe: Probe,
+        mode: str,
+        backend: WorldModel,
+        settings: RunSettings | None = None,
+        grounding: str = "off",
     ) -> None:
         if mode not in MODES:
             raise SimgymError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+        if grounding not in GROUNDINGS:
+            raise SimgymError(
+                f"grounding must be one of {', '.join(GROUNDINGS)}, not {grounding!r}"
+            )
         settings = settings or RunSettings()
-        self.probe, self.mode = probe, mode
+        self.probe, self.mode, self.grounding = probe, mode, grounding
         self.world = ScriptedTurns(backend)
         self.env = SimEnv(
             get_domain(probe.domain),
@@ -366,6 +417,8 @@ class ProbeEpisode:
             max_tokens=settings.max_tokens,
             temperature=settings.temperature,
             validation_retries=settings.retries,
+            # Explicit: the row's key says which mode ran, whatever the backend defaults to.
+            grounding=grounding,  # type: ignore[arg-type]
         )
         self.ended: str | None = None  # why the episode stopped before the look
         self.ledger_ok: bool | None = None
@@ -387,32 +440,43 @@ class ProbeEpisode:
     async def look(self) -> dict[str, Any]:
         started = time.perf_counter()
         if self.ended is None:
-            if self.env.state_updates:
+            if self.env.state_updates or self._grounded():
                 self.ledger_ok = ledger_agrees(self.probe, self.env.state)
             self.world.script = None
+            self.world.answers = []
             await self.env.step(self.probe.steps[-1].action)
         await self.env.close(None)
         self.seconds += time.perf_counter() - started
         return self.row()
+
+    def _grounded(self) -> bool:
+        """Has the domain grounded a turn of this episode (so simgym kept the ledger)?"""
+        trajectory = self.env.trajectory
+        return trajectory is not None and any(t.grounding for t in trajectory.turns)
 
     def row(self) -> dict[str, Any]:
         probe, trajectory = self.probe, self.env.trajectory
         assert trajectory is not None
         turns = {t.index: t for t in trajectory.turns}
         mutation, look = turns.get(probe.mutation_turn), turns.get(probe.probe_turn)
+        model_passed: bool | None = None
         if self.ended is not None or look is None:
             verdict = Verdict(False, self.ended or "the probe turn did not run")
         else:
             verdict = score_observation(probe, look.observation.text, look.error)
+            # What the model itself last wrote, before any strict correction.
+            own = self.world.answers[-1] if self.world.answers else None
+            model_passed = verdict.passed if own is None else score_observation(probe, own).passed
         # Only an unreachable model is an error to rerun; an empty answer is the model's.
         unreachable = look is not None and look.error_type == "world_model"
         model_error = self.ended or (look.error if unreachable else None)
         return {
             "schema": SCHEMA,
-            "key": probe.key(self.mode),
+            "key": probe.key(self.mode, self.grounding),
             "status": "error" if model_error else "ok",
             "domain": probe.domain,
             "mode": self.mode,
+            "grounding": self.grounding,
             "gap": probe.gap,
             "index": probe.index,
             "op": probe.op,
@@ -422,10 +486,12 @@ class ProbeEpisode:
             "probe_turn": probe.probe_turn,
             "passed": verdict.passed,
             "reason": verdict.reason,
+            "model_passed": model_passed,
             "error": model_error,
             "ledger_ok": self.ledger_ok,
             "mutation": _turn_record(mutation),
-            "probe": _turn_record(look) | {"request_chars": self.world.request_chars},
+            "probe": _turn_record(look)
+            | {"request_chars": self.world.request_chars, "model_answers": self.world.answers},
             "model_calls": sum(1 for s in probe.steps if s.scripted is None),
             # Scripted observations are written to pass the domain's checks; a problem
             # here is a bug in the probes, not in the model.
@@ -437,24 +503,45 @@ class ProbeEpisode:
                     for p in t.format_problems
                 }
             ),
+            # Likewise, a scripted turn that strict mode had to re-ask or correct
+            # disagrees with what the domain computes from the state: a probe bug.
+            "scripted_strict": sorted(
+                {
+                    f"turn {t.index}: {_strict_action(t)}"
+                    for s, t in zip(probe.steps, trajectory.turns, strict=False)
+                    if s.scripted and _strict_action(t) not in (None, "accepted")
+                }
+            ),
             "seconds": round(self.seconds, 3),
             "finished_at": time.time(),
         }
 
 
 async def run_probe(
-    probe: Probe, mode: str, backend: WorldModel, settings: RunSettings | None = None
+    probe: Probe,
+    mode: str,
+    backend: WorldModel,
+    settings: RunSettings | None = None,
+    grounding: str = "off",
 ) -> dict[str, Any]:
     """Play one probe episode in ``mode`` and score it; returns the result row."""
-    episode = ProbeEpisode(probe, mode, backend, settings)
+    episode = ProbeEpisode(probe, mode, backend, settings, grounding)
     await episode.prepare()
     return await episode.look()
+
+
+def _strict_action(turn: Any) -> str | None:
+    """What strict mode did on a turn (accepted, reasked, corrected, unresolved)."""
+    return ((turn.grounding or {}).get("strict") or {}).get("action")
 
 
 def _turn_record(turn: Any) -> dict[str, Any]:
     if turn is None:
         return {}
+    grounding = turn.grounding or {}
     return {
+        "strict": _strict_action(turn),
+        "facts": len(grounding.get("facts") or []),
         "action": turn.action_text,
         "observation": turn.observation.text[:4000],
         "error": turn.error,
@@ -475,17 +562,25 @@ def plan_runs(
     run: dict[str, Any],
     *,
     restart: bool = False,
-) -> tuple[list[tuple[Probe, str]], dict[str, dict[str, Any]]]:
-    """``(probe and mode pairs still to run, finished rows kept in out)``, ordered by
-    domain and mode so that consecutive episodes share a system prompt (a local model's
-    prefix cache then skips re-reading it). Rows that ended in a model error are rerun.
-    An ``out`` file with rows of other settings is an error, not something to mix in."""
+    groundings: Sequence[str] = ("off",),
+) -> tuple[list[tuple[Probe, str, str]], dict[str, dict[str, Any]]]:
+    """``((probe, mode, grounding) runs still to do, finished rows kept in out by key)``,
+    ordered by domain, mode and grounding so that consecutive episodes share a system
+    prompt (a local model's prefix cache then skips re-reading it). Rows that ended in a
+    model error are rerun; rows written before grounding existed count as ``off``. An
+    ``out`` file with rows of other settings is an error, not something to mix in."""
     from simgym.bench.store import prepare_resume, read_rows
 
     modes = list(dict.fromkeys(modes))
     bad = [m for m in modes if m not in MODES]
     if bad or not modes:
         raise SimgymError(f"modes must be {' or '.join(MODES)}, not {', '.join(bad) or 'none'}")
+    groundings = list(dict.fromkeys(groundings))
+    bad = [g for g in groundings if g not in GROUNDINGS]
+    if bad or not groundings:
+        raise SimgymError(
+            f"grounding must be {', '.join(GROUNDINGS)}, not {', '.join(bad) or 'none'}"
+        )
     finished: dict[str, dict[str, Any]] = {}
     if out is not None:
         path = Path(out)
@@ -499,11 +594,26 @@ def plan_runs(
                 f"{path} holds rows of a run with other settings ({_settings_diff(other, run)}); "
                 "write to another --out or pass --restart to discard them"
             )
-        finished = prepare_resume(path, lambda r: r.get("status") == "ok")
+        kept = prepare_resume(path, lambda r: r.get("status") == "ok")
+        finished = {row_key(r): r for r in kept.values()}
     order = {name: i for i, name in enumerate(PROBE_DOMAINS)}
-    pairs = [(p, m) for p in probes for m in modes]
-    pairs.sort(key=lambda pm: (order[pm[0].domain], modes.index(pm[1]), pm[0].gap, pm[0].index))
-    return [(p, m) for p, m in pairs if p.key(m) not in finished], finished
+    runs = [(p, m, g) for p in probes for m in modes for g in groundings]
+    runs.sort(
+        key=lambda r: (
+            order[r[0].domain],
+            modes.index(r[1]),
+            groundings.index(r[2]),
+            r[0].gap,
+            r[0].index,
+        )
+    )
+    return [r for r in runs if r[0].key(r[1], r[2]) not in finished], finished
+
+
+def row_key(row: dict[str, Any]) -> str:
+    """A row's key from its fields (the same as its ``key``; also for old rows)."""
+    mode = label(row["mode"], row_grounding(row))
+    return f"{row['domain']}/{mode}/n{row['gap']}/p{row['index']}"
 
 
 def _settings_diff(row: dict[str, Any], run: dict[str, Any]) -> str:
@@ -513,7 +623,7 @@ def _settings_diff(row: dict[str, Any], run: dict[str, Any]) -> str:
 
 
 async def run_consistency(
-    pairs: Sequence[tuple[Probe, str]],
+    pairs: Sequence[tuple[Probe, str] | tuple[Probe, str, str]],
     backend: WorldModel,
     *,
     settings: RunSettings | None = None,
@@ -522,21 +632,23 @@ async def run_consistency(
     concurrency: int = 1,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run each (probe, mode) pair, ``concurrency`` model calls' worth at a time, writing
-    rows as they finish. A model failure is recorded in its row; the run goes on.
+    """Run each (probe, mode) pair or (probe, mode, grounding) triple (grounding ``off``
+    when not given), ``concurrency`` model calls' worth at a time, writing rows as they
+    finish. A model failure is recorded in its row; the run goes on.
 
-    Pairs of one domain, mode and gap form a group: all of its episodes are played up to
-    the look first, then the looks are asked one group member after another. Their
-    prompts share the system prompt and the filler turns (in ``history`` mode with a
+    Runs of one domain, mode, grounding and gap form a group: all of its episodes are
+    played up to the look first, then the looks are asked one group member after another.
+    Their prompts share the system prompt and the filler turns (in ``history`` mode with a
     trimmed context, all but the last message), so a backend that reuses a cached prompt
     prefix (llama.cpp, vLLM, SGLang) reads each group's long history once, not once per
     probe."""
     gate = asyncio.Semaphore(max(1, concurrency))
     rows: list[dict[str, Any]] = []
-    groups: dict[tuple[str, str, int], list[ProbeEpisode]] = {}
-    for probe, mode in pairs:
-        episode = ProbeEpisode(probe, mode, backend, settings)
-        groups.setdefault((probe.domain, mode, probe.gap), []).append(episode)
+    groups: dict[tuple[str, str, str, int], list[ProbeEpisode]] = {}
+    for probe, mode, *rest in pairs:
+        grounding = rest[0] if rest else "off"
+        episode = ProbeEpisode(probe, mode, backend, settings, grounding)
+        groups.setdefault((probe.domain, mode, grounding, probe.gap), []).append(episode)
 
     async def prepare(episode: ProbeEpisode) -> None:
         async with gate:
@@ -571,14 +683,16 @@ async def run_consistency(
 
 @dataclass
 class Cell:
-    """Results for one domain, gap and mode."""
+    """Results for one domain, gap, context mode and grounding mode."""
 
     domain: str
     gap: int
     mode: str
+    grounding: str = "off"
     passed: int = 0
     total: int = 0
     errors: int = 0
+    corrected: int = 0  # passes whose look strict mode corrected (simgym's, not the model's)
     by_op: dict[str, list[int]] = field(default_factory=dict)  # op -> [passed, total]
     ledger_ok: int = 0
     ledger_total: int = 0
@@ -589,14 +703,20 @@ class Cell:
     def rate(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
+    @property
+    def label(self) -> str:
+        return label(self.mode, self.grounding)
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "domain": self.domain,
             "gap": self.gap,
             "mode": self.mode,
+            "grounding": self.grounding,
             "passed": self.passed,
             "total": self.total,
             "pass_rate": round(self.rate, 4),
+            "corrected": self.corrected,
             "errors": self.errors,
             "by_op": self.by_op,
             "ledger_ok": self.ledger_ok if self.ledger_total else None,
@@ -611,21 +731,23 @@ def _mean(values: list[int]) -> int | None:
 
 
 def summarize(rows: Sequence[dict[str, Any]]) -> list[Cell]:
-    """One cell per domain, gap and mode, in domain, gap, mode order."""
-    cells: dict[tuple[str, int, str], Cell] = {}
+    """One cell per domain, gap, mode and grounding, in that order (so a mode's
+    grounding-off row sits right above its grounded rows)."""
+    cells: dict[tuple[str, int, str, str], Cell] = {}
     for row in rows:
-        key = (row["domain"], row["gap"], row["mode"])
+        key = (row["domain"], row["gap"], row["mode"], row_grounding(row))
         cell = cells.setdefault(key, Cell(*key))
         cell.total += 1
         cell.passed += bool(row["passed"])
         cell.errors += row.get("status") == "error"
+        probe = row.get("probe") or {}
+        cell.corrected += bool(row["passed"]) and probe.get("strict") == "corrected"
         counts = cell.by_op.setdefault(row["op"], [0, 0])
         counts[0] += bool(row["passed"])
         counts[1] += 1
         if row.get("ledger_ok") is not None:
             cell.ledger_total += 1
             cell.ledger_ok += bool(row["ledger_ok"])
-        probe = row.get("probe") or {}
         if probe.get("prompt_tokens"):
             cell.prompt_tokens.append(probe["prompt_tokens"])
         if probe.get("request_chars"):
@@ -633,75 +755,101 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[Cell]:
     order = {name: i for i, name in enumerate(PROBE_DOMAINS)}
     return sorted(
         cells.values(),
-        key=lambda c: (order.get(c.domain, len(order)), c.domain, c.gap, MODES.index(c.mode)),
+        key=lambda c: (
+            order.get(c.domain, len(order)),
+            c.domain,
+            c.gap,
+            MODES.index(c.mode),
+            GROUNDINGS.index(c.grounding) if c.grounding in GROUNDINGS else len(GROUNDINGS),
+        ),
     )
 
 
 def report_table(cells: Sequence[Cell], title: str = "World-state consistency") -> Any:
-    """A rich table: pass rate by domain, gap n and context mode, with the passes per op,
-    the hidden state's agreement (state mode) and the probe turn's prompt size. Compact
-    enough for an 80-column terminal."""
+    """A rich table: pass rate by domain, gap n, context mode and grounding (off on the
+    row above strict), with the passes strict mode corrected, the passes per op, the
+    hidden state's agreement and the probe turn's prompt tokens. Compact enough for an
+    80-column terminal at the default three probes a cell."""
     from rich import box
     from rich.table import Table
 
     table = Table(
         title=title,
-        caption="new/chg/del: passes per op; ledger: hidden state right at the look (state "
-        "mode); tok: probe prompt tokens (backend's count); kchars: request size",
+        caption="ground: grounding mode; fix: passes whose look strict mode corrected to "
+        "the exact observation; new/chg/del: passes per op; ledger: hidden state right at "
+        "the look; tok: probe prompt tokens (backend's count; the JSON report has the "
+        "request size in characters too)",
         box=box.SIMPLE_HEAD,
+        show_edge=False,
         padding=(0, 1, 0, 0),
         pad_edge=False,
     )
     for name, right in COLUMNS:
         table.add_column(name, justify="right" if right else "left", no_wrap=True)
+    previous: tuple[str, int, str] | None = None
     for cell in cells:
         ops = [
             f"{cell.by_op[op][0]}/{cell.by_op[op][1]}" if op in cell.by_op else "-" for op in OPS
         ]
         ledger = f"{cell.ledger_ok}/{cell.ledger_total}" if cell.ledger_total else "-"
         tokens = _mean(cell.prompt_tokens)
-        chars = _mean(cell.request_chars)
+        group = (cell.domain, cell.gap, cell.mode)
+        if previous is not None and group[:2] != previous[:2]:
+            table.add_section()
+        previous = group
         table.add_row(
             cell.domain,
             str(cell.gap),
             cell.mode,
+            cell.grounding,
             f"{cell.passed}/{cell.total}",
             f"{100 * cell.rate:.0f}%",
+            str(cell.corrected) if cell.grounding == "strict" else "-",
             *ops,
             ledger,
             "-" if tokens is None else str(tokens),
-            "-" if chars is None else f"{chars / 1000:.1f}",
             str(cell.errors),
         )
     return table
 
 
 # (header, right-aligned); "tok" is the probe turn's prompt tokens as the backend counts
-# them, "kchars" the size of the request simgym sent.
+# them, "fix" the corrected passes.
 COLUMNS = (
     ("domain", False),
     ("n", True),
     ("mode", False),
+    ("ground", False),
     ("pass", True),
     ("rate", True),
+    ("fix", True),
     ("new", True),
     ("chg", True),
     ("del", True),
     ("ledger", True),
     ("tok", True),
-    ("kchars", True),
     ("err", True),
 )
 
 
 def mode_totals(cells: Sequence[Cell]) -> dict[str, tuple[int, int]]:
-    """``mode -> (passed, total)`` over all cells."""
+    """``label -> (passed, total)`` over all cells, the label being the context mode
+    (``history``) with grounding off and ``history+strict`` with it on."""
     totals: dict[str, list[int]] = {}
     for cell in cells:
-        t = totals.setdefault(cell.mode, [0, 0])
+        t = totals.setdefault(cell.label, [0, 0])
         t[0] += cell.passed
         t[1] += cell.total
-    return {mode: (p, n) for mode, (p, n) in totals.items()}
+    return {name: (p, n) for name, (p, n) in totals.items()}
+
+
+def corrected_totals(cells: Sequence[Cell]) -> dict[str, int]:
+    """``label -> passes strict mode corrected`` (only grounded labels)."""
+    out: dict[str, int] = {}
+    for cell in cells:
+        if cell.grounding != "off":
+            out[cell.label] = out.get(cell.label, 0) + cell.corrected
+    return out
 
 
 # -- the probed domains -------------------------------------------------------------------
@@ -769,7 +917,10 @@ def _tool(name: str, description: str, /, **properties: str) -> dict[str, Any]:
     }
 
 
+# Collections are lists of records with an id field, the shape simgym's mcp grounding
+# (simgym.domains.mcp_ground) reads: it then knows what each record tool certainly does.
 _M_SETTINGS = {"region": "eu-west-1", "retention_days": "30", "owner": "ops-team"}
+_M_FIRST = {"id": "R-0001", "value": "first note"}
 
 
 def _m_call(name: str, /, **arguments: str) -> dict[str, Any]:
@@ -778,9 +929,21 @@ def _m_call(name: str, /, **arguments: str) -> dict[str, Any]:
 
 def _m_setup(rid: str, value: str) -> tuple[Any, Scripted]:
     result = {"id": rid, "value": value, "status": "created"}
+    # The whole list, as a merge patch must give it and as grounding computes it.
+    records = [_M_FIRST, {"id": rid, "value": value}]
     return _m_call("create_record", id=rid, value=value), Scripted(
-        json.dumps(result), {"records": {rid: {"value": value}}}
+        json.dumps(result), {"records": records}
     )
+
+
+def _record(records: Any, rid: str) -> Any:
+    """Record ``rid`` of a collection kept as a list of records (the scenario's shape) or
+    as a map by id (a model's patch may write either)."""
+    if isinstance(records, dict):
+        return records.get(rid)
+    if isinstance(records, list):
+        return next((r for r in records if isinstance(r, dict) and r.get("id") == rid), None)
+    return None
 
 
 def _m_mutate(op: str, rid: str, new: str | None, old: str | None) -> Any:
@@ -819,7 +982,10 @@ MCP_PROBES = ProbeDomain(
             _tool("get_setting", "Read one server setting.", name="setting name"),
             _tool("ping", "Check the server is up; echoes the message.", message=""),
         ],
-        "state": {"records": {"R-0001": {"value": "first note"}}, "settings": _M_SETTINGS},
+        "state": {
+            "records": [_M_FIRST],
+            "settings": [{"name": k, "value": v} for k, v in _M_SETTINGS.items()],
+        },
         "output_format": "json",
     },
     instruction="Keep the team's records up to date.",
@@ -828,9 +994,7 @@ MCP_PROBES = ProbeDomain(
     mutate=_m_mutate,
     look=lambda rid: _m_call("get_record", id=rid),
     filler=_m_filler,
-    locate=lambda state, rid: (
-        (state.get("records") or {}).get(rid) if isinstance(state.get("records"), dict) else None
-    ),
+    locate=lambda state, rid: _record(state.get("records"), rid),
     missing=re.compile(
         # a record reported as deleted is reported absent, as a 404 would be
         r"not[ _-]?found|\b404\b|does not exist|doesn't exist|no such|no record|\bdeleted\b|"
