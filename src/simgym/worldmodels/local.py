@@ -9,15 +9,29 @@ A LoRA adapter in GGUF form (``simgym train export-gguf --adapter``) can be appl
 of the model. When simgym ships a world-model adapter trained on its own real transitions
 (``simgym/worldmodels/weights/``), the embedded model uses it by default; ``adapter=None``
 (``--adapter none``) selects the plain base model.
+
+Prompt evaluation is compute-bound on a CPU (~160 tokens/s on two cores), so a step is
+fast only when its prompt's prefix is still in a llama.cpp context. One context serves one
+prefix, and interleaved episodes would evict each other's; so each loaded model keeps a pool
+of ``slots`` contexts over the same (mmapped) weights, and each request runs on the slot
+that already holds its history; a new episode gets a free slot seeded with the longest
+prefix another slot shares with it (the scenario's system prompt, say), copied not
+re-evaluated. See :func:`choose_slot`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import functools
 import importlib.util
 import os
 import threading
 import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,13 +57,20 @@ ADAPTER_HELP = (
     "(default: simgym's shipped world-model adapter on the embedded model)"
 )
 
-# Loaded models are shared across backends (one copy in memory per file and context size);
-# a llama.cpp context is not thread-safe, so each has a lock that serializes calls.
-_MODELS: dict[tuple[str, int, str | None], tuple[Any, threading.Lock]] = {}
-_MODELS_LOCK = threading.Lock()
+# Loaded models are shared across backends: one pool of llama.cpp contexts ("slots") per
+# file, context size, adapter, slot count and state cache. A context is not thread-safe, so
+# a slot serves one call at a time; the compute gate bounds how many calls run at once
+# across all pools (on a small CPU, two generations at once only slow each other down).
+_POOLS: dict[tuple[str, int, str | None, int, int], _Pool] = {}
+_POOLS_LOCK = threading.Lock()
+_GATES: dict[int, threading.Semaphore] = {}
 # A small model drifts into writing the next user turn; starting its answer for it (the
 # observation header and the opening tag) keeps it on the observation.
 PREFILL = f"{OBSERVATION_HEADER}\n{OPEN_TAG}\n"
+# A shared prefix shorter than this is not worth copying between slots (or claiming one).
+MIN_SHARED = 16
+# A slot unused for this many rounds of the open slots is taken before another is opened.
+STALE_ROUNDS = 4
 
 
 def embedded_model_path() -> Path | None:
@@ -78,42 +99,322 @@ def resolve_adapter(adapter: str | os.PathLike[str] | None, model_given: bool) -
     return str(adapter)
 
 
-def _load(
-    path: str, n_ctx: int, n_threads: int | None, cache_mb: int = 0, adapter: str | None = None
-) -> tuple[Any, threading.Lock]:
-    key = (path, n_ctx, adapter)
-    with _MODELS_LOCK:
-        if key not in _MODELS:
-            try:
-                from llama_cpp import Llama
-            except ImportError:
-                raise WorldModelError(
-                    f"llama-cpp-python is not installed; {INSTALL_HINT}"
-                ) from None
-            from llama_cpp import LlamaRAMCache
+@dataclass(frozen=True)
+class SlotView:
+    """What the slot chooser knows about one slot, relative to the incoming request."""
 
-            try:
-                llm = Llama(
-                    model_path=path,
-                    n_ctx=n_ctx,
-                    n_threads=n_threads or os.cpu_count() or 2,
-                    lora_path=adapter,
-                    verbose=False,
-                )
-            except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
-                raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
-            # Prompt evaluation dominates on CPU; a state cache lets interleaved episodes
-            # resume from their own prefix. Off by default: llama-cpp-python counts only the
-            # model state against the capacity, while each entry also holds a logits copy
-            # (hundreds of MB for a long prompt), so real memory use is several times larger.
+    shared: int  # leading tokens of the request the slot already holds
+    settled: int  # history length of the slot's last request (everything before its last turn)
+    last_used: int  # 0: never used; larger: more recent
+    busy: bool = False
+
+
+@dataclass(frozen=True)
+class SlotChoice:
+    """Where a request runs: ``target`` (None: open a new slot), seeded from ``source``."""
+
+    target: int | None
+    source: int | None = None
+
+
+def choose_slot(
+    views: Sequence[SlotView], can_open: bool, min_shared: int = MIN_SHARED
+) -> SlotChoice | None:
+    """Pick the slot for a request; None when every slot is busy and none can be opened.
+
+    A slot whose whole history the request extends (``shared >= settled``) holds this
+    episode: continuing there loses nothing but its last turn, which the request rewrites.
+    Otherwise the request starts a new line (a new episode, or a history trimmed to fit) and
+    takes, in order: a never-used slot; a stale one (idle for several rounds of the open
+    slots, say a finished episode's); a new slot; the most recently used (see below). The
+    longest prefix an idle slot shares with it (say the scenario's system prompt) is copied
+    in first. So a shared system prompt never makes live episodes steal each other's slots,
+    and episodes run one after another do not open a slot each.
+    """
+    idle = [i for i, v in enumerate(views) if not v.busy]
+    own = [
+        i
+        for i in idle
+        if views[i].last_used and views[i].shared >= max(views[i].settled, min_shared)
+    ]
+    if own:
+        return SlotChoice(max(own, key=lambda i: (views[i].shared, views[i].last_used)))
+    newest = max((v.last_used for v in views), default=0)
+    fresh = [i for i in idle if not views[i].last_used]
+    # Live episodes use their slot about once per round of the open slots (a few times
+    # with retries); one idle for several rounds belongs to a finished episode.
+    stale = [i for i in idle if newest - views[i].last_used >= STALE_ROUNDS * len(views)]
+    if fresh:
+        target: int | None = fresh[0]
+    elif stale:
+        target = min(stale, key=lambda i: views[i].last_used)
+    elif can_open:
+        target = None
+    elif idle:
+        # More live episodes than slots. They take turns, so the least recently used slot
+        # is the one needed next: evicting it would make every request miss. Evict the
+        # most recently used instead; the other slots keep their episodes.
+        target = max(idle, key=lambda i: views[i].last_used)
+    else:
+        return None
+    have = 0 if target is None else views[target].shared
+    source = max(idle, key=lambda i: (views[i].shared, views[i].last_used), default=None)
+    if source is not None and source != target and views[source].shared >= have + min_shared:
+        return SlotChoice(target, source)
+    return SlotChoice(target)
+
+
+def common_prefix(held: Any, tokens: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token sequences."""
+    import numpy as np
+
+    n = min(len(held), len(tokens))
+    if n == 0:
+        return 0
+    differ = np.flatnonzero(np.asarray(held[:n]) != np.asarray(tokens[:n]))
+    return int(differ[0]) if differ.size else n
+
+
+class _Slot:
+    """One llama.cpp context and what the chooser needs to know about it."""
+
+    def __init__(self, llm: Any, index: int) -> None:
+        self.llm = llm
+        self.index = index
+        self.settled = 0
+        self.last_used = 0
+        self.busy = False
+        self.evals: list[int] = []
+        # llama-cpp-python reports a completion's prompt tokens, not how many of them it
+        # actually evaluated (the rest came from the context); count its eval calls.
+        evaluate = llm.eval
+
+        def counting_eval(tokens: Sequence[int]) -> None:
+            self.evals.append(len(tokens))
+            evaluate(tokens)
+
+        llm.eval = counting_eval
+
+    def held(self) -> Any:
+        return self.llm.input_ids[: self.llm.n_tokens]
+
+
+@dataclass
+class _Lease:
+    """A slot held for one request, and the prompt tokens it evaluated vs reused."""
+
+    slot: _Slot
+    opened: bool = False
+    copied: int = 0
+    prompt_tokens: int = 0
+    evaluated: int = 0
+
+    def complete(self, tokens: list[int], **options: Any) -> dict:
+        """``create_completion`` on the slot; it reuses the prefix the context holds."""
+        self.slot.evals = []
+        response = self.slot.llm.create_completion(tokens, **options)
+        self.prompt_tokens += len(tokens)
+        # The first eval of a completion is the part of the prompt not already held.
+        self.evaluated += self.slot.evals[0] if self.slot.evals else 0
+        return response
+
+    def record(self) -> dict[str, int | bool]:
+        return {
+            "slot": self.slot.index,
+            "prompt_tokens": self.prompt_tokens,
+            "evaluated": self.evaluated,
+            "reused": self.prompt_tokens - self.evaluated,
+            "copied": self.copied,
+            "opened": self.opened,
+        }
+
+
+@dataclass
+class _Request:
+    """A prompt laid out for the model, and the slot leased to evaluate it."""
+
+    lease: _Lease
+    fitted: Messages
+    prompt: str
+    end_token: str
+    tokens: list[int]
+
+
+class _Pool:
+    """Up to ``capacity`` contexts over one model, opened as episodes need them."""
+
+    def __init__(self, open_llm: Callable[[], Any], capacity: int, cache: Any = None) -> None:
+        self._open_llm = open_llm
+        self.capacity = max(1, capacity)
+        self.cache = cache
+        self._cond = threading.Condition()
+        self._clock = 0
+        self.slots: list[_Slot] = []
+        self._open()  # the first slot also serves tokenization and templates
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.slots[0].llm
+
+    def _open(self) -> _Slot:
+        llm = self._open_llm()
+        if self.cache is not None:
+            llm.set_cache(self.cache)
+        slot = _Slot(llm, len(self.slots))
+        self.slots.append(slot)
+        return slot
+
+    def acquire(self, tokens: list[int], settled: int) -> _Lease:
+        with self._cond:
+            while True:
+                views = [
+                    SlotView(
+                        0 if s.busy else common_prefix(s.held(), tokens),
+                        s.settled,
+                        s.last_used,
+                        s.busy,
+                    )
+                    for s in self.slots
+                ]
+                choice = choose_slot(views, can_open=len(self.slots) < self.capacity)
+                if choice is not None:
+                    break
+                self._cond.wait()
+            lease = _Lease(self._open() if choice.target is None else self.slots[choice.target])
+            lease.opened = choice.target is None
+            if choice.source is not None:
+                shared = views[choice.source].shared
+                if _copy_prefix(self.slots[choice.source].llm, lease.slot.llm, shared):
+                    lease.copied = shared
+            self._clock += 1
+            lease.slot.busy, lease.slot.last_used = True, self._clock
+            lease.slot.settled = settled
+            return lease
+
+    def release(self, lease: _Lease) -> None:
+        with self._cond:
+            lease.slot.busy = False
+            self._cond.notify_all()
+
+    def close(self) -> None:
+        with self._cond:
+            for slot in self.slots:
+                slot.llm.close()
+            self.slots.clear()
+
+
+def _copy_prefix(source: Any, target: Any, n: int) -> bool:
+    """Seed ``target`` with the first ``n`` tokens ``source`` holds, KV cache included:
+    copying a sequence's state costs milliseconds where evaluating it costs seconds."""
+    import llama_cpp
+
+    ctx = source._ctx.ctx
+    size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+    buffer = (ctypes.c_uint8 * size)()
+    written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+    llama_cpp.llama_memory_clear(target._ctx.memory, True)
+    target.n_tokens = 0
+    target._requires_eval = True
+    if not written or not llama_cpp.llama_state_seq_set_data(target._ctx.ctx, buffer, written, 0):
+        llama_cpp.llama_memory_clear(target._ctx.memory, True)
+        return False
+    held = source.n_tokens
+    target.input_ids[:held] = source.input_ids[:held]
+    if not target._ctx.kv_cache_seq_rm(0, n, -1):
+        llama_cpp.llama_memory_clear(target._ctx.memory, True)
+        return False
+    target.n_tokens = n
+    return True
+
+
+def _gate(parallel: int) -> threading.Semaphore:
+    with _POOLS_LOCK:
+        return _GATES.setdefault(parallel, threading.Semaphore(parallel))
+
+
+def _open_llm(path: str, n_ctx: int, n_threads: int | None, adapter: str | None) -> Any:
+    """A llama.cpp context over the model file. The adapter is attached by hand rather than
+    with ``lora_path``, which makes llama-cpp-python copy the weights out of the mmapped file
+    (~92 MB per context); llama.cpp applies LoRA at run time, so mapped weights serve."""
+    try:
+        import llama_cpp
+        from llama_cpp import Llama
+    except ImportError:
+        raise WorldModelError(f"llama-cpp-python is not installed; {INSTALL_HINT}") from None
+    try:
+        llm = Llama(
+            model_path=path,
+            n_ctx=n_ctx,
+            n_threads=n_threads or os.cpu_count() or 2,
+            verbose=False,
+        )
+    except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
+        raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
+    if adapter:
+        # Freed by llama.cpp with the model it belongs to.
+        lora = llama_cpp.llama_adapter_lora_init(llm._model.model, adapter.encode("utf-8"))
+        adapters = (llama_cpp.llama_adapter_lora_p_ctypes * 1)(lora)
+        scales = (ctypes.c_float * 1)(1.0)
+        if lora is None or llama_cpp.llama_set_adapters_lora(llm._ctx.ctx, adapters, 1, scales):
+            llm.close()
+            raise WorldModelError(f"cannot apply LoRA adapter {adapter} to {path}")
+        llm._simgym_lora = (lora, adapters, scales)  # keep the ctypes arrays alive
+    return llm
+
+
+def _load(
+    path: str,
+    n_ctx: int,
+    n_threads: int | None,
+    cache_mb: int = 0,
+    adapter: str | None = None,
+    slots: int = 1,
+) -> _Pool:
+    key = (path, n_ctx, adapter, slots, cache_mb)
+    with _POOLS_LOCK:
+        if key not in _POOLS:
+            cache = None
+            # A state cache lets a slot resume a prefix it no longer holds. Off by default:
+            # llama-cpp-python counts only the model state against the capacity, while each
+            # entry also holds a logits copy (hundreds of MB for a long prompt).
             if cache_mb > 0:
-                llm.set_cache(LlamaRAMCache(capacity_bytes=cache_mb << 20))
-            _MODELS[key] = (llm, threading.Lock())
-        return _MODELS[key]
+                from llama_cpp import LlamaRAMCache
+
+                cache = LlamaRAMCache(capacity_bytes=cache_mb << 20)
+            _POOLS[key] = _Pool(
+                functools.partial(_open_llm, path, n_ctx, n_threads, adapter), slots, cache
+            )
+        return _POOLS[key]
+
+
+def unload_models() -> None:
+    """Free every loaded model and its slots (between benchmark settings, or in tests);
+    only when no call is running."""
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.close()
+        _POOLS.clear()
+
+
+@contextlib.contextmanager
+def _leased(pool: _Pool, tokens: list[int], settled: int, parallel: int) -> Iterator[_Lease]:
+    with _gate(parallel):
+        lease = pool.acquire(tokens, settled)
+        try:
+            yield lease
+        finally:
+            pool.release(lease)
 
 
 class LocalWorldModel:
-    """In-process GGUF world model. Settings default to what suits a 135M model."""
+    """In-process GGUF world model. Settings default to what suits a 135M model.
+
+    ``slots`` is how many llama.cpp contexts keep live episodes' prompt prefixes, opened
+    as interleaved episodes need them (1 = a single context, as before). Sized for
+    ``simgym run``'s eight episodes in flight; with the embedded model a slot costs ~60 MB
+    plus ~23 KB of KV cache per token it holds (~150 MB for a 12-turn terminal episode).
+    ``parallel`` is how many generations may run at once across all local models.
+    """
 
     # A small model gets facts wrong unless they are handed to it and checked.
     default_grounding = "strict"
@@ -132,6 +433,8 @@ class LocalWorldModel:
         cache_mb: int = 0,
         state_tokens: int = 160,
         adapter: str | os.PathLike[str] | None = "auto",
+        slots: int = 8,
+        parallel: int = 1,
     ) -> None:
         given = model_path or os.environ.get("SIMGYM_MODEL_PATH")
         path = given or embedded_model_path()
@@ -139,6 +442,8 @@ class LocalWorldModel:
             raise WorldModelError(f"the embedded model is not installed; {INSTALL_HINT}")
         if not Path(path).is_file():
             raise WorldModelError(f"GGUF model file not found: {path}")
+        if int(slots) < 1 or int(parallel) < 1:
+            raise WorldModelError("slots and parallel must be at least 1")
         self.model_path = str(path)
         self.n_ctx = n_ctx
         self.n_threads = n_threads
@@ -150,12 +455,21 @@ class LocalWorldModel:
         self.cache_mb = cache_mb
         self.state_tokens = state_tokens  # budget for a <state_update> patch, when asked
         self.adapter = resolve_adapter(adapter, model_given=bool(given))
+        self.slots = int(slots)
+        self.parallel = int(parallel)
         self.name = f"local:{Path(self.model_path).name}" + (
             f"+{Path(self.adapter).name}" if self.adapter else ""
         )
+        # Per call: which slot served it and how many prompt tokens were evaluated vs
+        # reused from the slot (Usage has no field for that).
+        self.calls: deque[dict[str, int | bool]] = deque(maxlen=1024)
+        self._totals: Counter[str] = Counter()
+        self._totals_lock = threading.Lock()
 
-    def _llm(self) -> tuple[Any, threading.Lock]:
-        return _load(self.model_path, self.n_ctx, self.n_threads, self.cache_mb, self.adapter)
+    def _pool(self) -> _Pool:
+        return _load(
+            self.model_path, self.n_ctx, self.n_threads, self.cache_mb, self.adapter, self.slots
+        )
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
         """Drop the oldest turns (keeping the system prompt and the action) until the prompt
@@ -178,21 +492,55 @@ class LocalWorldModel:
             )
         return kept
 
+    @contextlib.contextmanager
+    def _session(self, messages: Messages, max_tokens: int, start: str) -> Iterator[_Request]:
+        """Fit and lay out the prompt, then hold the slot that best serves it."""
+        pool = self._pool()
+        llm = pool.tokenizer
+        fitted = self._fit(llm, messages, max_tokens + 16)
+        prompt, end_token = _chat_prompt(llm, fitted)
+        tokens = _prompt_tokens(llm, prompt + start)
+        settled = 0
+        if len(fitted) > 1:
+            before, _ = _chat_prompt(llm, fitted[:-1])
+            settled = common_prefix(_prompt_tokens(llm, before), tokens)
+        with _leased(pool, tokens, settled, self.parallel) as lease:
+            yield _Request(lease, fitted, prompt, end_token, tokens)
+        self._record(lease)
+
+    def _record(self, lease: _Lease) -> None:
+        record = lease.record()
+        self.calls.append(record)
+        with self._totals_lock:
+            self._totals["calls"] += 1
+            for key in ("prompt_tokens", "evaluated", "reused", "copied"):
+                self._totals[key] += int(record[key])
+            self._totals["opened"] += int(record["opened"])
+
+    def stats(self) -> dict[str, int]:
+        """Totals over this backend's calls: prompt tokens, how many were evaluated and how
+        many reused from a slot (``copied``: of those, seeded from another slot), and the
+        slots open in its pool."""
+        with self._totals_lock:
+            totals = {k: self._totals[k] for k in ("calls", "prompt_tokens", "evaluated")}
+            totals.update({k: self._totals[k] for k in ("reused", "copied", "opened")})
+        key = (self.model_path, self.n_ctx, self.adapter, self.slots, self.cache_mb)
+        pool = _POOLS.get(key)
+        totals["slots_open"] = len(pool.slots) if pool else 0
+        return totals
+
     def _generate(
         self, messages: Messages, max_tokens: int, temperature: float, seed: int | None, prefix: str
     ):
-        llm, lock = self._llm()
-        with lock:
-            fitted = self._fit(llm, messages, max_tokens + 16)
-            prompt, end_token = _chat_prompt(llm, fitted)
-            start = self.prefill + (prefix if self.prefill else "")
-            response = llm.create_completion(
-                prompt + start,
+        start = self.prefill + (prefix if self.prefill else "")
+        with self._session(messages, max_tokens, start) as request:
+            response = request.lease.complete(
+                request.tokens,
                 temperature=temperature,
                 top_p=self.top_p,
                 repeat_penalty=self.repeat_penalty,
                 max_tokens=max_tokens,
-                stop=[CLOSE_TAG, end_token, "### Turn"],
+                stop=[CLOSE_TAG, request.end_token, "### Turn"],
                 seed=seed,
             )
             choice = response["choices"][0]
@@ -200,19 +548,19 @@ class LocalWorldModel:
             if self.prefill:
                 text = _after_prefill(text)
             choice["text"] = start + text
-            if STATE_OPEN in fitted[0]["content"]:
+            if STATE_OPEN in request.fitted[0]["content"]:
                 # The prompt asks for a hidden-state patch after the observation; generation
                 # stopped at the closing tag, so write it and open the patch block.
-                self._continue_with_state(llm, prompt, response, temperature, seed)
+                self._continue_with_state(request, response, temperature, seed)
             return response
 
     def _continue_with_state(
-        self, llm: Any, prompt: str, response: dict, temperature: float, seed: int | None
+        self, request: _Request, response: dict, temperature: float, seed: int | None
     ) -> None:
         choice = response["choices"][0]
         head = f"{choice['text']}\n{CLOSE_TAG}\n{STATE_OPEN}\n"
-        more = llm.create_completion(
-            prompt + head,
+        more = request.lease.complete(
+            _prompt_tokens(request.lease.slot.llm, request.prompt + head),
             temperature=temperature,
             top_p=self.top_p,
             max_tokens=self.state_tokens,
@@ -271,6 +619,7 @@ class LocalWorldModel:
             "top_p": self.top_p,
             "repeat_penalty": self.repeat_penalty,
             "max_tokens": self.max_tokens,
+            "slots": self.slots,
         }
 
     async def aclose(self) -> None:
@@ -287,18 +636,15 @@ def generate_chat(
     stop: list[str] | None = None,
 ) -> tuple[str, Usage]:
     """A plain chat reply from a local model (blocking), for callers other than the world
-    model itself (the local agent): same loaded model, same lock, same history fitting."""
-    llm, lock = model._llm()
-    with lock:
-        fitted = model._fit(llm, messages, max_tokens + 16)
-        prompt, end_token = _chat_prompt(llm, fitted)
-        response = llm.create_completion(
-            prompt,
+    model itself (the local agent): same loaded model and slots, same history fitting."""
+    with model._session(messages, max_tokens, "") as request:
+        response = request.lease.complete(
+            request.tokens,
             temperature=temperature,
             top_p=model.top_p,
             repeat_penalty=model.repeat_penalty,
             max_tokens=max_tokens,
-            stop=[end_token, *(stop or [])],
+            stop=[request.end_token, *(stop or [])],
             seed=seed,
         )
     usage = response.get("usage") or {}
@@ -306,6 +652,18 @@ def generate_chat(
         prompt_tokens=usage.get("prompt_tokens", 0),
         completion_tokens=usage.get("completion_tokens", 0),
     )
+
+
+def _prompt_tokens(llm: Any, text: str) -> list[int]:
+    """The tokens ``create_completion`` would make of a text prompt (BOS/EOS as the model
+    asks), so the slot chooser compares exactly what the context will hold."""
+    model = llm._model
+    tokens = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    cls, sep = model.token_cls(), model.token_sep()
+    bos = cls if cls != -1 else llm.token_bos()
+    head = [bos] if model.add_bos_token() and bos != -1 else []
+    tail = [sep if sep != -1 else llm.token_eos()] if model.add_eos_token() or sep != -1 else []
+    return head + tokens + tail
 
 
 def _after_prefill(text: str) -> str:
@@ -326,13 +684,18 @@ def _after_prefill(text: str) -> str:
 
 def _chat_prompt(llm: Any, messages: Messages) -> tuple[str, str]:
     """Lay the messages out with the model's own chat template, ready for the answer."""
-    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
-
     end = llm.detokenize([llm.token_eos()]).decode("utf-8", "ignore") or "<|im_end|>"
     template = llm.metadata.get("tokenizer.chat_template")
     if not template:  # ChatML, which most small chat models use
         prompt = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in messages)
         return prompt + "<|im_start|>assistant\n", "<|im_end|>"
     bos = llm.detokenize([llm.token_bos()]).decode("utf-8", "ignore")
-    formatter = Jinja2ChatFormatter(template=template, eos_token=end, bos_token=bos)
-    return formatter(messages=messages).prompt, end
+    return _formatter(template, end, bos)(messages=messages).prompt, end
+
+
+@functools.lru_cache(maxsize=8)
+def _formatter(template: str, eos: str, bos: str) -> Any:
+    """Compiling a chat template takes longer than rendering it; do it once per model."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos)

@@ -1,0 +1,244 @@
+"""Step latency of the embedded world model with one llama.cpp context (slots=1, the old
+path) and with a pool of slots that keep each live episode's evaluated prompt prefix,
+measured side by side in one run on the default terminal scenario.
+
+    .venv/bin/python benchmarks/local_latency.py [--slots 8] [--turns 12] [--old-turns N]
+
+(a) sequential: one episode of ``--seq-turns`` steps, then a second episode of the same
+    scenario (its first step should reuse the system prompt the first one evaluated).
+(b) interleaved: ``--episodes`` episodes stepped round-robin, one step each, ``--turns``
+    turns each. slots=1 re-evaluates every history, so at full length the run takes about
+    7 minutes on two idle cores (25 on busy ones); ``--old-turns`` shortens the slots=1
+    part (the output says so), 0 skips it.
+
+Per setting: median / p90 / max step latency; the median number of prompt tokens the model
+actually evaluated per step (the rest were served from a slot); the process CPU time per
+step (two threads: about twice the wall time on an otherwise idle machine, and less
+sensitive to other load); and the process's resident memory (RSS, and PSS, which counts
+the mmapped weights shared by the slots once) before and after. Episodes are seeded, so
+both settings see the same actions and, at the same sampling, the same observations. Other
+processes on the machine slow everything down; the load average is printed with the
+results. No assertions: this measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+import simgym
+from simgym.worldmodels.local import LocalWorldModel, unload_models
+
+ACTIONS = [
+    "ls",
+    "pwd",
+    "cat notes.txt",
+    "echo hi > a.txt",
+    "cat a.txt",
+    "mkdir work",
+    "cd work",
+    "ls -la",
+    "touch b.txt",
+    "ls",
+    "cd ..",
+    "whoami",
+    "echo done",
+    "wc -l a.txt",
+    "ls -la",
+    "cat a.txt",
+    "pwd",
+    "date",
+    "echo bye",
+    "ls",
+]
+
+
+def memory_mb() -> dict[str, float]:
+    """RSS and PSS of this process in MB (PSS splits shared file pages among mappers)."""
+    out = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("Rss", "Pss"):
+                out[key.lower()] = int(value.split()[0]) / 1024
+    return out
+
+
+def load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+class Steps:
+    """Latency and evaluated prompt tokens of each step, read from the backend's records."""
+
+    def __init__(self, wm: LocalWorldModel) -> None:
+        self.wm = wm
+        self.latency: list[float] = []
+        self.cpu: list[float] = []
+        self.evaluated: list[int] = []
+        self.observations: list[str] = []
+
+    async def step(self, env: simgym.SimEnv, action: str) -> float:
+        before = len(self.wm.calls)
+        start, cpu = time.perf_counter(), time.process_time()
+        res = await env.step(action)
+        took = time.perf_counter() - start
+        self.cpu.append(time.process_time() - cpu)
+        calls = list(self.wm.calls)[before:]
+        self.latency.append(took)
+        self.evaluated.append(sum(int(c["evaluated"]) for c in calls))
+        self.observations.append(res.observation.text)
+        return took
+
+
+def make_env(wm: LocalWorldModel, seed: int, max_tokens: int) -> simgym.SimEnv:
+    return simgym.make(
+        "terminal", world_model=wm, grounding="off", seed=seed, max_tokens=max_tokens
+    )
+
+
+async def sequential(
+    wm: LocalWorldModel, turns: int, max_tokens: int | None
+) -> tuple[Steps, float]:
+    steps = Steps(wm)
+    first_of_second = 0.0
+    for episode in range(2):
+        env = make_env(wm, seed=100 + episode, max_tokens=max_tokens)
+        await env.reset("explore the home directory")
+        for t in range(turns):
+            took = await steps.step(env, ACTIONS[t % len(ACTIONS)])
+            if episode == 1 and t == 0:
+                first_of_second = took
+    return steps, first_of_second
+
+
+async def interleaved(
+    wm: LocalWorldModel, episodes: int, turns: int, max_tokens: int | None
+) -> Steps:
+    steps = Steps(wm)
+    envs = [make_env(wm, seed=200 + i, max_tokens=max_tokens) for i in range(episodes)]
+    for i, env in enumerate(envs):
+        await env.reset(f"task {i}: explore the home directory")
+    for t in range(turns):
+        for i, env in enumerate(envs):
+            await steps.step(env, ACTIONS[(t + i) % len(ACTIONS)])
+    return steps
+
+
+def summary(values: list[float]) -> tuple[str, str, str]:
+    ordered = sorted(values)
+    p90 = ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))]
+    return f"{statistics.median(values):.2f}", f"{p90:.2f}", f"{max(values):.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slots", type=int, default=8, help="slots of the new path")
+    parser.add_argument("--seq-turns", type=int, default=8)
+    parser.add_argument("--episodes", type=int, default=6)
+    parser.add_argument("--turns", type=int, default=12, help="interleaved turns, new path")
+    parser.add_argument(
+        "--old-turns",
+        type=int,
+        default=None,
+        help="interleaved turns for slots=1 (default: --turns; 0 skips the old path)",
+    )
+    parser.add_argument(
+        "--max-tokens", type=int, default=None, help="observation token cap (default: the env's)"
+    )
+    args = parser.parse_args()
+    old_turns = args.turns if args.old_turns is None else args.old_turns
+    settings = [(f"new: slots={args.slots}", args.slots, args.turns)]
+    if old_turns > 0:
+        settings.insert(0, ("old: slots=1", 1, old_turns))
+
+    console = Console(width=200)
+    console.print(f"load average at start: {load()} ({os.cpu_count()} CPUs)")
+    table = Table(
+        "setting",
+        "scenario",
+        "steps",
+        "median s",
+        "p90 s",
+        "max s",
+        "2nd episode, 1st step s",
+        "median CPU s",
+        "median evaluated tokens",
+        "RSS / PSS MB before → after",
+        title="embedded world model (SmolLM2-135M + shipped adapter), terminal, grounding off",
+    )
+    observations: dict[str, list[str]] = {}
+    footprint: list[tuple[float, float, int]] = []  # (RSS, PSS) grown, slots open
+    for name, slots, turns in settings:
+        unload_models()
+        wm = LocalWorldModel(slots=slots)
+        before = memory_mb()
+        started = time.perf_counter()
+        seq, first = asyncio.run(sequential(wm, args.seq_turns, args.max_tokens))
+        inter = asyncio.run(interleaved(wm, args.episodes, turns, args.max_tokens))
+        after = memory_mb()
+        mem = f"{before['rss']:.0f} / {before['pss']:.0f} → {after['rss']:.0f} / {after['pss']:.0f}"
+        table.add_row(
+            name,
+            f"sequential 2×{args.seq_turns}",
+            str(len(seq.latency)),
+            *summary(seq.latency),
+            f"{first:.2f}",
+            f"{statistics.median(seq.cpu):.2f}",
+            f"{statistics.median(seq.evaluated):.0f}",
+            "",
+        )
+        table.add_row(
+            name,
+            f"interleaved {args.episodes}×{turns}",
+            str(len(inter.latency)),
+            *summary(inter.latency),
+            "",
+            f"{statistics.median(inter.cpu):.2f}",
+            f"{statistics.median(inter.evaluated):.0f}",
+            mem,
+        )
+        stats = wm.stats()
+        console.print(
+            f"{name}: {time.perf_counter() - started:.0f} s; "
+            f"prompt tokens {stats['prompt_tokens']}, evaluated {stats['evaluated']}, "
+            f"reused {stats['reused']} "
+            f"(copied between slots {stats['copied']}); slots open {stats['slots_open']}; "
+            f"load average {load()}"
+        )
+        footprint.append(
+            (after["rss"] - before["rss"], after["pss"] - before["pss"], stats["slots_open"])
+        )
+        observations[name] = seq.observations + inter.observations[: args.episodes * old_turns]
+    unload_models()
+    console.print(table)
+    if len(settings) < 2:
+        return
+    old, new = observations.values()
+    same = sum(a == b for a, b in zip(old, new, strict=False))
+    console.print(
+        f"same observations in both settings: {same}/{min(len(old), len(new))} steps compared "
+        f"(interleaved: the first {min(old_turns, args.turns)} turns, which both ran)"
+    )
+    (old_rss, old_pss, _), (new_rss, new_pss, opened) = footprint
+    if opened > 1:
+        console.print(
+            f"memory per extra slot: ~{(new_rss - old_rss) / (opened - 1):.0f} MB RSS, "
+            f"~{(new_pss - old_pss) / (opened - 1):.0f} MB PSS "
+            f"(growth with {opened} slots open minus growth with one)"
+        )
+    if old_turns < args.turns:
+        console.print(
+            f"note: slots=1 ran {old_turns} interleaved turns per episode, not {args.turns}: "
+            "its prompts were shorter, so its latency here understates the old path"
+        )
+
+
+if __name__ == "__main__":
+    main()
