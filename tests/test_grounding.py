@@ -358,3 +358,13 @@ def test_swe_paths_a_script_may_have_written_are_left_to_the_model():
     assert results[1].observation.text.startswith("Dev-120.9")
     assert results[2].observation.text.startswith("Dev-120.9")
     assert results[3].observation.text.startswith("     1  def apply_discount")
+
+
+def test_find_delete_makes_the_files_it_walks_uncertain():
+    env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
+    results = asyncio.run(play(env, ["find . -name '*.txt' -delete", "cat notes.txt", "ls", "pwd"]))
+    # find may have deleted notes.txt: neither its content nor the listing is certain now
+    assert not results[1].observation.text.splitlines()[1:2] == ["buy milk"]
+    assert results[2].observation.text.startswith("Dev-120.9")
+    assert results[3].observation.text.splitlines()[1] == "/home/dev"  # still known
+    assert "/home/dev/notes.txt" in env.state["unknown"]

@@ -39,6 +39,11 @@ READ_ONLY = frozenset(
     nl od xxd hexdump strings tac rev fold expand fmt""".split()
 )
 EDITORS = frozenset({"vim", "vi", "nano", "emacs", "sed", "perl", "truncate", "patch", "dd"})
+# Options that make an otherwise read-only program write or delete (find -delete, sort -o).
+WRITING_OPTIONS = re.compile(
+    r"\bfind\b[^;&|]*\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b"
+    r"|\bsort\b[^;&|]*\s-o\b"
+)
 
 
 @dataclass
@@ -799,6 +804,18 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
     names = {p.split()[0] for p in programs if p.split()}
     if names - READ_ONLY - set(_COMMANDS) - {"git", "sudo"} or "sudo" in names:
         session.unknown.add(session.cwd)
+    if WRITING_OPTIONS.search(text):
+        # it may delete or rewrite any file below the directories it walks, not only add
+        roots = {session.cwd}
+        for word in words[1:]:
+            if not word.startswith(("-", "(", ")", "{", ";", "!")) and "/" in word:
+                roots.add(session.path(word))
+        for root in roots:
+            inside = root.rstrip("/") + "/"
+            session.unknown.add(root)
+            session.unknown.update(
+                p for p in [*session.content, *session.dirs] if p.startswith(inside)
+            )
     if "git" in names and not re.search(r"\bgit\s+(status|log|diff|show|branch|remote)\b", text):
         session.unknown.add(session.cwd)
     if names & EDITORS:
