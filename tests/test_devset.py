@@ -54,7 +54,7 @@ def specs_by_instruction() -> dict[str, object]:
 
 
 def first_message(row: BenchRow) -> str:
-    return row.prompt[0] if row.turn_idx > 1 else row.current_prompt
+    return row.prompt[0]
 
 
 def instruction_of(row: BenchRow) -> str:
@@ -80,8 +80,11 @@ def test_plain_json_rows_have_exactly_the_awb_fields() -> None:
         assert record["task"] in DOMAINS
         assert isinstance(record["id"], int)
         assert 1 <= record["turn_idx"] <= record["total_turns"]
-        assert len(record["prompt"]) == record["turn_idx"] - 1
+        # Every turn up to and including this one: the reference evaluation reads the
+        # action to simulate as prompt[turn_idx - 1].
+        assert len(record["prompt"]) == record["turn_idx"]
         assert len(record["response"]) == record["turn_idx"]
+        assert record["current_prompt"] == record["prompt"][record["turn_idx"] - 1]
         assert record["response"][-1].startswith(contract.OBSERVATION_HEADER)
         assert record["system_str"]
 

@@ -103,7 +103,7 @@ async def test_real_episode_recorded_and_exported(tmp_path: Path) -> None:
     for k, row in enumerate(rows, 1):
         assert row["task"] == "terminal" and row["turn_idx"] == k
         assert row["total_turns"] == len(steps)
-        assert len(row["prompt"]) == k - 1 and len(row["response"]) == k
+        assert len(row["prompt"]) == k and len(row["response"]) == k
         assert row["response"][-1] == contract.assistant_message(screens[k - 1])["content"]
         assert contract.action_text_of(row["current_prompt"]) == json.dumps(steps[k - 1])
         assert row["system_str"].startswith("You are the world model of a Linux terminal")

@@ -8,7 +8,8 @@ observation, starting ``**Environment Observation:**``), ``current_prompt`` (the
 message of the turn to predict), ``system_str`` (that sample's world-model prompt),
 ``turn_idx`` (1-based) and ``total_turns``. There is no separate field for the answer: the
 real observation of the current turn is ``response[turn_idx - 1]``, as in the reference
-evaluation script.
+evaluation script. Rows that simgym exported before ``prompt`` held the current turn
+(``len(prompt) == turn_idx - 1``) are still read: their ``current_prompt`` is appended.
 
 The published files hold stray Unicode line separators (U+2028, U+2029) inside lines, so
 lines are split on ``\\n`` only, never with :meth:`str.splitlines`. A row that appears
@@ -173,6 +174,12 @@ def row_from_record(record: dict[str, Any], where: str = "") -> BenchRow:
     current = record.get("current_prompt") or ""
     if not current and turn <= len(prompts):
         current = prompts[turn - 1]  # the reference script falls back the same way
+    if current and len(prompts) == turn - 1:
+        # A row written by simgym before its exporter was fixed: ``prompt`` stops short of
+        # this turn's action. Complete it, so the row embedded in results files is one the
+        # reference evaluation (which reads ``prompt[turn_idx - 1]``) can read too; the
+        # request is unchanged, as it takes only ``prompt[:turn_idx - 1]`` as history.
+        prompts = [*prompts, str(current)]
     total = record.get("total_turns")
     return BenchRow(
         task=str(record["task"]),
@@ -248,7 +255,7 @@ def _contract_rows(trajectory: Any) -> list[dict[str, Any]]:
         {
             "task": trajectory.domain,
             "id": f"{trajectory.episode_id}",
-            "prompt": prompts[: n - 1],
+            "prompt": prompts[:n],  # up to and including this turn, as the exporter writes
             "response": responses[:n],
             "current_prompt": prompts[n - 1],
             "system_str": system,

@@ -4,12 +4,15 @@ Two formats, both rebuilt with :mod:`simgym.core.contract` so every message is e
 what the environment sent the world model at run time:
 
 * **awb** - AgentWorldBench rows, one per turn: ``task`` (the domain), ``id`` (a stable
-  integer), ``prompt`` (the user messages of the earlier turns), ``response`` (the
-  observation messages of the earlier turns *and of this turn*: its last entry is the
-  turn's recorded observation, the ground truth a prediction is scored against),
-  ``current_prompt`` (this turn's user message), ``system_str``, ``turn_idx`` (1-based)
-  and ``total_turns``. This is the layout AgentWorldBench's own evaluator reads: history
-  ``prompt[i]``/``response[i]`` for ``i < turn_idx - 1``, truth ``response[turn_idx - 1]``.
+  integer), ``prompt`` (the user messages of every turn up to *and including* this one),
+  ``response`` (the observation messages of the same turns: its last entry is the turn's
+  recorded observation, the ground truth a prediction is scored against),
+  ``current_prompt`` (this turn's user message, equal to ``prompt[turn_idx - 1]``),
+  ``system_str``, ``turn_idx`` (1-based) and ``total_turns``. This is the layout
+  AgentWorldBench's own evaluator reads: history ``prompt[i]``/``response[i]`` for
+  ``i < turn_idx - 1``, the action ``current_prompt`` (or ``prompt[turn_idx - 1]`` when
+  that is empty), truth ``response[turn_idx - 1]``. Later turns are left out: the
+  evaluator never reads them, and a row then holds nothing a model should not see.
 * **sft** - chat data for training a world model, ``{"messages": [...]}`` per line:
   ``episode`` mode gives one conversation per episode (system, then user/assistant pairs
   with the observations in history form); ``turn`` mode gives one example per turn whose
@@ -124,7 +127,9 @@ def awb_rows(trajectory: Trajectory, *, system_prompt: str | None = None) -> lis
             {
                 "task": trajectory.domain,
                 "id": row_id(trajectory.episode_id, index),
-                "prompt": [t.user["content"] for t in turns[: index - 1]],
+                # This turn's action is prompt[turn_idx - 1]: the reference evaluator
+                # reads it from there (rows without it failed with an IndexError).
+                "prompt": [t.user["content"] for t in turns[:index]],
                 "response": [t.assistant["content"] for t in turns[:index]],
                 "current_prompt": turn.user["content"],
                 "system_str": system,
