@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -43,3 +44,18 @@ def as_tasks(task: Any, domain: str) -> list[Task]:
     if duplicates:
         raise SimgymError(f"task ids must be unique: {', '.join(duplicates)}")
     return tasks
+
+
+# A URL, or an IPv4 address with an optional port, as backends put them in their errors.
+_URL = re.compile(
+    r"(?:\s+at)?\s*\b[a-z][a-z0-9+.-]*://[^\s'\"),]*[^\s'\"),:;.]", re.IGNORECASE
+)
+_ADDRESS = re.compile(r"(?:\s+at)?\s*\(?'?\b\d{1,3}(?:\.\d{1,3}){3}'?(?:(?::|, )\d+)?\)?")
+
+
+def agent_safe(message: str) -> str:
+    """An error as an agent may see it: the world model's URL and addresses taken out.
+
+    The agent is the party under test (possibly hostile); where the world model runs is
+    none of its business. The full message stays in the trajectory."""
+    return _ADDRESS.sub("", _URL.sub("", message)).strip()

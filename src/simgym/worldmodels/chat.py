@@ -11,7 +11,9 @@ error type with a one-line message.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
+import socket
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -117,8 +119,15 @@ class ChatClient:
                 response = await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
             except openai.APITimeoutError as exc:
                 # The aiohttp transport reports a refused connection as a timeout too;
-                # only a call that really waited out its timeout is called one.
+                # only a call that really waited out its timeout is called one. The
+                # cause decides first: retries with backoff can outlast the timeout
+                # while every attempt was refused at once.
                 waited = time.perf_counter() - start
+                refused = _connect_failure(exc)
+                if refused is not None:
+                    raise self.error(
+                        f"cannot reach {self.label} at {self.base_url}: {refused}"
+                    ) from None
                 if waited >= self.timeout * 0.9:
                     raise self.error(
                         f"{self.label} at {self.base_url} timed out after {self.timeout:g}s "
@@ -128,9 +137,8 @@ class ChatClient:
                     f"cannot reach {self.label} at {self.base_url}: {_root_cause(exc)}"
                 ) from None
             except openai.APIConnectionError as exc:
-                raise self.error(
-                    f"cannot reach {self.label} at {self.base_url}: {exc.__cause__ or exc}"
-                ) from None
+                reason = _connect_failure(exc) or exc.__cause__ or exc
+                raise self.error(f"cannot reach {self.label} at {self.base_url}: {reason}") from None
             except openai.APIStatusError as exc:
                 raise self.error(
                     f"{self.label} at {self.base_url} answered HTTP {exc.status_code}: "
@@ -159,6 +167,27 @@ def _http_client(timeout: float) -> Any:
         return openai.DefaultAioHttpClient(timeout=timeout)
     except RuntimeError:  # the openai[aiohttp] extra is missing
         return None
+
+
+def _connect_failure(exc: BaseException) -> str | None:
+    """What went wrong connecting, in plain words, if the chain of causes says: the
+    server refused, or the name did not resolve. ``None`` when it was something else."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        current = todo.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, ConnectionRefusedError) or (
+            isinstance(current, OSError) and current.errno == errno.ECONNREFUSED
+        ):
+            return "connection refused (is the server running on that port?)"
+        if isinstance(current, socket.gaierror):
+            return f"the host name did not resolve ({current.strerror or current})"
+        # aiohttp keeps the socket's error beside the chain, not in it.
+        todo += [current.__cause__, current.__context__, getattr(current, "os_error", None)]
+    return None
 
 
 def _root_cause(exc: BaseException) -> str:
