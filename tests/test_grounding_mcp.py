@@ -558,3 +558,50 @@ async def test_the_embedded_model_reads_back_the_new_email():
     assert NEW_EMAIL in last.observation.text and OLD_EMAIL not in last.observation.text
     assert env.state["customers"][0]["email"] == NEW_EMAIL
     assert all(t.grounding["strict"]["action"] != "unresolved" for t in env.trajectory.turns)
+
+
+# -- broken JSON: a real tool server never sends it ----------------------------------------
+
+BROKEN_ENVELOPE = '{"content": [{"type": "text", "text": "no match for {\\"q\\": 1}"}}'
+BROKEN_RECORDS = '{"customers": [{"id": "C-1009", "name": "Zed",'
+
+
+def broken(text):
+    return lambda messages: f"<predicted_observation>{text}</predicted_observation>"
+
+
+@pytest.mark.parametrize(("fmt", "text"), [("mcp", BROKEN_ENVELOPE), ("json", BROKEN_RECORDS)])
+async def test_strict_mends_broken_json_and_records_what_the_model_wrote(fmt, text):
+    call = {"name": "search_customers", "arguments": {"query": "Zed"}}
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(broken(text)),
+        scenario=scenario(output_format=fmt),
+        grounding="strict",
+        validation_retries=0,
+    )
+    await env.reset()
+    result = await env.step(call)
+    value = json.loads(result.observation.text)  # valid now
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"]["repaired"] == text
+    assert turn.format_problems == []
+    if fmt == "mcp":
+        assert value["isError"] is False
+        assert value["content"][0]["text"] == 'no match for {"q": 1}'
+    else:
+        assert value == {"customers": [{"id": "C-1009", "name": "Zed"}]}
+
+
+@pytest.mark.parametrize("grounding", ["off", "facts"])
+async def test_only_strict_mode_mends(grounding):
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(broken(BROKEN_RECORDS)),
+        grounding=grounding,
+        validation_retries=0,
+    )
+    await env.reset()
+    result = await env.step({"name": "search_customers", "arguments": {"query": "Zed"}})
+    assert result.observation.text == BROKEN_RECORDS
+    assert env.trajectory.turns[0].format_problems

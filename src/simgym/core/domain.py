@@ -58,7 +58,10 @@ class Domain:
     update to it; ``ground(action, state, scenario)`` returns the facts the action reads
     and the effects that are certain (:mod:`simgym.core.grounding`), or None;
     ``observe(observation, action, state)`` returns a merge patch that records what an
-    observation shows (a GUI's new screen), applied after the turn when grounding is on. A final
+    observation shows (a GUI's new screen), applied after the turn when grounding is on;
+    ``repair(observation, action, scenario)`` returns a well-formed version of an
+    observation that breaks a format the real environment always keeps (a tool server's
+    JSON), or None; strict grounding uses it. A final
     action of kind ``text`` is the agent's answer and is not simulated; other final
     actions (``exit``) are simulated and then end the episode.
     """
@@ -84,6 +87,7 @@ class Domain:
     observe: Callable[[str, Action, dict[str, Any]], dict[str, Any] | None] = (
         lambda observation, action, state: None
     )
+    repair: Callable[[str, Action, Any], str | None] = lambda observation, action, scenario: None
     state_schema: dict[str, Any] | None = None
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""

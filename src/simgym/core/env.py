@@ -318,11 +318,16 @@ class SimEnv:
             prediction, attempts, problems = await self._predict(
                 request, parsed, self._last_observation(), tries=1 if known else None
             )
+            prediction, broken = self._repair(prediction, parsed, problems, fault is not None)
+            if broken is not None:
+                problems = self._check(prediction, parsed)
             prediction, attempts, strict = await self._enforce(
                 grounding, request, parsed, prediction, attempts
             )
             if strict and strict["action"] in ("corrected", "reasked"):
                 problems = self._check(prediction, parsed)  # of the observation now kept
+            if broken is not None:
+                strict = {**(strict or {"problems": [], "action": "accepted"}), "repaired": broken}
         except WorldModelError as exc:
             turn = Turn(
                 index=index,
@@ -422,6 +427,22 @@ class SimEnv:
             if found:
                 self._notes["experience"] = [e.source or e.action[:80] for e in found]
         return [b for b in blocks if b]
+
+    def _repair(
+        self, prediction: Prediction, action: Action | None, problems: list[str], faulted: bool
+    ) -> tuple[Prediction, str | None]:
+        """Strict mode: an observation in a broken format that the real environment never
+        breaks (a tool server's JSON) is mended by the domain, when it can be; the broken
+        text is returned to be recorded. A faulted turn keeps what the fault asked for."""
+        if self.grounding != "strict" or faulted or action is None or not problems:
+            return prediction, None
+        try:
+            fixed = self.domain.repair(prediction.observation, action, self._scenario)
+        except Exception:  # a repair that fails leaves the observation as it was
+            return prediction, None
+        if not fixed or self._check(prediction.model_copy(update={"observation": fixed}), action):
+            return prediction, None
+        return prediction.model_copy(update={"observation": fixed}), prediction.observation
 
     async def _enforce(
         self,

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Literal
 
+import json_repair
 import jsonschema
 from pydantic import Field, field_validator, model_validator
 
@@ -107,6 +108,41 @@ def _check(text: str, action: Action, scenario: MCPScenario) -> list[str]:
         if not isinstance(value, dict) or not isinstance(value.get("content"), list):
             return ['result is not an MCP envelope with a "content" list']
     return []
+
+
+def _repair(text: str, action: Action, scenario: MCPScenario) -> str | None:
+    """Broken JSON mended (a real tool server always answers with valid JSON): unclosed
+    strings and brackets, stray commas, a mangled MCP envelope. The mcp format's inner text
+    is mended too when it is JSON; prose inside it is left as written."""
+    if scenario.output_format == "text":
+        return None
+    value = json_repair.repair_json(text, return_objects=True)
+    if scenario.output_format == "json":
+        return json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else None
+    if not isinstance(value, dict) or not isinstance(value.get("content"), list):
+        return None
+    content = []
+    for item in value["content"]:
+        if isinstance(item, dict) and isinstance(item.get("text"), str):
+            content.append({**item, "type": item.get("type", "text"), "text": _mend(item["text"])})
+    if not content:
+        return None
+    error = value.get("isError") is True
+    return json.dumps({"content": content, "isError": error}, ensure_ascii=False)
+
+
+def _mend(text: str) -> str:
+    """A JSON document inside an envelope's text, mended in the layout it was written in."""
+    if not text.lstrip().startswith(("{", "[")):
+        return text
+    try:
+        json.loads(text)
+        return text
+    except json.JSONDecodeError:
+        value = json_repair.repair_json(text, return_objects=True)
+    if not isinstance(value, dict | list):
+        return text
+    return json.dumps(value, ensure_ascii=False, indent=2 if "\n" in text else None)
 
 
 def _prefix(action: Action, scenario: MCPScenario, last_observation: str) -> str:
@@ -235,6 +271,7 @@ MCP = register_domain(
         prompt_slots=_slots,
         is_final=lambda action: action.kind == "text",
         observation_prefix=_prefix,
+        repair=_repair,
         default_scenario=_default,
         demonstrations=DEMONSTRATIONS,
         action_hint='{"name": "get_customer", "arguments": {"customer_id": "C-1001"}}',
