@@ -24,10 +24,11 @@ import yaml
 from rich.markup import escape
 
 import simgym
-from simgym.cli import WorldModelOptions, world_model_options
+from simgym.cli import WorldModelOptions, _reward_spec, world_model_options
 from simgym.cli import app as simgym_app
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
+from simgym.integrations.http_guard import TOKEN_ENV, require_token_off_loopback, resolve_token
 
 
 @dataclass
@@ -135,6 +136,35 @@ def serve(
     session_idle_timeout: Annotated[
         float, typer.Option(help="seconds an idle HTTP session is kept (its episode is written)")
     ] = 1800.0,
+    max_sessions: Annotated[
+        int,
+        typer.Option(help="HTTP sessions open at once (each holds a world); more are refused"),
+    ] = 64,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            help=f"bearer token every HTTP client must send (default: ${TOKEN_ENV}); "
+            "required to listen beyond loopback",
+            show_default=False,
+        ),
+    ] = None,
+    reward: Annotated[
+        str | None,
+        typer.Option(
+            help="--openenv: reward, a name (exact, f1, judge, ...) or a JSON/YAML spec; "
+            "default: the task's own metadata.reward (or exact match on metadata.answer)"
+        ),
+    ] = None,
+    max_message_bytes: Annotated[
+        int, typer.Option(help="--openenv: largest request body or WebSocket message")
+    ] = 1 << 20,
+    keep_empty_episodes: Annotated[
+        bool,
+        typer.Option(
+            "--keep-empty-episodes",
+            help="--openenv: also write episodes reset but never stepped (each POST /reset)",
+        ),
+    ] = False,
     seed: Annotated[int | None, typer.Option()] = None,
     instructions: Annotated[
         str | None, typer.Option(help="control instructions for the world model")
@@ -149,6 +179,9 @@ def serve(
 
     --mcp: an MCP server (--transport stdio, or http at http://HOST:PORT/mcp) whose tools
     are the world's tools plus an answer tool; each MCP session acts in its own world.
+    --openenv: an OpenEnv server (WebSocket sessions at /ws), episodes scored by --reward.
+    Over HTTP, --token (or $SIMGYM_TOKEN) makes every client send it; listening beyond
+    loopback requires one.
     """
     chosen = [flag for flag, on in (("--mcp", mcp), ("--openenv", openenv)) if on]
     if len(chosen) != 1:
@@ -156,6 +189,13 @@ def serve(
         raise SimgymError(f"choose one thing to serve: --mcp or --openenv (got {given})")
     if out is None:
         raise SimgymError("--out FILE.jsonl is required: every episode is written there")
+    secret = resolve_token(token)
+    if openenv or transport == "http":
+        require_token_off_loopback(host, secret)
+    if mcp and (reward is not None or keep_empty_episodes):
+        raise SimgymError("--reward and --keep-empty-episodes apply to --openenv only")
+    if max_sessions < 1:
+        raise SimgymError("--max-sessions must be at least 1")
     world = load_world(domain, scenario, task)
     env_options: dict[str, Any] = {"max_turns": max_turns}
     for key, value in (
@@ -166,7 +206,23 @@ def serve(
         if value is not None:
             env_options[key] = value
     if openenv:
-        _serve_openenv(world, wm, out, host=host, port=port, env_options=env_options)
+        from simgym.rewards import build_reward
+
+        _serve_openenv(
+            world,
+            wm,
+            out,
+            host=host,
+            port=port,
+            env_options=env_options,
+            # As simgym run: no --reward means each task's own reward (build_reward(None)).
+            reward=build_reward(_reward_spec(reward)),
+            token=secret,
+            max_sessions=max_sessions,
+            session_idle_timeout=session_idle_timeout,
+            max_message_bytes=max_message_bytes,
+            keep_empty_episodes=keep_empty_episodes,
+        )
         return
     _serve_mcp(
         world,
@@ -179,6 +235,8 @@ def serve(
         answer_tool=None if no_answer_tool else answer_tool,
         auto_reset=auto_reset,
         session_idle_timeout=session_idle_timeout,
+        max_sessions=max_sessions,
+        token=secret,
         env_options=env_options,
     )
 
@@ -195,6 +253,8 @@ def _serve_mcp(
     answer_tool: str | None,
     auto_reset: bool,
     session_idle_timeout: float,
+    max_sessions: int,
+    token: str | None,
     env_options: dict[str, Any],
 ) -> None:
     from simgym.integrations.mcp_server import SimMCPServer, serve_mcp
@@ -236,6 +296,8 @@ def _serve_mcp(
             port=port,
             path=path,
             session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
+            token=token,
             on_ready=ready,
         )
     finally:
@@ -250,6 +312,12 @@ def _serve_openenv(
     host: str,
     port: int,
     env_options: dict[str, Any],
+    reward: Any,
+    token: str | None,
+    max_sessions: int,
+    session_idle_timeout: float,
+    max_message_bytes: int,
+    keep_empty_episodes: bool,
 ) -> None:
     try:
         from simgym.integrations.openenv_server import serve_openenv
@@ -266,6 +334,12 @@ def _serve_openenv(
         host=host,
         port=port,
         env_options=env_options,
+        reward=reward,
+        token=token,
+        max_concurrent_envs=max_sessions,
+        session_timeout=session_idle_timeout,
+        max_message_bytes=max_message_bytes,
+        keep_empty_episodes=keep_empty_episodes,
     )
 
 

@@ -55,7 +55,8 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.types import StepResult, Task
 from simgym.core.worldmodel import WorldModel
-from simgym.integrations.common import as_task
+from simgym.integrations.common import agent_safe, as_task
+from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
 
 try:
     import mcp_types as types
@@ -71,6 +72,8 @@ ANSWER_TOOL = "submit_answer"
 EPISODE_META = "simgym/episode"  # the episode's status, in each result's _meta
 SESSION_ENDED = "the MCP session ended before the episode did"
 SERVER_STOPPED = "the MCP server stopped before the episode ended"
+MAX_SESSIONS = 64  # as the OpenEnv server: each session holds a world and a pending episode
+SESSION_IDLE_TIMEOUT = 1800.0
 _WORLD_KEY = "simgym.world"  # where a session's world lives in its connection's state
 
 Transport = Literal["stdio", "http"]
@@ -303,15 +306,33 @@ class SimMCPServer:
                 await self.aclose(reason)
 
     def http_app(
-        self, *, host: str = "127.0.0.1", path: str = "/mcp", session_idle_timeout: float = 1800
+        self,
+        *,
+        host: str = "127.0.0.1",
+        path: str = "/mcp",
+        session_idle_timeout: float = SESSION_IDLE_TIMEOUT,
+        max_sessions: int = MAX_SESSIONS,
+        token: str | None = None,
     ) -> Any:
         """A Starlette app serving streamable HTTP at ``path``; its shutdown writes every
         open episode. ``host`` is where it will listen (loopback turns on the SDK's
-        DNS-rebinding protection)."""
+        DNS-rebinding protection). At most ``max_sessions`` sessions are open at once (a
+        new one beyond that gets HTTP 503); one idle for ``session_idle_timeout`` seconds
+        ends and its episode is written. With ``token`` every request must carry it
+        (``Authorization: Bearer TOKEN``)."""
+        if max_sessions < 1:
+            raise SimgymError(f"max_sessions must be at least 1, not {max_sessions}")
+        if session_idle_timeout <= 0:
+            raise SimgymError("session_idle_timeout must be positive")
         server = self.build(per_session=True)
         app = server.streamable_http_app(
-            streamable_http_path=path, host=host, session_idle_timeout=session_idle_timeout
+            streamable_http_path=path,
+            host=host,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
         )
+        if token is not None:
+            app.add_middleware(BearerAuth, token=token)
         sessions = app.router.lifespan_context
 
         @asynccontextmanager
@@ -335,14 +356,24 @@ class SimMCPServer:
         port: int = 8765,
         path: str = "/mcp",
         *,
-        session_idle_timeout: float = 1800,
+        session_idle_timeout: float = SESSION_IDLE_TIMEOUT,
+        max_sessions: int = MAX_SESSIONS,
+        token: str | None = None,
         on_ready: Callable[[str], None] | None = None,
     ) -> None:
         """Serve streamable HTTP until SIGINT/SIGTERM. ``port=0`` picks a free port;
-        ``on_ready(url)`` hears the endpoint once the socket is bound."""
+        ``on_ready(url)`` hears the endpoint once the socket is bound. Listening beyond
+        loopback needs a ``token``."""
         import uvicorn
 
-        app = self.http_app(host=host, path=path, session_idle_timeout=session_idle_timeout)
+        require_token_off_loopback(host, token)
+        app = self.http_app(
+            host=host,
+            path=path,
+            session_idle_timeout=session_idle_timeout,
+            max_sessions=max_sessions,
+            token=token,
+        )
         try:
             sock = socket.create_server((host, port), family=_family(host))
         except OSError as exc:
@@ -419,8 +450,8 @@ class World:
                 message = f"{type(exc).__name__}: {exc}"
                 with anyio.CancelScope(shield=True):
                     await self.env.close(reason=f"the MCP server failed on a call: {message}")
-                self.ended = f"the server failed: {message}"
-                return _error(f"simgym failed on this call: {message}")
+                self.ended = f"the server failed: {agent_safe(message)}"
+                return _error(f"simgym failed on this call: {agent_safe(message)}")
             return self._result(name, result)
 
     def _result(self, name: str, result: StepResult) -> types.CallToolResult:
@@ -430,19 +461,25 @@ class World:
                 f"Answer recorded; the episode is over after {result.info['turn']} turns."
             )
         elif observation.kind == "error":
-            reply = _error(observation.error or observation.text)
+            # A world model's failure may name its URL; the agent sees what happened, the
+            # trajectory keeps the whole message.
+            reply = _error(agent_safe(observation.error or observation.text))
         else:
             reply = self._unwrap(observation.text)
         if result.done or result.truncated:
             self.ended = _why_ended(result, name == self.facade.answer_tool, self.env.max_turns)
-        reply.meta = {
-            EPISODE_META: {
-                "episode_id": result.info.get("episode_id"),
-                "turn": result.info.get("turn"),
-                "done": result.done,
-                "truncated": result.truncated,
-            }
+        status: dict[str, Any] = {
+            "episode_id": result.info.get("episode_id"),
+            "turn": result.info.get("turn"),
+            "done": result.done,
+            "truncated": result.truncated,
         }
+        if result.info.get("format_problems"):
+            # The world model's output still failed the domain's format check after its
+            # retries. Not isError: the tool did not fail, the simulation may be off. The
+            # same key as SimEnv's info (and so Gymnasium's and OpenEnv's).
+            status["format_problems"] = list(result.info["format_problems"])
+        reply.meta = {EPISODE_META: status}
         return reply
 
     def _unwrap(self, text: str) -> types.CallToolResult:
@@ -489,7 +526,9 @@ def serve_mcp(
     host: str = "127.0.0.1",
     port: int = 8765,
     path: str = "/mcp",
-    session_idle_timeout: float = 1800,
+    session_idle_timeout: float = SESSION_IDLE_TIMEOUT,
+    max_sessions: int = MAX_SESSIONS,
+    token: str | None = None,
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Serve ``facade`` until the client leaves (stdio) or the process is stopped (http)."""
@@ -507,6 +546,8 @@ def serve_mcp(
                 port,
                 path,
                 session_idle_timeout=session_idle_timeout,
+                max_sessions=max_sessions,
+                token=token,
                 on_ready=on_ready,
             )
         )
@@ -562,7 +603,7 @@ def _why_ended(result: StepResult, answered: bool, max_turns: int) -> str:
     if answered:
         return "the answer was submitted"
     if result.info.get("error_type") == "world_model":
-        return f"the world model failed: {result.info.get('error')}"
+        return f"the world model failed: {agent_safe(str(result.info.get('error')))}"
     if result.done:
         return "the episode reached its final action"
     return f"the turn limit ({max_turns}) was reached"

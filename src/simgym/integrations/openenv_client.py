@@ -17,6 +17,7 @@ Needs ``openenv-core`` (``pip install 'simgym[openenv]'``).
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
@@ -27,7 +28,13 @@ from simgym.integrations.openenv_server import (
     SimgymState,
 )
 
-__all__ = ["SimgymAction", "SimgymEnvClient", "SimgymObservation", "SimgymState"]
+__all__ = [
+    "SimgymAction",
+    "SimgymEnvClient",
+    "SimgymObservation",
+    "SimgymState",
+    "with_token",
+]
 
 
 class SimgymEnvClient(EnvClient[SimgymAction, SimgymObservation, SimgymState]):
@@ -37,7 +44,14 @@ class SimgymEnvClient(EnvClient[SimgymAction, SimgymObservation, SimgymState]):
     observation's ``done`` ends it (``truncated`` says when it was cut short). A server
     error (a bad reset option, an unknown task id) raises ``RuntimeError`` with the
     server's message; an invalid action is an observation of kind ``error``.
+
+    ``token``: the server's token (``simgym serve --token``). OpenEnv's client opens its
+    WebSocket with no way to add headers, so the token goes in the URL's user info, which
+    is sent as HTTP Basic authentication; the server accepts it there as well.
     """
+
+    def __init__(self, base_url: str, *, token: str | None = None, **options: Any) -> None:
+        super().__init__(with_token(base_url, token) if token else base_url, **options)
 
     def _step_payload(self, action: SimgymAction | dict[str, Any] | str) -> dict[str, Any]:
         return SimgymAction.of(action).model_dump(exclude_none=True, exclude_defaults=True)
@@ -51,3 +65,12 @@ class SimgymEnvClient(EnvClient[SimgymAction, SimgymObservation, SimgymState]):
 
     def _parse_state(self, payload: dict[str, Any]) -> SimgymState:
         return SimgymState.model_validate(payload)
+
+
+def with_token(base_url: str, token: str) -> str:
+    """``base_url`` carrying ``token`` as its user info (``http://simgym:TOKEN@host:port``),
+    the form a simgym server accepts from clients that cannot set headers."""
+    parts = urlsplit(base_url if "://" in base_url else f"http://{base_url}")
+    host = parts.netloc.rpartition("@")[2]
+    netloc = f"simgym:{quote(token, safe='')}@{host}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))

@@ -50,6 +50,7 @@ from __future__ import annotations
 import functools
 import inspect
 import itertools
+import json
 import socket
 import sys
 import threading
@@ -68,7 +69,8 @@ from simgym.core.sync import run_sync
 from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.data.trajectories import TrajectoryWriter
-from simgym.integrations.common import as_task, as_tasks
+from simgym.integrations.common import agent_safe, as_task, as_tasks
+from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
 from simgym.rewards import RewardResult, build_reward
 
 try:
@@ -85,9 +87,16 @@ except ImportError as exc:  # pragma: no cover (the openenv extra is installed i
         f"serving OpenEnv needs openenv-core: pip install 'simgym[openenv]' ({exc})"
     ) from None
 
+MAX_MESSAGE_BYTES = 1 << 20  # a request body or WebSocket message; an action is far smaller
 SESSION_ENDED = "the OpenEnv session ended before the episode did"
 SERVER_STOPPED = "the OpenEnv server stopped before the episode ended"
 RESET_EARLY = "reset before the episode ended"
+MCP_ACTIONS_UNSUPPORTED = (
+    "OpenEnv's MCP actions (list_tools, call_tool; MCPToolClient) are not supported by "
+    "simgym's OpenEnv server: use SimgymEnvClient or GenericEnvClient (the tools come with "
+    "reset; a tool call is an action with name and arguments), or serve MCP itself with "
+    "simgym serve --mcp"
+)
 NO_EPISODE = (
     "no episode is running: call reset first. OpenEnv's HTTP /step endpoint builds a fresh "
     "environment for every request and so never has one; hold an episode over a WebSocket "
@@ -121,6 +130,15 @@ class SimgymAction(OpenEnvAction):
         None, description='terminal keystrokes: [{"keystrokes": "ls\\n", "duration": 1}]'
     )
     answer: str | None = Field(None, description="the final answer; ends the episode")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _not_mcp(cls, data: Any) -> Any:
+        # OpenEnv's MCPToolClient sends {"type": "list_tools"} / {"type": "call_tool"}; say
+        # plainly that they are not spoken here instead of "extra inputs not permitted".
+        if isinstance(data, dict) and data.get("type") in ("list_tools", "call_tool"):
+            raise PydanticCustomError("simgym_action", MCP_ACTIONS_UNSUPPORTED)
+        return data
 
     @model_validator(mode="after")
     def _one_kind(self) -> SimgymAction:
@@ -201,6 +219,8 @@ class SimgymService:
         task: a task (an instruction, a :class:`Task` or its dict) or a list of them.
         reward: a :mod:`simgym.rewards` reward or spec; ``None`` scores nothing.
         writer: anything with ``write(trajectory)``; every episode goes there.
+        keep_empty_episodes: also write episodes that ended without a step (by default a
+            reset that is never stepped, as every HTTP ``POST /reset`` is, writes nothing).
         env_options: :class:`SimEnv` options (``max_turns``, ``seed``, ``instructions``...).
     """
 
@@ -213,6 +233,7 @@ class SimgymService:
         task: Any = None,
         reward: Any = None,
         writer: Any = None,
+        keep_empty_episodes: bool = False,
         **env_options: Any,
     ) -> None:
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
@@ -227,6 +248,7 @@ class SimgymService:
         self.tasks = as_tasks(task, self.domain.name)
         self.reward = None if reward is None else build_reward(reward)
         self.writer = writer
+        self.keep_empty_episodes = keep_empty_episodes
         unknown = sorted(set(env_options) - _ENV_OPTIONS)
         if unknown:
             raise SimgymError(f"unknown environment option(s): {', '.join(unknown)}")
@@ -280,7 +302,9 @@ class SimgymService:
         return result
 
     def write(self, trajectory: Trajectory) -> None:
-        if self.writer is not None:
+        # An episode without a step holds nothing but the task; anyone who can reach the
+        # server could otherwise fill the disk one POST /reset at a time.
+        if self.writer is not None and (trajectory.turns or self.keep_empty_episodes):
             self.writer.write(trajectory)
 
     async def aclose(self, reason: str = SERVER_STOPPED) -> None:
@@ -364,9 +388,9 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             # SimEnv records what goes wrong inside an episode and does not raise; this is
             # a defect or a misbehaving backend. Write the episode with the error.
             message = f"{type(exc).__name__}: {exc}"
-            self.ended = f"the server failed: {message}"
+            self.ended = f"the server failed: {agent_safe(message)}"
             await self.conclude(f"the OpenEnv server failed on a step: {message}")
-            return _refusal(f"simgym failed on this step: {message}")
+            return _refusal(f"simgym failed on this step: {agent_safe(message)}")
         observation = _observation(result)
         if result.done or result.truncated:
             self.ended = _why_ended(result, self.sim.max_turns)
@@ -468,6 +492,9 @@ def create_openenv_app(
     writer: Any = None,
     max_concurrent_envs: int = 64,
     session_timeout: float | None = 1800.0,
+    token: str | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    keep_empty_episodes: bool = False,
     **options: Any,
 ) -> FastAPI:
     """A FastAPI app serving ``domain`` to OpenEnv clients, one world per session.
@@ -477,8 +504,14 @@ def create_openenv_app(
     here is closed when the app shuts down. ``options`` are :class:`SimEnv` options
     (``max_turns``, ``seed``, ``instructions``, ...) and, for a named backend, its options
     (``base_url``, ``model``, ...). ``session_timeout``: seconds an idle session is kept
-    (its episode is then written); ``None`` keeps it forever.
+    (its episode is then written); ``None`` keeps it forever. ``token``: every HTTP request
+    and WebSocket must carry it (``Authorization: Bearer TOKEN``, or ``user:TOKEN@`` in the
+    URL for OpenEnv's own clients). ``max_message_bytes`` bounds each request body and
+    WebSocket message (a larger one is refused: HTTP 413, or an error message on the
+    WebSocket, whose session goes on). ``keep_empty_episodes``: see :class:`SimgymService`.
     """
+    if max_message_bytes < 1:
+        raise SimgymError(f"max_message_bytes must be at least 1, not {max_message_bytes}")
     env_options = {k: v for k, v in options.items() if k in _ENV_OPTIONS}
     backend_options = {k: v for k, v in options.items() if k not in _ENV_OPTIONS}
     backend, owned = _backend(world_model, backend_options)
@@ -490,6 +523,7 @@ def create_openenv_app(
             task=task,
             reward=reward,
             writer=writer,
+            keep_empty_episodes=keep_empty_episodes,
             **env_options,
         )
         try:
@@ -516,6 +550,9 @@ def create_openenv_app(
 
     app.router.on_shutdown.append(stop)
     app.add_middleware(_QuietDisconnects)
+    app.add_middleware(_MessageGuard, max_bytes=max_message_bytes)
+    if token is not None:  # outermost: nothing is read before the caller is known
+        app.add_middleware(BearerAuth, token=token)
     app.state.simgym = service
     return app
 
@@ -534,6 +571,9 @@ def serve_openenv(
     env_options: dict[str, Any] | None = None,
     max_concurrent_envs: int = 64,
     session_timeout: float | None = 1800.0,
+    token: str | None = None,
+    max_message_bytes: int = MAX_MESSAGE_BYTES,
+    keep_empty_episodes: bool = False,
     on_ready: Callable[[str], None] | None = None,
     **options: Any,
 ) -> None:
@@ -541,9 +581,10 @@ def serve_openenv(
     to ``out`` (JSONL). ``port=0`` picks a free port; ``on_ready(url)`` hears the address
     once the socket is bound (default: a line on stderr). ``env_options`` and ``options``
     are as for :func:`create_openenv_app`; ``env_options["max_turns"]`` wins over
-    ``max_turns``."""
+    ``max_turns``. Listening beyond loopback needs a ``token``."""
     import uvicorn
 
+    require_token_off_loopback(host, token)
     try:
         sock = socket.create_server((host, port), family=_family(host))
     except OSError as exc:
@@ -559,6 +600,9 @@ def serve_openenv(
             writer=writer,
             max_concurrent_envs=max_concurrent_envs,
             session_timeout=session_timeout,
+            token=token,
+            max_message_bytes=max_message_bytes,
+            keep_empty_episodes=keep_empty_episodes,
             **{"max_turns": max_turns, **(env_options or {}), **options},
         )
         shown = f"[{host}]" if ":" in host else host
@@ -570,9 +614,15 @@ def serve_openenv(
             on_ready(url)
         # A client that never lets go would otherwise hold shutdown (and the episodes).
         config = uvicorn.Config(
-            app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5
+            app,
+            log_level="warning",
+            lifespan="on",
+            timeout_graceful_shutdown=5,
+            # Refuse an oversized WebSocket frame before buffering it (the app's own check
+            # answers the rest); some room for the envelope around the message.
+            ws_max_size=max_message_bytes + 65536,
         )
-        uvicorn.Server(config).run(sockets=[sock])
+        _stopping_server(config, app.state.simgym).run(sockets=[sock])
     finally:
         sock.close()
         if writer is not None:
@@ -580,6 +630,146 @@ def serve_openenv(
 
 
 # -- helpers ------------------------------------------------------------------------------
+
+
+def _stopping_server(config: Any, service: SimgymService) -> Any:
+    """uvicorn's server, telling the service it is stopping as soon as a signal arrives.
+
+    uvicorn closes the WebSockets before the app's shutdown hook runs, and each closed
+    session writes its open episode; without this they would say the session ended when
+    the server was stopped."""
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            service.stopping = True
+            super().handle_exit(sig, frame)
+
+    return Server(config)
+
+
+class _MessageGuard:
+    """ASGI middleware: bounds every request body and WebSocket message, and makes
+    OpenEnv's WebSocket validation errors say what was wrong.
+
+    openenv-core answers an invalid WebSocket message with ``message: "Invalid message"``
+    and the details in ``errors``, but its ``EnvClient`` shows only ``message`` and
+    ``code``; the details are moved into ``message``."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            await self._http(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _http(self, scope: Any, receive: Any, send: Any) -> None:
+        declared = dict(scope.get("headers", [])).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._too_large(send)
+            return
+        # A body without a length (chunked) is read here, up to the limit, and replayed.
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                await self._too_large(send)
+                return
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> Any:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Any) -> None:
+        body = json.dumps(
+            {"detail": f"request too large: the limit is {self.max_bytes} bytes"}
+        ).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _websocket(self, scope: Any, receive: Any, send: Any) -> None:
+        async def bounded_receive() -> Any:
+            while True:
+                message = await receive()
+                if message["type"] != "websocket.receive":
+                    return message
+                size = len(message.get("bytes") or b"") + len(
+                    (message.get("text") or "").encode()
+                )
+                if size <= self.max_bytes:
+                    return message
+                # Refused like any invalid message: the session and its episode go on.
+                await send(
+                    {
+                        "type": "websocket.send",
+                        "text": json.dumps(
+                            {
+                                "type": "error",
+                                "data": {
+                                    "message": f"message too large ({size} bytes); the "
+                                    f"limit is {self.max_bytes} bytes",
+                                    "code": "VALIDATION_ERROR",
+                                },
+                            }
+                        ),
+                    }
+                )
+
+        async def explained_send(message: Any) -> None:
+            if message["type"] == "websocket.send" and "VALIDATION_ERROR" in (
+                message.get("text") or ""
+            ):
+                message = {**message, "text": _explained(message["text"])}
+            await send(message)
+
+        await self.app(scope, bounded_receive, explained_send)
+
+
+def _explained(text: str) -> str:
+    """An OpenEnv validation error whose ``message`` carries its ``errors``."""
+    try:
+        reply = json.loads(text)
+        data = reply["data"]
+        errors = data.get("errors") or []
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return text
+    if not errors or not isinstance(errors, list):
+        return text
+    parts = []
+    for error in errors[:5]:
+        if not isinstance(error, dict):
+            continue
+        where = ".".join(str(p) for p in error.get("loc") or ())
+        parts.append(f"{where}: {error.get('msg')}" if where else str(error.get("msg")))
+    data["message"] = f"{data.get('message') or 'Invalid message'}: {'; '.join(parts)}"
+    return json.dumps(reply)
 
 
 class _BadRequest(HTTPException):
@@ -633,15 +823,21 @@ def _read_text(domain: Domain, scenario: BaseModel, text: str) -> Action | str:
 def _observation(result: StepResult) -> SimgymObservation:
     seen = result.observation
     answered = bool(seen.metadata.get("final_answer"))
+    text, error, info = seen.text, seen.error, dict(result.info)
+    if info.get("error_type") == "world_model":
+        # The world model's failure may name its URL: the agent sees what happened, the
+        # trajectory keeps the whole message.
+        text, error = agent_safe(text), agent_safe(error or "")
+        info["error"] = agent_safe(str(info.get("error", "")))
     return SimgymObservation(
-        text=seen.text,
+        text=text,
         kind="answer" if answered else seen.kind,
-        error=seen.error,
+        error=error,
         turn=int(result.info.get("turn", 0)),
         truncated=result.truncated,
         done=result.done or result.truncated,
         reward=result.reward,
-        info=dict(result.info),
+        info=info,
     )
 
 
@@ -655,7 +851,7 @@ def _why_ended(result: StepResult, max_turns: int) -> str:
     if result.observation.metadata.get("final_answer"):
         return "the answer was submitted"
     if result.info.get("error_type") == "world_model":
-        return f"the world model failed: {result.info.get('error')}"
+        return f"the world model failed: {agent_safe(str(result.info.get('error')))}"
     if result.done:
         return "the episode reached its final action"
     return f"the turn limit ({max_turns}) was reached"
