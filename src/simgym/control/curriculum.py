@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+
+from simgym.core.safeload import load_yaml, read_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simgym.control.faults import FaultMode
@@ -165,7 +167,7 @@ class Curriculum(BaseModel):
             if not path.is_file():
                 raise PerturbationError(f"curriculum file not found: {path}")
             try:
-                data = yaml.safe_load(path.read_text(encoding="utf-8"))
+                data = load_yaml(read_text(path))
             except yaml.YAMLError as exc:
                 raise PerturbationError(f"{path}: not valid YAML/JSON: {exc}") from None
         elif isinstance(spec, str):

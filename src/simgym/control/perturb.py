@@ -39,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+
+from simgym.core.safeload import load_yaml, read_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simgym.control.faults import (
@@ -240,7 +242,7 @@ def load_perturbations(spec: Perturbations | dict | list | str | Path) -> Pertur
             raise PerturbationError(f"perturbation file not found: {path}")
         source = str(path)
         try:
-            spec = yaml.safe_load(path.read_text(encoding="utf-8"))
+            spec = load_yaml(read_text(path))
         except yaml.YAMLError as exc:
             raise PerturbationError(f"{source}: not valid YAML/JSON: {exc}") from None
     if isinstance(spec, list):

@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from simgym.core.errors import ActionError
+from simgym.core.safeload import loads_json
 
 TRAJECTORY_SCHEMA_VERSION = 1
 
@@ -150,7 +151,7 @@ class Action(BaseModel):
             stripped = raw.strip()
             if stripped[:1] in ("{", "["):
                 try:
-                    return cls.parse(json.loads(stripped))
+                    return cls.parse(loads_json(stripped))
                 except json.JSONDecodeError as exc:
                     raise ActionError(f"action looks like JSON but does not parse: {exc}") from None
             return cls.say(raw)
@@ -185,7 +186,7 @@ class Action(BaseModel):
             args = raw.get("arguments", raw.get("args", {}))
             if isinstance(args, str):
                 try:
-                    args = json.loads(args) if args.strip() else {}
+                    args = loads_json(args) if args.strip() else {}
                 except json.JSONDecodeError as exc:
                     raise ActionError(
                         f"arguments of tool call {raw['name']!r} are not valid JSON: {exc}"

@@ -25,6 +25,7 @@ from pydantic import Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.safeload import loads_json
 from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains import calls, uitree
@@ -109,7 +110,7 @@ def _validate(action: Action, scenario: AndroidScenario) -> Action:
 
 def _json_object(text: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        data = loads_json(text)
     except json.JSONDecodeError as exc:
         raise ActionError(f"action looks like JSON but does not parse: {exc}") from None
     if not isinstance(data, dict):

@@ -13,6 +13,7 @@ from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.safeload import loads_json
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.mcp_ground import ToolBinding, check_tool_map, ground_mcp
 
@@ -165,17 +166,21 @@ def _parse_input(line: str, scenario: MCPScenario) -> Action:
         return Action.tool_call(name, {})
     if rest.startswith("{"):
         try:
-            return Action.tool_call(name, json.loads(rest))
+            return Action.tool_call(name, loads_json(rest))
         except json.JSONDecodeError as exc:
             raise ActionError(f"arguments are not valid JSON: {exc}") from None
     # key=value pairs, values read as JSON when they parse (numbers, true, null)
     args: dict[str, Any] = {}
-    for pair in shlex.split(rest):
+    try:
+        pairs = shlex.split(rest)
+    except ValueError as exc:  # an unbalanced quote: a typing slip, not a crash
+        raise ActionError(f"cannot read key=value arguments: {exc}") from None
+    for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep:
             raise ActionError(f"expected key=value or a JSON object, got {pair!r}")
         try:
-            args[key] = json.loads(value)
+            args[key] = loads_json(value)
         except json.JSONDecodeError:
             args[key] = value
     return Action.tool_call(name, args)

@@ -49,6 +49,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.safeload import loads_json
 from simgym.core.state import STRING_LIST, object_schema
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.search_ground import ground_search, observe_search
@@ -252,7 +253,7 @@ def _parse_input(line: str, scenario: SearchScenario) -> Action:
         return Action.tool_call(WEB_EXTRACTOR.name, args)
     if word in (WEB_SEARCH.name, WEB_EXTRACTOR.name, *ALIASES) and rest.startswith("{"):
         try:
-            return Action.tool_call(word, json.loads(rest))
+            return Action.tool_call(word, loads_json(rest))
         except json.JSONDecodeError as exc:
             raise ActionError(f"arguments are not valid JSON: {exc}") from None
     raise ActionError(

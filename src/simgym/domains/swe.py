@@ -38,6 +38,7 @@ from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.safeload import loads_json
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, ToolSpec
 from simgym.domains import swe_ground
@@ -281,7 +282,7 @@ def _parse_input(line: str, scenario: SWEScenario) -> Action:
         return Action.tool_call("bash", {"command": stripped})
     if rest.startswith("{"):
         try:
-            return Action.tool_call(name, json.loads(rest))
+            return Action.tool_call(name, loads_json(rest))
         except json.JSONDecodeError as exc:
             raise ActionError(f"arguments are not valid JSON: {exc}") from None
     if name == "bash":
@@ -308,7 +309,7 @@ def _key_values(words: list[str]) -> dict[str, Any]:
 
 def _number_or_text(value: str) -> Any:
     try:
-        return json.loads(value)  # start_line=7 is the number 7
+        return loads_json(value)  # start_line=7 is the number 7
     except json.JSONDecodeError:
         return value
 

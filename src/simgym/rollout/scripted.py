@@ -19,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, loads_json, read_text
 from simgym.core.types import Task, Trajectory
 
 
@@ -64,19 +65,21 @@ def load_specs(paths: Iterable[str | Path], domain: str | None = None) -> list[E
         path = Path(raw_path)
         if not path.is_file():
             raise SimgymError(f"file not found: {path}")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
         if path.suffix == ".jsonl":
             for number, line in enumerate(text.splitlines(), 1):
                 if not line.strip():
                     continue
                 try:
-                    data = json.loads(line)
+                    data = loads_json(line)
                 except json.JSONDecodeError as exc:
                     raise SimgymError(f"{path}:{number}: not valid JSON: {exc}") from None
+                if not isinstance(data, dict):
+                    raise SimgymError(f"{path}:{number}: a task line must be a JSON object")
                 specs.append(_spec_from_dict(data, _stable_id(path, line), domain))
         else:
             try:
-                data = yaml.safe_load(text)
+                data = load_yaml(text)  # refuses alias bombs, deep nesting, huge ints
             except yaml.YAMLError as exc:
                 raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
             if not isinstance(data, dict):

@@ -1,0 +1,160 @@
+"""Parsing text that users and agents hand us, with limits that keep hostile input cheap.
+
+Plain ``json.loads`` and ``yaml.safe_load`` fail in ways callers do not expect: deep
+nesting raises ``RecursionError``, an integer over 4,300 digits raises a bare
+``ValueError``, JSON's non-standard ``NaN``/``Infinity`` parse and are later written
+back as invalid JSON, and YAML aliases (a "billion laughs") expand a few hundred bytes
+into gigabytes once the data is serialized. The functions here turn every one of these
+into the error type the caller already handles (``json.JSONDecodeError`` or
+``yaml.YAMLError``), so one ``except`` clause covers all bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from simgym.core.errors import SimgymError
+
+# What aliases may add to a YAML document once expanded: one unit per node plus one per
+# character of a scalar. Real files use anchors for a few shared defaults (kilobytes);
+# 1 MB leaves room for those and refuses a billion laughs long before it costs memory.
+YAML_ALIAS_BUDGET = 1_000_000
+
+# Nesting deeper than this is refused. Python's parsers fail near 1,000 levels with a
+# RecursionError, and pydantic refuses to serialize far less, so a 900-deep task would
+# load and then crash the run when its trajectory is written. Real data rarely passes 20.
+MAX_DEPTH = 64
+
+
+class InputLimitError(yaml.YAMLError):
+    """A YAML document beyond what simgym reads (alias expansion, nesting, integer size)."""
+
+
+class BoundedSafeLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses documents whose aliases expand beyond
+    :data:`YAML_ALIAS_BUDGET` or refer to themselves.
+
+    PyYAML builds one shared object per anchor, so loading stays small; the blow-up comes
+    when the data is copied or serialized (a trajectory line, a prompt). The check runs
+    on the composed node graph, before any Python object is constructed.
+    """
+
+    def compose_document(self) -> Node | None:
+        node = super().compose_document()
+        if node is not None:
+            _check_aliases(node, YAML_ALIAS_BUDGET)
+        return node
+
+
+def _check_aliases(root: Node, budget: int) -> None:
+    # Aliases are the same Node object reached twice, so sizes are memoized per node and
+    # each extra visit of a node adds its full expanded size to the total.
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    extra = 0
+
+    def size(node: Node) -> int:
+        nonlocal extra
+        key = id(node)
+        if key in on_path:
+            raise InputLimitError("YAML alias refers to a node that contains it (recursive)")
+        if key in sizes:
+            extra += sizes[key]
+            if extra > budget:
+                raise InputLimitError(
+                    f"YAML aliases expand beyond {budget:,} units; refusing (billion laughs?)"
+                )
+            return sizes[key]
+        on_path.add(key)
+        total = 1
+        if isinstance(node, ScalarNode):
+            total += len(node.value)
+        elif isinstance(node, SequenceNode):
+            total += sum(size(child) for child in node.value)
+        elif isinstance(node, MappingNode):
+            total += sum(size(k) + size(v) for k, v in node.value)
+        on_path.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root)
+
+
+def load_yaml(text: str) -> Any:
+    """``yaml.safe_load`` with limits; every failure is a ``yaml.YAMLError``."""
+    try:
+        return _check_depth(yaml.load(text, Loader=BoundedSafeLoader))  # noqa: S506
+    except RecursionError:
+        raise InputLimitError("YAML nested too deeply") from None
+    except yaml.YAMLError:
+        raise
+    except ValueError as exc:  # int() of a 5,000-digit scalar, and the like
+        raise InputLimitError(f"YAML value not readable: {_first_line(exc)}") from None
+
+
+def _check_depth(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """``value`` itself, or ``ValueError`` when lists/dicts nest deeper than ``limit``."""
+    stack = [(value, 1)]
+    while stack:  # iterative: the point is to survive what recursion would not
+        item, depth = stack.pop()
+        if not isinstance(item, dict | list):
+            continue
+        if depth > limit:
+            raise ValueError(f"nested deeper than {limit} levels")
+        children = item.values() if isinstance(item, dict) else item
+        stack.extend((child, depth + 1) for child in children)
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e999 reads as inf, which JSON cannot write back
+        raise ValueError(f"number {text[:20]} is out of range")
+    return value
+
+
+def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
+    """``json.loads`` for untrusted text: standard JSON only (no ``NaN``/``Infinity``, no
+    number that overflows to infinity), at most ``max_depth`` levels of nesting; every
+    failure is a ``json.JSONDecodeError``."""
+    doc = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        return _check_depth(value, max_depth)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise json.JSONDecodeError("nested too deeply", doc, 0) from None
+    except (ValueError, UnicodeDecodeError) as exc:  # also ints over 4,300 digits
+        raise json.JSONDecodeError(_first_line(exc), doc, 0) from None
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """A file's text as UTF-8; a binary or mis-encoded file is a one-line
+    :class:`SimgymError` naming the file and the first bad byte."""
+    path = Path(path)
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SimgymError(
+            f"{path}: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc)
+    if "integer string conversion" in text:  # Python's own limit, worded for developers
+        return "an integer has more than 4,300 digits"
+    return (text.splitlines() or [type(exc).__name__])[0][:200]
