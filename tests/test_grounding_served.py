@@ -62,3 +62,35 @@ async def test_grounding_through_the_openai_backend_in_both_context_modes(llama_
             assert "**Current State:**" in last
         await env.close()
     await backend.aclose()
+
+
+def test_play_swe_on_the_embedded_default_keeps_an_edit(tmp_path):
+    """A file edited, the edit visible in a later read and in the test run's facts, piped
+    into `simgym play swe` on the embedded default."""
+    out = tmp_path / "play.jsonl"
+    fixed = "amount * (100 - percent) / 100"
+    edit = {"path": "invoicing/totals.py", "old_str": "amount - percent", "new_str": fixed}
+    lines = "\n".join(
+        [
+            "read_file invoicing/totals.py",
+            f"edit_file {json.dumps(edit)}",
+            "read_file invoicing/totals.py",
+            "run_tests",
+            "",
+        ]
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "simgym", "play", "swe", "--out", str(out), "--max-tokens", "96"],
+        input=lines,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    turns = json.loads(out.read_text().splitlines()[-1])["turns"]
+    observations = [t["observation"]["text"] for t in turns]
+    assert "amount - percent" in observations[0] and fixed not in observations[0]
+    assert observations[1].startswith("Edited invoicing/totals.py")
+    assert fixed in observations[2] and "amount - percent" not in observations[2]
+    assert fixed in "\n".join(turns[3]["grounding"]["facts"])  # the test run is told the edit
+    assert fixed in done.stdout
