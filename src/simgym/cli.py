@@ -6,12 +6,14 @@ import asyncio
 import functools
 import importlib.metadata
 import inspect
+import io
 import json
 import os
 import platform
 import shutil
 import sys
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -26,6 +28,7 @@ from rich.table import Table
 import simgym
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
 from simgym.worldmodels.local import ADAPTER_HELP
 
 app = typer.Typer(
@@ -219,7 +222,7 @@ def _load_scenario(path: Path | None) -> dict[str, Any] | None:
     if not path.is_file():
         raise SimgymError(f"scenario file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text(path))
     except yaml.YAMLError as exc:
         raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
     if isinstance(data, dict) and "scenario" in data and isinstance(data["scenario"], dict):
@@ -282,6 +285,10 @@ def play(
         **_grounding_options(grounding, experience),
     ).sync()
     interactive = sys.stdin.isatty()
+    if isinstance(sys.stdin, io.TextIOWrapper):
+        # Undecodable bytes arrive as lone surrogates (refused per line below) instead
+        # of a UnicodeDecodeError that would end the session.
+        sys.stdin.reconfigure(errors="surrogateescape")
     first = env.reset(task or None)
     _show(first.text, interactive, last=domain == "terminal")
     try:
@@ -296,6 +303,9 @@ def play(
             if line.strip() in (":quit", ":q"):
                 break
             if not line.strip() and domain != "terminal":
+                continue
+            if not _is_utf8(line):
+                errors.print("[red]invalid action:[/] the line is not UTF-8 text; ignored")
                 continue
             try:
                 action = domain_obj.parse_input(line, env.env.scenario)
@@ -323,6 +333,15 @@ def play(
         if writer:
             writer.close()
             errors.print(f"[dim]trajectory appended to {escape(str(out))}[/]")
+
+
+def _is_utf8(line: str) -> bool:
+    """False for a line read with ``surrogateescape`` from bytes that are not UTF-8."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 class _nullctx:
@@ -816,20 +835,30 @@ def export(
 ) -> None:
     """Convert trajectories into AgentWorldBench rows (one per turn) or chat SFT data."""
     from simgym.data.export import export_files
+    from simgym.data.trajectories import UnreadableLineWarning
 
     if system_prompt_file is not None and not system_prompt_file.is_file():
         raise SimgymError(f"system prompt file not found: {system_prompt_file}")
-    template = system_prompt_file.read_text(encoding="utf-8") if system_prompt_file else None
-    count = export_files(
-        files,
-        out,
-        output_format,  # type: ignore[arg-type]
-        mode=mode,  # type: ignore[arg-type]
-        template=template,
-        instructions=instructions,
-        domain=domain,
-    )
-    errors.print(f"wrote {count} {output_format} rows to {out}")
+    template = read_text(system_prompt_file) if system_prompt_file else None
+    with warnings.catch_warnings(record=True) as caught:
+        # Unreadable lines are skipped by the reader; count them and show one line each.
+        warnings.simplefilter("always", UnreadableLineWarning)
+        count = export_files(
+            files,
+            out,
+            output_format,  # type: ignore[arg-type]
+            mode=mode,  # type: ignore[arg-type]
+            template=template,
+            instructions=instructions,
+            domain=domain,
+        )
+    skipped = [w for w in caught if issubclass(w.category, UnreadableLineWarning)]
+    for warning in skipped:
+        errors.print(f"[yellow]{escape(str(warning.message))}[/]")
+    if skipped and count == 0:
+        raise SimgymError(f"wrote no rows: {len(skipped)} unreadable trajectory lines skipped")
+    note = f" ({len(skipped)} unreadable lines skipped)" if skipped else ""
+    errors.print(f"wrote {count} {output_format} rows to {out}{note}")
 
 
 from simgym.bench.cli import bench_app  # noqa: E402  (a sub-app; it does not import this module)

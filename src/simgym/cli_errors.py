@@ -27,6 +27,16 @@ def friendly_errors(fn: Callable | None = None, *, interrupted: str = "interrupt
             except SimgymError as exc:
                 errors.print(f"[bold red]error:[/] {escape(str(exc))}", highlight=False)
                 raise typer.Exit(2) from None
+            except (UnicodeDecodeError, RecursionError) as exc:
+                # A backstop for input no reader was taught to refuse (binary files, data
+                # nested past Python's stack): still one line and status 2, no traceback.
+                what = (
+                    "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "nested too deeply"
+                )
+                errors.print(
+                    f"[bold red]error:[/] input {what}: {escape(str(exc))}", highlight=False
+                )
+                raise typer.Exit(2) from None
             except KeyboardInterrupt:
                 errors.print(interrupted)
                 raise typer.Exit(130) from None

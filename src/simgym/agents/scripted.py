@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from simgym.agents.base import Decision, EpisodeView, register_agent
+from simgym.agents.base import AgentError, Decision, EpisodeView, register_agent
 
 
 class ScriptedAgent:
@@ -50,6 +50,10 @@ class _ScriptSession:
         self.messages.append({"role": "assistant", "content": _as_text(entry)})
         if isinstance(entry, dict) and set(entry) == {"answer"}:
             return Decision(answer=str(entry["answer"]))
+        if entry is None:
+            # `actions: [null]` in one file: fail this episode (recorded with the error),
+            # not the whole run, as an uncaught ValueError from Decision would.
+            raise AgentError(f"script entry {self._next} is null, not an action")
         return Decision(action=entry)
 
 

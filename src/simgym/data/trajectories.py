@@ -6,15 +6,24 @@ A crash can at worst leave a partial last line; readers skip it (with a warning)
 
 from __future__ import annotations
 
-import json
 import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import MAX_DEPTH, loads_json
 from simgym.core.types import Trajectory
 from simgym.data.jsonl import JsonlAppender
+
+
+class UnreadableLineWarning(UserWarning):
+    """A trajectory line that was skipped; callers may count these (``simgym export``
+    fails when every line was one)."""
+
+
+# A trajectory wraps user data (task metadata, tool arguments) a few levels deep.
+_TRAJECTORY_DEPTH = 2 * MAX_DEPTH
 
 
 class TrajectoryWriter(JsonlAppender):
@@ -36,18 +45,22 @@ def read_trajectories(
     path = Path(path)
     if not path.is_file():
         raise SimgymError(f"trajectory file not found: {path}")
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if not line.strip():
+    # Bytes, decoded line by line: one binary or mis-encoded line is skipped like any
+    # other unreadable line instead of ending the read with a UnicodeDecodeError.
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if not raw.strip():
                 continue
             try:
-                yield Trajectory.model_validate(json.loads(line))
-            except (json.JSONDecodeError, ValueError) as exc:
+                # loads_json also turns deep nesting, huge integers and NaN into errors
+                data = loads_json(raw.decode("utf-8"), max_depth=_TRAJECTORY_DEPTH)
+                yield Trajectory.model_validate(data)
+            except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError included
                 kind = exc.__class__.__name__
                 message = f"{path}:{number}: skipping unreadable trajectory line ({kind})"
                 if strict:
                     raise SimgymError(message) from None
-                warnings.warn(message, stacklevel=2)
+                warnings.warn(message, UnreadableLineWarning, stacklevel=2)
 
 
 def finished_ids(path: str | os.PathLike[str]) -> set[str]:
