@@ -17,6 +17,7 @@ kill one that ran past its time limit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import posixpath
 import re
@@ -33,6 +34,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from simgym.core.errors import SimgymError
+from simgym.real.cgroup import CgroupLimits, SandboxCgroup, cgroup_problem, reclaim_stale
+from simgym.real.seccomp_filter import filter_fd
 
 # Host trees mounted read-only into every sandbox. /usr/local is replaced by the
 # sandbox's own (empty or scenario-filled) directory so host-local tools stay out.
@@ -90,6 +93,12 @@ class Limits:
     episode_s: float = 1800.0
     max_wait_s: float = 30.0  # the longest wait after an action, whatever it asks for
     output_chars: int = 50_000  # longest command output kept by exec
+    # A command that prints more than this is stopped: reading it costs time, keeping it
+    # nothing (only the first output_chars are kept, while it streams).
+    output_drain_mb: int = 64
+    # Totals over all the sandbox's processes (cgroups; see simgym.real.cgroup).
+    processes: int = 256
+    cpus: float = 2.0
 
 
 @dataclass
@@ -100,6 +109,42 @@ class ExecResult:
     exit_code: int
     timed_out: bool = False
     seconds: float = 0.0
+
+
+_SANDBOX_PREFIX = "simgym-sandbox-"
+_reclaimed = False
+
+
+def reclaim_leftovers() -> int:
+    """Delete the sandbox directories and cgroups of simgym processes that are gone (a run
+    killed with SIGKILL cannot clean up); return how many directories. Directory names
+    start with the owner's pid; older unnamed ones are taken once a day old."""
+    removed = 0
+    base = Path(tempfile.gettempdir())
+    for path in base.glob(_SANDBOX_PREFIX + "*"):
+        owner = path.name[len(_SANDBOX_PREFIX) :].split("-", 1)[0]
+        try:
+            if owner.isdigit():
+                if _alive(int(owner)):
+                    continue
+            elif time.time() - path.stat().st_mtime < 86400:
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed += 1
+    reclaim_stale(alive=set())
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 @lru_cache(maxsize=1)
@@ -172,6 +217,8 @@ class Sandbox:
         self.home = self.home or ("/root" if self.user == "root" else f"/home/{self.user}")
         self.cwd = self.cwd or self.home
         self._base: Path | None = None
+        self.cgroup: SandboxCgroup | None = None
+        self.started = 0.0  # time.monotonic() at build: episode_s counts from here
 
     # -- the filesystem -------------------------------------------------------------
 
@@ -200,18 +247,49 @@ class Sandbox:
         problem = bwrap_problem()
         if problem:
             raise SandboxError(problem)
-        self._base = Path(tempfile.mkdtemp(prefix="simgym-sandbox-"))
+        global _reclaimed
+        if not _reclaimed:  # once per process: what a killed earlier run left behind
+            _reclaimed = True
+            reclaim_leftovers()
+        self._base = Path(tempfile.mkdtemp(prefix=f"{_SANDBOX_PREFIX}{os.getpid()}-"))
         try:
             self._skeleton()
             for path, content in self.files.items():
-                self._place(path, content)
-        except Exception:
+                try:
+                    self._place(path, content)
+                except (OSError, ValueError, UnicodeError) as exc:
+                    # a file over a directory, a NUL byte, a name too long: the scenario's
+                    # fault, reported as such instead of a traceback
+                    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    raise SandboxError(f"cannot place scenario file {path[:200]!r}: {reason}")
+            lim = self.limits
+            name = self._base.name[len(_SANDBOX_PREFIX) :]
+            self.cgroup = SandboxCgroup.create(
+                name, CgroupLimits(lim.processes, lim.memory_mb, lim.cpus)
+            )
+        except BaseException:
             self.destroy()
             raise
+        self.started = time.monotonic()
         return self
 
+    @property
+    def limit_note(self) -> str:
+        """How this sandbox's totals are enforced, in words (for logs and describe())."""
+        if self.cgroup is not None:
+            return f"cgroup v{self.cgroup.version}"
+        return f"rlimits only: {cgroup_problem() or 'cgroup not created'}"
+
+    def remaining_s(self) -> float:
+        """Seconds left of ``limits.episode_s``."""
+        return self.limits.episode_s - (time.monotonic() - self.started)
+
     def destroy(self) -> None:
-        """Delete the root directory (the sandbox's processes must be gone)."""
+        """Kill every process of the sandbox (background jobs too), delete its cgroup and
+        its root directory."""
+        if self.cgroup is not None:
+            self.cgroup.remove()
+            self.cgroup = None
         if self._base is not None:
             shutil.rmtree(self._base, ignore_errors=True)
             self._base = None
@@ -278,6 +356,8 @@ class Sandbox:
             target.mkdir(parents=True, exist_ok=True)
             return
         self._safe_parent(target)
+        if target.is_dir() and not target.is_symlink():
+            raise SandboxError(f"cannot place scenario file {path[:200]!r}: it is a directory")
         if target.is_symlink():  # e.g. the copied /etc/localtime link: replace, never follow
             target.unlink()
         target.write_text(content, encoding="utf-8")
@@ -293,13 +373,19 @@ class Sandbox:
 
     # -- running ----------------------------------------------------------------------
 
-    def bwrap_command(self, argv: list[str], *, chdir: str | None = None) -> list[str]:
-        """The full ``bwrap`` command line that runs ``argv`` inside this sandbox."""
+    def bwrap_command(
+        self, argv: list[str], *, chdir: str | None = None, seccomp_fd: int | None = None
+    ) -> list[str]:
+        """The full command line that runs ``argv`` inside this sandbox: a launcher that
+        joins the sandbox's cgroup (before anything forks), ``prlimit``, then ``bwrap``."""
         exe = shutil.which("bwrap")
         if exe is None:
             raise SandboxError("bubblewrap is not installed (apt-get install bubblewrap)")
         root = self.root
-        args = [*self.tree_limits(), exe, *_namespace_args(), "--bind", str(root), "/"]
+        args = [*self._join_cgroup(), *self.tree_limits(), exe, *_namespace_args()]
+        if seccomp_fd is not None:
+            args += ["--seccomp", str(seccomp_fd)]
+        args += ["--bind", str(root), "/"]
         for tree in _SYSTEM_TREES:
             args += ["--ro-bind", tree, tree]
         args += ["--bind", str(root / "usr" / "local"), "/usr/local"]
@@ -354,7 +440,50 @@ class Sandbox:
             return []
         lim = self.limits
         memory = (lim.memory_mb + 256) * 1024 * 1024  # room for tmux next to the shell
-        return [exe, f"--nofile={lim.open_files}", "--core=0", f"--as={memory}", "--"]
+        args = [exe, f"--nofile={lim.open_files}", "--core=0", f"--as={memory}"]
+        if self.cgroup is None:
+            # Fallback for hosts without writable cgroups: a per-user process cap. The
+            # kernel does not apply it to root, and memory stays a per-process limit.
+            args.append(f"--nproc={lim.processes}")
+        return [*args, "--"]
+
+    def _join_cgroup(self) -> list[str]:
+        """A ``sh`` prefix that writes its own pid into the sandbox's cgroup files and
+        execs the rest (exit 125 if it cannot join); empty without a cgroup."""
+        if self.cgroup is None:
+            return []
+        files = self.cgroup.procs_files
+        script = (
+            'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; '
+            'shift; n=$((n - 1)); done; exec "$@"'
+        )
+        return ["/bin/sh", "-c", script, "sh", str(len(files)), *files]
+
+    async def spawn(
+        self, argv: list[str], *, chdir: str | None = None, **options: object
+    ) -> asyncio.subprocess.Process:
+        """Start ``argv`` in the sandbox (its own session, seccomp filter passed to bwrap).
+        The start is shielded: a task cancelled meanwhile still gets the process, kills
+        it and waits for it, so a cancellation never leaves a sandbox running."""
+        fd = filter_fd()
+        command = self.bwrap_command(argv, chdir=chdir, seccomp_fd=fd)
+        starting = asyncio.ensure_future(
+            asyncio.create_subprocess_exec(
+                *command,
+                start_new_session=True,
+                pass_fds=() if fd is None else (fd,),
+                **options,  # type: ignore[arg-type]
+            )
+        )
+        try:
+            return await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await reap(await starting)
+            raise
+        finally:
+            if fd is not None:
+                os.close(fd)
 
     async def exec(
         self,
@@ -368,39 +497,114 @@ class Sandbox:
         processes do not). Output is stdout and stderr together; a command still running
         after ``timeout`` seconds is killed and reported with exit code 124."""
         self.build()
-        limit = min(timeout or self.limits.command_s, self.limits.command_s)
+        remaining = self.remaining_s()
+        if remaining <= 0:
+            raise SandboxError(f"the episode's time is over (episode_s={self.limits.episode_s:g})")
+        limit = min(timeout or self.limits.command_s, self.limits.command_s, remaining)
         # The limits are set by an outer shell so the command's own line numbers (in error
         # messages) are its own: "bash: line 1: go: command not found".
         script = self.limits_script() + 'exec bash -c "$1"'
-        argv = self.bwrap_command(["/bin/bash", "-c", script, "bash", command], chdir=cwd)
         start = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
+        proc = await self.spawn(
+            ["/bin/bash", "-c", script, "bash", command],
+            chdir=cwd,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
         )
+        lim = self.limits
+        output = _CappedOutput(keep=lim.output_chars * 4, stop=lim.output_drain_mb << 20)
         timed_out = False
         try:
-            out, _ = await asyncio.wait_for(proc.communicate(stdin), timeout=limit)
+            async with asyncio.timeout(limit):
+                feeding = asyncio.ensure_future(_feed(proc, stdin))
+                await output.read(proc)
+                if output.flooded:
+                    _kill_inside(proc.pid)  # the rest would be thrown away anyway
+                await proc.wait()
+                await feeding
         except TimeoutError:
             timed_out = True
-            _kill_inside(proc.pid)
-            try:
-                out, _ = await asyncio.wait_for(proc.communicate(), 5)
-            except TimeoutError:
-                _kill_group(proc.pid)
-                out, _ = await proc.communicate()
+            await reap(proc)
+        except BaseException:  # cancelled: never leave the sandbox running
+            await asyncio.shield(reap(proc))
+            raise
         code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
-        if code == 1 and out.startswith(b"bwrap: "):
-            raise SandboxError(out.decode("utf-8", errors="replace").strip())
+        if code == 1 and output.head.startswith(b"bwrap: "):
+            raise SandboxError(output.head.decode("utf-8", errors="replace").strip())
+        if code == 125 and self.cgroup is not None and output.total == 0:
+            raise SandboxError("the sandbox could not join its cgroup")
         if code < 0:  # killed by a signal: report it as a shell would
             code = 128 - code
-        text = out.decode("utf-8", errors="replace")
-        if len(text) > self.limits.output_chars:
-            text = text[: self.limits.output_chars] + "\n[output truncated]\n"
+        text = output.head.decode("utf-8", errors="replace")
+        if output.flooded:
+            text = text[: lim.output_chars]
+            text += (
+                f"\n[output truncated: the command printed more than {lim.output_drain_mb} MB"
+                " and was stopped]\n"
+            )
+        elif len(text) > lim.output_chars or output.total > len(output.head):
+            shown = text[: lim.output_chars]
+            hidden = output.total - len(shown.encode("utf-8", errors="replace"))
+            text = shown + f"\n[output truncated: {hidden} more bytes not shown]\n"
         return ExecResult(text, code, timed_out, time.perf_counter() - start)
+
+
+class _CappedOutput:
+    """Reads a process's output as it streams, keeping only the first ``keep`` bytes (the
+    host's memory stays flat whatever the command prints) and stopping at ``stop`` bytes."""
+
+    def __init__(self, *, keep: int, stop: int) -> None:
+        self.keep, self.stop = keep, stop
+        self.head = b""
+        self.total = 0
+        self.flooded = False
+
+    async def read(self, proc: asyncio.subprocess.Process) -> None:
+        assert proc.stdout is not None
+        parts: list[bytes] = []
+        kept = 0
+        while chunk := await proc.stdout.read(1 << 16):
+            self.total += len(chunk)
+            if kept < self.keep:
+                parts.append(chunk[: self.keep - kept])
+                kept += len(parts[-1])
+            if self.total > self.stop:
+                self.flooded = True
+                break
+        self.head = b"".join(parts)
+
+
+async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
+    """Write ``data`` to the process's stdin and close it (a command that stops reading
+    early is not an error)."""
+    if data is None or proc.stdin is None:
+        return
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        proc.stdin.write(data)
+        await proc.stdin.drain()
+    proc.stdin.close()
+
+
+async def reap(proc: asyncio.subprocess.Process, *, timeout: float = 5.0) -> None:
+    """Kill a sandbox started as ``proc`` (its pid namespace, then its session) and wait
+    for it. Its output is read to the end and dropped: asyncio reports the exit only once
+    the pipes are closed, and a paused reader would never see them close."""
+    _kill_inside(proc.pid)
+    _kill_group(proc.pid)
+    if proc.stdin is not None and not proc.stdin.is_closing():
+        proc.stdin.close()
+
+    async def drain() -> None:
+        if proc.stdout is not None:
+            while await proc.stdout.read(1 << 16):
+                pass
+        await proc.wait()
+
+    try:
+        await asyncio.wait_for(drain(), timeout)
+    except TimeoutError:
+        _kill_group(proc.pid)
 
 
 def _kill_group(pid: int) -> None:
@@ -438,15 +642,23 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
 
 # -- the interactive shell ------------------------------------------------------------------
 
+# The control loop answers each request with a header line "NONCE SEQ STATUS LENGTH" and
+# exactly LENGTH bytes of tmux's output, so nothing the agent prints on the screen can pass
+# for the end of an answer. The nonce comes on stdin, never on a command line or in the
+# environment (both readable in /proc from inside); SEQ numbers the answers, so the host
+# notices one that is missing or out of place.
 _CONTROL_LOOP = r"""# simgym: runs tmux commands for the host, one request at a time.
-nonce=$1
+IFS= read -r nonce || exit 1
+LC_ALL=C  # ${#out} counts bytes; not exported, so tmux and the shell keep UTF-8
 tmux -S /run/tmux-simgym/socket -f /run/simgym/tmux.conf new-session -d -s main \
-    -x "$2" -y "$3" -c "$4" || exit 1
+    -x "$1" -y "$2" -c "$3" || exit 1
 printf '%s ready\n' "$nonce"
+seq=0
 while IFS=$'\x1f' read -r -d '' -a request; do
-    tmux -S /run/tmux-simgym/socket "${request[@]}" 2>&1
+    out=$(tmux -S /run/tmux-simgym/socket "${request[@]}" 2>&1)
     rc=$?
-    printf '\n%s %d\n' "$nonce" "$rc"
+    seq=$((seq + 1))
+    printf '%s %d %d %d\n%s' "$nonce" "$seq" "$rc" "${#out}" "$out"
 done
 """
 
@@ -513,6 +725,9 @@ class ShellSession:
         self._stderr: BinaryIO | None = None
         self._timer: threading.Timer | None = None
         self._lock = asyncio.Lock()
+        self._seq = 0  # requests sent; the control loop numbers its answers the same way
+        self._header: tuple[int, int, int] | None = None  # an answer whose body is pending
+        self._lost: str | None = None  # why the control channel can no longer be trusted
         self.killed_commands = 0
 
     # -- life cycle ---------------------------------------------------------------------
@@ -524,20 +739,24 @@ class ShellSession:
         (sandbox.root / "run" / "tmux-simgym").mkdir(parents=True, exist_ok=True)
         control = f"{CONTROL_DIR}/control.sh"
         size = [str(self.width), str(self.height), sandbox.cwd or "/"]
-        argv = sandbox.bwrap_command(["/bin/bash", control, self._nonce, *size])
         self._stderr = open(self.sandbox.control.parent / "bwrap.log", "wb")  # noqa: SIM115
-        self._proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=self._stderr,
-            start_new_session=True,
-            limit=1 << 24,
-        )
+        try:
+            self._proc = await sandbox.spawn(
+                ["/bin/bash", control, *size],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=self._stderr,
+                limit=1 << 24,
+            )
+        except BaseException:
+            await asyncio.shield(self.close())
+            raise
         self._timer = threading.Timer(sandbox.limits.episode_s, self._expire)
         self._timer.daemon = True
         self._timer.start()
         try:
+            assert self._proc.stdin is not None
+            self._proc.stdin.write(self._nonce.encode() + b"\n")
             await asyncio.wait_for(self._read_until_ready(), timeout)
             deadline = time.monotonic() + timeout
             while not await self._prompt_drawn(0):
@@ -548,8 +767,11 @@ class ShellSession:
             self._shell_pid = _host_pid(self._proc.pid, pane_pid)
         except (TimeoutError, ValueError, SandboxError) as exc:
             log = self._log_tail()
-            await self.close()
+            await asyncio.shield(self.close())
             raise SandboxError(f"the sandbox shell did not start: {exc} {log}".strip()) from None
+        except BaseException:  # cancelled while starting: reap before giving up
+            await asyncio.shield(self.close())
+            raise
         self._lines = await self._capture_all()
         return "\n".join(self._lines)
 
@@ -561,6 +783,8 @@ class ShellSession:
         proc, self._proc = self._proc, None
         if proc is not None:
             await _stop(proc)
+        if self.sandbox.cgroup is not None:
+            self.sandbox.cgroup.kill()  # anything that outlived the namespace's init
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
@@ -575,6 +799,8 @@ class ShellSession:
         proc = self._proc
         if proc is not None:
             _kill_inside(proc.pid)
+        if self.sandbox.cgroup is not None:
+            self.sandbox.cgroup.kill(timeout=1.0)
 
     def _write_control_files(self) -> None:
         control = self.sandbox.control
@@ -606,6 +832,8 @@ class ShellSession:
 
     async def _tmux(self, *args: str, timeout: float = 15.0) -> str:
         """Run one tmux command inside the sandbox; return its output."""
+        if self._lost is not None:
+            raise SandboxError(self._lost)
         if not self.running:
             raise SandboxError("the sandbox is not running (it ended or ran out of time)")
         assert self._proc is not None and self._proc.stdin is not None
@@ -613,16 +841,17 @@ class ShellSession:
             raise SandboxError("keystrokes may not contain NUL or \\x1f bytes")
         self._proc.stdin.write("\x1f".join(args).encode() + b"\x00")
         await self._proc.stdin.drain()
-        end = f"{self._nonce} "
+        self._seq += 1
+        wanted = self._seq
 
         async def collect() -> tuple[str, int]:
-            lines: list[str] = []
             while True:
-                line = await self._read_line()
-                if line.startswith(end) and line[len(end) :].strip().lstrip("-").isdigit():
-                    text = "".join(lines)
-                    return text[:-1] if text.endswith("\n") else text, int(line[len(end) :])
-                lines.append(line)
+                seq, code, body = await self._answer()
+                if seq == wanted:
+                    return body, code
+                if seq > wanted:  # an answer to a request never sent: someone wrote in
+                    raise self._lose_sync(f"answer {seq} arrived while waiting for {wanted}")
+                # an earlier request timed out and its late answer arrives now: skip it
 
         try:
             text, code = await asyncio.wait_for(collect(), timeout)
@@ -631,6 +860,31 @@ class ShellSession:
         if code != 0:
             raise SandboxError(f"tmux {args[0]} failed: {text.strip()}")
         return text
+
+    async def _answer(self) -> tuple[int, int, str]:
+        """The next framed answer: (sequence number, exit status, output). A header that
+        is not ours means the channel lost sync, and every later call fails with it: an
+        error in the trajectory instead of silently stale screens."""
+        assert self._proc is not None and self._proc.stdout is not None
+        if self._header is None:  # kept across a timeout that cut between header and body
+            line = await self._read_line()
+            fields = line.rstrip("\n").split(" ")
+            if len(fields) != 4 or fields[0] != self._nonce or not all(
+                f.isdigit() for f in fields[1:]
+            ):
+                raise self._lose_sync(f"unexpected bytes from the sandbox: {line[:80]!r}")
+            self._header = (int(fields[1]), int(fields[2]), int(fields[3]))
+        seq, code, length = self._header
+        try:
+            body = await self._proc.stdout.readexactly(length)
+        except asyncio.IncompleteReadError:
+            raise SandboxError("the sandbox has exited") from None
+        self._header = None
+        return seq, code, body.decode("utf-8", errors="replace")
+
+    def _lose_sync(self, detail: str) -> SandboxError:
+        self._lost = f"the sandbox's control channel lost sync ({detail}); observations stopped"
+        return SandboxError(self._lost)
 
     async def state(self) -> ShellState:
         out = await self._tmux(

@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
@@ -175,7 +175,7 @@ async def arecord(
     are skipped. Every episode gets a fresh sandbox."""
     import simgym.domains  # noqa: F401  (registers the built-in domains)
     from simgym.data.trajectories import TrajectoryWriter, finished_ids
-    from simgym.rollout.scripted import load_specs, run_specs
+    from simgym.rollout.scripted import load_specs, run_episode
 
     specs = load_specs(list(files), domain)
     backends = real_backends()
@@ -188,20 +188,63 @@ async def arecord(
             )
     done = finished_ids(out) if resume else set()
     todo = [spec for spec in specs if spec.task.id not in done]
+    gate = asyncio.Semaphore(max(1, concurrency))
     with TrajectoryWriter(out) as writer:
 
-        def make_env(spec: Any) -> SimEnv:
-            executor = backends[spec.task.domain](limits=limits)
-            # One try per turn: a real action must not run twice.
-            return SimEnv(
-                spec.task.domain,
-                executor,
-                max_turns=max_turns,
-                writer=writer,
-                validation_retries=0,
-            )
+        async def one(spec: Any) -> Trajectory:
+            async with gate:
+                executor = backends[spec.task.domain](limits=limits)
+                # One try per turn: a real action must not run twice.
+                env = SimEnv(
+                    spec.task.domain,
+                    executor,
+                    max_turns=max_turns,
+                    writer=writer,
+                    validation_retries=0,
+                )
+                try:
+                    trajectory = await run_episode(env, spec)
+                except (SimgymError, ValidationError) as exc:
+                    # The scenario's world could not be built (a file over a directory, a
+                    # NUL byte, a name too long...): this episode's error, not the run's.
+                    if env.trajectory is not None:  # built, then failed: keep its turns
+                        await env.close(reason=f"the episode failed: {exc}")
+                        trajectory = env.trajectory
+                    else:
+                        trajectory = _failed(spec, executor, exc)
+                        writer.write(trajectory)
+                finally:
+                    # Shielded: a cancelled run still kills and reaps this sandbox.
+                    await asyncio.shield(_close_quietly(executor))
+            if on_done is not None:
+                on_done(trajectory)
+            return trajectory
 
-        return await run_specs(todo, make_env, concurrency=concurrency, on_done=on_done)
+        return list(await asyncio.gather(*(one(spec) for spec in todo)))
+
+
+async def _close_quietly(executor: Any) -> None:
+    close = getattr(executor, "aclose", None)
+    if close is not None:
+        try:
+            await close()
+        except Exception:  # noqa: BLE001  (closing is best effort; the sandbox is reaped)
+            pass
+
+
+def _failed(spec: Any, executor: Any, exc: Exception) -> Trajectory:
+    """The trajectory of an episode whose world could not be built."""
+    import time
+
+    return Trajectory(
+        task=spec.task,
+        domain=spec.task.domain,
+        scenario=dict(spec.task.scenario or {}),
+        world_model=executor.describe(),
+        truncated=True,
+        error=f"the episode's world could not be built: {exc}",
+        finished_at=time.time(),
+    )
 
 
 def record(files: Iterable[str | Path], out: str | Path, **options: Any) -> list[Trajectory]:
