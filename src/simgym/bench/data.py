@@ -31,6 +31,7 @@ from pydantic import BaseModel, Field
 
 from simgym.core import contract
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import loads_json
 
 # The official file names; a folder is read through these when it holds any.
 OFFICIAL_GLOB = "*_test.jsonl"
@@ -96,18 +97,26 @@ def clean_observation(text: str) -> str:
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed JSON)`` for each non-blank line, split on ``\\n`` only.
 
-    Raises :class:`SimgymError` naming the line when one is not JSON.
+    Raises :class:`SimgymError` naming the line when one is not UTF-8 or not standard
+    JSON (``NaN``/``Infinity``, deep nesting and huge integers included: an id of
+    ``Infinity`` would otherwise be written back into results as invalid JSON).
     """
     path = Path(path)
     with open(path, "rb") as f:
         for number, raw in enumerate(f, 1):  # binary iteration splits on b"\n" only
-            text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip(" \t\r\n")
+            try:
+                text = raw.decode("utf-8-sig" if number == 1 else "utf-8").strip(" \t\r\n")
+            except UnicodeDecodeError as exc:
+                raise SimgymError(
+                    f"{path}:{number}: not UTF-8 text (byte 0x{raw[exc.start]:02x})"
+                ) from None
             if not text:
                 continue
             try:
-                yield number, json.loads(text)
+                value = loads_json(text)
             except json.JSONDecodeError as exc:
                 raise SimgymError(f"{path}:{number}: not a JSON line ({exc.msg})") from None
+            yield number, value
 
 
 def data_files(paths: Iterable[str | os.PathLike[str]]) -> list[Path]:

@@ -10,6 +10,7 @@ appended, so the finished file never holds two rows for one key.
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -23,9 +24,24 @@ from simgym.data.jsonl import JsonlAppender
 
 def dumps(row: dict[str, Any]) -> str:
     """One JSON line. U+2028/U+2029 are escaped so that tools splitting on them (the way
-    the official files trip readers up) still see one row per line."""
-    text = json.dumps(row, ensure_ascii=False)
+    the official files trip readers up) still see one row per line. NaN and infinities,
+    which JSON cannot hold, are written as null."""
+    try:
+        text = json.dumps(row, ensure_ascii=False, allow_nan=False)
+    except ValueError:  # rare (a score of NaN): pay for the walk only then
+        text = json.dumps(_finite(row), ensure_ascii=False, allow_nan=False)
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by ``None``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value
 
 
 class RowWriter(JsonlAppender):
