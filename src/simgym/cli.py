@@ -853,6 +853,8 @@ def export(
             domain=domain,
         )
     skipped = [w for w in caught if issubclass(w.category, UnreadableLineWarning)]
+    for other in (w for w in caught if w not in skipped):  # recording hid them: show them
+        warnings.showwarning(other.message, other.category, other.filename, other.lineno)
     for warning in skipped:
         errors.print(f"[yellow]{escape(str(warning.message))}[/]")
     if skipped and count == 0:
