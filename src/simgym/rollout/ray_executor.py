@@ -31,6 +31,7 @@ import logging
 import os
 import pickle
 import re
+import socket
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -133,8 +134,10 @@ class RayExecutor:
         ray = self.ray
         if ray.is_initialized():
             return False
-        if self.address or os.environ.get("RAY_ADDRESS"):
-            ray.init(address=self.address, **self.init_options)
+        address = self.address or os.environ.get("RAY_ADDRESS")
+        if address:
+            _probe(address)
+            ray.init(address=address, **self.init_options)
         else:
             options = {"include_dashboard": False, "logging_level": logging.WARNING}
             ray.init(**{**options, **self.init_options})
@@ -152,6 +155,25 @@ class RayExecutor:
                 f"{cpus:g} CPUs; ask for fewer workers or a smaller num_cpus"
             )
         return min(wanted, jobs)
+
+
+def _probe(address: str, timeout_s: float = 5.0) -> None:
+    """Fail in seconds, with one line, when nothing listens at a ``host:port`` address:
+    ``ray.init`` would retry a dead address for minutes. ``auto``, ``local`` and other
+    forms are left to Ray."""
+    match = re.fullmatch(r"(?:ray://)?\[?([^\[\]/]+?)\]?:(\d+)/?", address.strip())
+    if match is None:
+        return
+    host, port = match.group(1), int(match.group(2))
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s):
+            pass
+    except OSError as exc:
+        reason = "timed out" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise SimgymError(
+            f"cannot reach the Ray cluster at {address}: {reason} (is `ray start --head` "
+            "running there? without --ray-address a local Ray is started)"
+        ) from None
 
 
 @dataclass
