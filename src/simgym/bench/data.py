@@ -164,8 +164,8 @@ def row_from_record(record: dict[str, Any], where: str = "") -> BenchRow:
     missing = [k for k in ("task", "id", "turn_idx") if k not in record]
     if missing:
         raise SimgymError(f"{where}: row lacks {', '.join(missing)}")
-    prompts = _as_list(record.get("prompt"))
-    responses = _as_list(record.get("response"))
+    prompts = _as_list(record.get("prompt"), where)
+    responses = _as_list(record.get("response"), where)
     try:
         turn = int(record["turn_idx"])
     except (TypeError, ValueError):
@@ -204,14 +204,16 @@ def row_from_record(record: dict[str, Any], where: str = "") -> BenchRow:
     )
 
 
-def _as_list(value: Any) -> list[str]:
+def _as_list(value: Any, where: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, str):
         return [value]  # the reference script accepts a bare string for one turn
     if isinstance(value, list):
         return [str(v) for v in value]
-    raise SimgymError(f"prompt/response must be a list of strings, not {type(value).__name__}")
+    raise SimgymError(
+        f"{where}: prompt/response must be a list of strings, not {type(value).__name__}"
+    )
 
 
 def _is_trajectory(record: dict[str, Any]) -> bool:

@@ -88,13 +88,21 @@ def _check_aliases(root: Node, budget: int) -> None:
 
 
 def load_yaml(text: str) -> Any:
-    """``yaml.safe_load`` with limits; every failure is a ``yaml.YAMLError``."""
+    """``yaml.safe_load`` with limits; every failure is a ``yaml.YAMLError`` whose text is
+    one line (PyYAML's own spans several, with a caret under the spot)."""
     try:
         return _check_depth(yaml.load(text, Loader=BoundedSafeLoader))  # noqa: S506
     except RecursionError:
         raise InputLimitError("YAML nested too deeply") from None
-    except yaml.YAMLError:
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = ": ".join(filter(None, [exc.context, exc.problem])) or type(exc).__name__
+        raise yaml.YAMLError(f"{what}{where}") from None
+    except InputLimitError:
         raise
+    except yaml.YAMLError as exc:  # the reader's (a control character) spans lines too
+        raise yaml.YAMLError(" ".join(str(exc).split())) from None
     except ValueError as exc:  # int() of a 5,000-digit scalar, and the like
         raise InputLimitError(f"YAML value not readable: {_first_line(exc)}") from None
 

@@ -1,0 +1,344 @@
+"""Property-based fuzzing of every parser that reads user or agent input.
+
+The property is the same everywhere: any input gives either a parsed value or the
+parser's documented error (a :class:`SimgymError`, a JSON/YAML error, a pydantic
+validation error), never another exception. Example counts are modest so the file runs
+in well under a minute on a loaded two-core machine; hypothesis keeps the failing
+examples it finds in its database and tries them first next time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import warnings
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import simgym
+from simgym.bench.data import load_rows, row_from_record
+from simgym.core.errors import SimgymError
+from simgym.core.safeload import MAX_DEPTH, load_yaml, loads_json
+from simgym.core.types import Action
+from simgym.data.trajectories import UnreadableLineWarning, read_trajectories
+from simgym.rollout.scripted import load_specs
+from simgym.worldmodels.function import FunctionWorldModel
+
+FUZZ = settings(
+    max_examples=60,
+    deadline=None,
+    # tmp_path is function-scoped but every example writes its own file name anew.
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+
+# JSON-shaped values, with the awkward corners: huge ints, NaN/inf, odd keys, nesting.
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10**30, max_value=10**40)
+    | st.floats()
+    | st.text(max_size=30)
+)
+json_values = st.recursive(
+    scalars,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4)
+    ),
+    max_leaves=15,
+)
+
+
+@st.composite
+def hostile_text(draw: st.DrawFn) -> str:
+    """Text that looks like what the parsers expect, broken in the ways people break it."""
+    choice = draw(st.integers(0, 6))
+    if choice == 0:
+        return draw(st.text(max_size=80))
+    if choice == 1:  # deep nesting, opened (and maybe closed)
+        depth = draw(st.integers(50, 3000))
+        opener = draw(st.sampled_from(["[", '{"a":']))
+        closer = "]" if opener == "[" else "}"
+        return opener * depth + (closer * depth if draw(st.booleans()) else "")
+    if choice == 2:  # an integer past Python's 4,300-digit conversion limit
+        return draw(st.sampled_from(["", "x=", '{"n": ', "get_customer id="])) + "9" * 4400
+    if choice == 3:
+        return draw(st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", '{"id": NaN}']))
+    if choice == 4:  # a tool name and arguments in the domains' short forms
+        name = draw(st.sampled_from(["get_customer", "search", "open", "answer", "click", "run"]))
+        rest = draw(st.text(alphabet="{}[]\"'=:, \\abc0123", max_size=40))
+        return f"{name} {rest}"
+    if choice == 5:
+        return json.dumps(draw(json_values))
+    return draw(st.binary(max_size=60)).decode("utf-8", errors="replace")
+
+
+@pytest.mark.parametrize("name", simgym.domain_names())
+def test_typed_input_of_every_domain_parses_or_is_an_action_error(name: str) -> None:
+    domain = simgym.get_domain(name)
+    scenario = domain.scenario(None)
+
+    @FUZZ
+    @given(hostile_text())
+    def check(line: str) -> None:
+        try:
+            action = domain.parse_input(line, scenario)
+        except SimgymError:
+            return
+        assert isinstance(action, Action)
+
+    check()
+
+
+@pytest.mark.parametrize("name", simgym.domain_names())
+def test_agent_actions_of_every_domain_are_checked_or_refused(name: str) -> None:
+    """What an agent or a file sends (any JSON value, or text) goes through the domain's
+    own parse, size check and validation."""
+    domain = simgym.get_domain(name)
+    scenario = domain.scenario(None)
+
+    @FUZZ
+    @given(json_values | hostile_text())
+    def check(raw: object) -> None:
+        try:
+            action = domain.coerce_action(raw, scenario, 10_000)
+        except SimgymError:
+            return
+        assert isinstance(action, Action)
+        json.dumps(action.model_dump(mode="json"), allow_nan=False)  # it can be recorded
+
+    check()
+
+
+@pytest.mark.parametrize("name", ["terminal", "mcp", "search"])
+def test_an_episode_steps_through_any_action_without_raising(name: str) -> None:
+    """SimEnv turns every bad action into an error turn instead of raising."""
+    env = simgym.SimEnv(name, FunctionWorldModel(lambda messages: '{"content": []}')).sync()
+
+    @settings(FUZZ, max_examples=30)
+    @given(json_values | hostile_text())
+    def check(raw: object) -> None:
+        env.reset()  # a text action may end an episode (mcp: the final answer)
+        result = env.step(raw)
+        assert result.observation.text or result.done
+
+    try:
+        check()
+    finally:
+        env.close()
+
+
+@FUZZ
+@given(hostile_text())
+def test_safe_json_raises_only_decode_errors(text: str) -> None:
+    try:
+        value = loads_json(text)
+    except json.JSONDecodeError:
+        return
+    json.dumps(value, allow_nan=False)  # whatever it accepts can be written back as JSON
+
+
+@FUZZ
+@given(hostile_text() | st.text(alphabet="&*ab:[]{}- \n!<>'\"", max_size=80))
+def test_safe_yaml_raises_only_yaml_errors(text: str) -> None:
+    try:
+        load_yaml(text)
+    except yaml.YAMLError:
+        return
+
+
+@FUZZ
+@given(st.integers(2, 12), st.integers(2, 12))
+def test_yaml_alias_expansion_is_bounded(width: int, levels: int) -> None:
+    """A billion laughs of any shape either stays small or is refused."""
+    lines = ['a0: &a0 ["' + "x" * 10 + '"]']
+    for level in range(1, levels + 1):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * width) + "]")
+    try:
+        data = load_yaml("\n".join(lines))
+    except yaml.YAMLError as exc:
+        assert "alias" in str(exc)
+        return
+    assert len(json.dumps(data)) < 20_000_000
+
+
+def _write(tmp_path, name: str, content: bytes):
+    path = tmp_path / name
+    path.write_bytes(content)
+    return path
+
+
+episode_files = st.one_of(
+    hostile_text().map(str.encode),
+    st.binary(max_size=80),
+    st.builds(
+        lambda task, actions: json.dumps({"task": task, "actions": actions}).encode(),
+        json_values,
+        json_values,
+    ),
+    st.builds(
+        lambda meta, actions: yaml.safe_dump(
+            {"task": {"id": "t", "domain": "terminal", "metadata": meta}, "actions": actions}
+        ).encode(),
+        json_values.filter(lambda v: v == v),  # NaN != NaN breaks nothing, but dumps oddly
+        st.lists(json_values, max_size=3),
+    ),
+)
+
+
+@pytest.mark.parametrize("suffix", [".yaml", ".json", ".jsonl"])
+def test_episode_files_load_or_are_one_clear_error(tmp_path, suffix: str) -> None:
+    counter = iter(range(10**6))
+
+    @FUZZ
+    @given(episode_files)
+    def check(content: bytes) -> None:
+        path = _write(tmp_path, f"e{next(counter)}{suffix}", content)
+        try:
+            specs = load_specs([path], domain="terminal")
+        except SimgymError as exc:
+            assert "\n" not in str(exc).strip() or "invalid task" in str(exc)
+            return
+        for spec in specs:
+            assert isinstance(spec.actions, list)
+            spec.task.model_dump_json()  # the task can go into a trajectory line
+
+    check()
+
+
+bench_records = st.fixed_dictionaries(
+    {"task": st.sampled_from(["mcp", "agentworld/terminal"]) | json_values, "id": json_values},
+    optional={
+        "turn_idx": json_values | st.integers(-3, 5),
+        "total_turns": json_values,
+        "prompt": json_values | st.lists(st.text(max_size=20), max_size=3),
+        "response": json_values | st.lists(st.text(max_size=20), max_size=3),
+        "current_prompt": json_values,
+        "system_str": json_values,
+    },
+)
+
+
+@FUZZ
+@given(bench_records)
+def test_bench_rows_validate_or_name_the_problem(record: dict) -> None:
+    try:
+        row = row_from_record(record, "rows.jsonl:1")
+    except SimgymError as exc:
+        assert str(exc).startswith("rows.jsonl:1")
+        return
+    json.dumps(row.sample(), allow_nan=False)  # results embed the row: it must be JSON
+
+
+def test_bench_files_load_or_are_one_clear_error(tmp_path) -> None:
+    counter = iter(range(10**6))
+
+    @FUZZ
+    @given(st.lists(hostile_text().map(str.encode) | st.binary(max_size=40), max_size=4))
+    def check(lines: list[bytes]) -> None:
+        path = _write(tmp_path, f"b{next(counter)}.jsonl", b"\n".join(lines))
+        try:
+            load_rows(path)
+        except SimgymError as exc:
+            assert str(path) in str(exc)
+
+    check()
+
+
+def test_trajectory_files_yield_trajectories_or_skip_lines(tmp_path) -> None:
+    counter = iter(range(10**6))
+    good = simgym.Trajectory(task=simgym.Task(id="t", domain="terminal"), domain="terminal")
+
+    @FUZZ
+    @given(st.lists(hostile_text().map(str.encode) | st.binary(max_size=40), max_size=4))
+    def check(lines: list[bytes]) -> None:
+        content = b"\n".join([*lines, good.model_dump_json().encode()])
+        path = _write(tmp_path, f"t{next(counter)}.jsonl", content)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnreadableLineWarning)
+            read = list(read_trajectories(path))
+        assert read and read[-1].task.id == "t"
+
+    check()
+
+
+def _openenv():
+    pytest.importorskip("openenv")
+    from simgym.integrations import openenv_server
+
+    return openenv_server
+
+
+openenv_messages = st.dictionaries(
+    st.sampled_from(["name", "arguments", "text", "keystrokes", "answer", "type", "other"]),
+    json_values | hostile_text(),
+    max_size=3,
+)
+
+
+def test_openenv_actions_validate_or_are_validation_errors() -> None:
+    """An OpenEnv step body becomes a SimgymAction or a pydantic validation error, and a
+    text action becomes the domain's action or an ActionError."""
+    server = _openenv()
+    from pydantic import ValidationError
+
+    scenario = simgym.get_domain("mcp").scenario(None)
+
+    @FUZZ
+    @given(openenv_messages)
+    def check(message: dict) -> None:
+        try:
+            action = server.SimgymAction.of(message)
+        except ValidationError:
+            return
+        if action.text is not None:
+            try:
+                server._read_text(simgym.get_domain("mcp"), scenario, action.text)
+            except SimgymError:
+                pass
+
+    check()
+
+
+def test_mcp_tool_calls_answer_as_tool_results() -> None:
+    """What an MCP client sends after JSON-RPC decoding, a tool name and an arguments
+    object, always comes back as a tool result: an error result for a bad call, never an
+    exception that would end the session or a crash of simgym itself."""
+    pytest.importorskip("mcp")
+    from simgym.integrations.mcp_server import SimMCPServer, World
+
+    facade = SimMCPServer(
+        "mcp", FunctionWorldModel(lambda m: '{"content": [{"type": "text", "text": "{}"}]}')
+    )
+    names = st.sampled_from(["get_customer", "search_customers", "submit_answer"]) | st.text(
+        max_size=20
+    )
+
+    async def call_all(calls: list[tuple[str, dict]]) -> list:
+        world = World(facade, "fuzz", {})
+        await world.start()
+        return [await world.call(name, arguments) for name, arguments in calls]
+
+    @settings(FUZZ, max_examples=25)
+    @given(
+        st.lists(
+            st.tuples(names, st.dictionaries(st.text(max_size=8), json_values, max_size=3)),
+            min_size=1,
+            max_size=3,
+        )
+    )
+    def check(calls: list[tuple[str, dict]]) -> None:
+        for result in asyncio.run(call_all(calls)):
+            text = " ".join(getattr(c, "text", "") for c in result.content)
+            assert "simgym failed" not in text, text
+
+    check()
+
+
+def test_depth_limit_is_what_the_parsers_enforce() -> None:
+    assert loads_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
+    with pytest.raises(json.JSONDecodeError, match="nested deeper"):
+        loads_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
