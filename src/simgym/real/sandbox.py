@@ -374,7 +374,12 @@ class Sandbox:
     # -- running ----------------------------------------------------------------------
 
     def bwrap_command(
-        self, argv: list[str], *, chdir: str | None = None, seccomp_fd: int | None = None
+        self,
+        argv: list[str],
+        *,
+        chdir: str | None = None,
+        seccomp_fd: int | None = None,
+        as_pid_1: bool = False,
     ) -> list[str]:
         """The full command line that runs ``argv`` inside this sandbox: a launcher that
         joins the sandbox's cgroup (before anything forks), ``prlimit``, then ``bwrap``."""
@@ -385,6 +390,8 @@ class Sandbox:
         args = [*self._join_cgroup(), *self.tree_limits(), exe, *_namespace_args()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
+        if as_pid_1:
+            args.append("--as-pid-1")
         args += ["--bind", str(root), "/"]
         for tree in _SYSTEM_TREES:
             args += ["--ro-bind", tree, tree]
@@ -460,13 +467,18 @@ class Sandbox:
         return ["/bin/sh", "-c", script, "sh", str(len(files)), *files]
 
     async def spawn(
-        self, argv: list[str], *, chdir: str | None = None, **options: object
+        self,
+        argv: list[str],
+        *,
+        chdir: str | None = None,
+        as_pid_1: bool = False,
+        **options: object,
     ) -> asyncio.subprocess.Process:
         """Start ``argv`` in the sandbox (its own session, seccomp filter passed to bwrap).
         The start is shielded: a task cancelled meanwhile still gets the process, kills
         it and waits for it, so a cancellation never leaves a sandbox running."""
         fd = filter_fd()
-        command = self.bwrap_command(argv, chdir=chdir, seccomp_fd=fd)
+        command = self.bwrap_command(argv, chdir=chdir, seccomp_fd=fd, as_pid_1=as_pid_1)
         starting = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *command,
@@ -520,7 +532,7 @@ class Sandbox:
                 feeding = asyncio.ensure_future(_feed(proc, stdin))
                 await output.read(proc)
                 if output.flooded:
-                    _kill_inside(proc.pid)  # the rest would be thrown away anyway
+                    await reap(proc)  # the rest would be thrown away anyway
                 await proc.wait()
                 await feeding
         except TimeoutError:
@@ -651,11 +663,11 @@ _CONTROL_LOOP = r"""# simgym: runs tmux commands for the host, one request at a 
 IFS= read -r nonce || exit 1
 LC_ALL=C  # ${#out} counts bytes; not exported, so tmux and the shell keep UTF-8
 tmux -S /run/tmux-simgym/socket -f /run/simgym/tmux.conf new-session -d -s main \
-    -x "$1" -y "$2" -c "$3" || exit 1
+    -x "$1" -y "$2" -c "$3" </dev/null >/dev/null || exit 1
 printf '%s ready\n' "$nonce"
 seq=0
 while IFS=$'\x1f' read -r -d '' -a request; do
-    out=$(tmux -S /run/tmux-simgym/socket "${request[@]}" 2>&1)
+    out=$(tmux -S /run/tmux-simgym/socket "${request[@]}" 2>&1 </dev/null)
     rc=$?
     seq=$((seq + 1))
     printf '%s %d %d %d\n%s' "$nonce" "$seq" "$rc" "${#out}" "$out"
@@ -742,7 +754,11 @@ class ShellSession:
         self._stderr = open(self.sandbox.control.parent / "bwrap.log", "wb")  # noqa: SIM115
         try:
             self._proc = await sandbox.spawn(
-                ["/bin/bash", control, *size],
+                [f"{CONTROL_DIR}/bash", control, *size],
+                # The control loop is the namespace's init: bwrap's own init would hold
+                # the pipes to the host open where the agent can reach them (/proc/1/fd),
+                # and an init cannot be killed from inside.
+                as_pid_1=True,
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=self._stderr,
@@ -809,6 +825,13 @@ class ShellSession:
         (control / "tmux.conf").write_text(_TMUX_CONF.format(term=term))
         bashrc = _BASHRC.format(limits=self.sandbox.limits_script(), hook=_PROMPT_HOOK)
         (control / "bashrc").write_text(bashrc)
+        # The control loop runs a copy of bash that nobody inside may read: the kernel
+        # marks a process started from an unreadable program non-dumpable, and then a
+        # process of the same user without capabilities (the agent's) cannot open its
+        # /proc/PID/fd (the pipes to the host) nor read its memory (the nonce).
+        shell = control / "bash"
+        shutil.copyfile(os.path.realpath("/bin/bash"), shell)
+        shell.chmod(0o111)
 
     def _log_tail(self) -> str:
         try:
