@@ -129,6 +129,20 @@ class Domain:
         slots["demonstrations"] = demos
         return string.Template(template or self.prompt_template()).safe_substitute(slots)
 
+    def action_hint_for(self, scenario: BaseModel | None) -> str:
+        """How an action looks in this scenario. A tool-call hint must name a tool the
+        scenario declares: the mcp domain's static hint calls the default server's
+        ``get_customer``, which an agent of another server would try and fail. When the
+        hint's tool is not among the scenario's tools, the hint is a call of the first
+        declared tool with its required arguments instead."""
+        if scenario is None:
+            return self.action_hint
+        tools = self.agent_tools(scenario)
+        named = _hinted_tool(self.action_hint)
+        if not tools or named is None or any(t.name == named for t in tools):
+            return self.action_hint
+        return example_call(tools[0])
+
     def coerce_action(self, raw: Any, scenario: BaseModel, max_chars: int) -> Action:
         """Parse, size-check and validate an action; raises :class:`ActionError`."""
         action = Action.parse(raw)
@@ -136,6 +150,52 @@ class Domain:
         if size > max_chars:
             raise ActionError(f"action is too large: {size} characters (limit {max_chars})")
         return self.validate_action(action, scenario)
+
+
+def _hinted_tool(hint: str) -> str | None:
+    """The tool a hint that is one JSON tool call names (None for any other hint)."""
+    try:
+        value = json.loads(hint)
+    except ValueError:
+        return None
+    name = value.get("name") if isinstance(value, dict) else None
+    return name if isinstance(name, str) else None
+
+
+# A stand-in value per JSON Schema type, for arguments whose schema gives no example.
+_PLACEHOLDERS: dict[str, Any] = {
+    "string": "...",
+    "integer": 1,
+    "number": 1,
+    "boolean": True,
+    "array": [],
+    "object": {},
+}
+
+
+def example_call(tool: ToolSpec) -> str:
+    """``{"name": ..., "arguments": {...}}`` for ``tool``, with its required arguments
+    filled from the schema's examples, default, enum or const, else a placeholder."""
+    properties = tool.parameters.get("properties") or {}
+    arguments: dict[str, Any] = {}
+    for key in tool.parameters.get("required") or []:
+        schema = properties.get(key) if isinstance(properties.get(key), dict) else {}
+        arguments[key] = _example_value(schema)
+    return json.dumps({"name": tool.name, "arguments": arguments}, ensure_ascii=False)
+
+
+def _example_value(schema: dict[str, Any]) -> Any:
+    if isinstance(schema.get("examples"), list) and schema["examples"]:
+        return schema["examples"][0]
+    for key in ("default", "const"):
+        if key in schema:
+            return schema[key]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):  # ["string", "null"]: the first named type
+        kind = next((k for k in kind if k != "null"), None)
+    return _PLACEHOLDERS.get(kind, "...") if isinstance(kind, str) else "..."
 
 
 def render_demonstrations(demos: tuple[Demonstration, ...]) -> str:

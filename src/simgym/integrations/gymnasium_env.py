@@ -188,7 +188,7 @@ class SimgymTextEnv(gymnasium.Env[str, str]):
             "instruction": task.instruction,
             "domain": self.domain.name,
             "tools": [t.to_openai() for t in self.domain.agent_tools(self.sim.scenario)],
-            "action_hint": self.domain.action_hint,
+            "action_hint": self.domain.action_hint_for(self.sim.scenario),
         }
         self._flag_space(first.text, info)
         return first.text, info

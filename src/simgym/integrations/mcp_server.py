@@ -175,6 +175,18 @@ class SimMCPServer:
             )
         return listed
 
+    def tool_names(self) -> list[str]:
+        """The names every session is offered, the answer tool last."""
+        names = [t.name for t in self.agent_tools]
+        return names + ([self.answer_tool] if self.answer_tool is not None else [])
+
+    def unknown_tool_message(self, name: str) -> str:
+        """What a client that called a tool this server does not offer is told."""
+        message = f"unknown tool {name!r}: this server's tools are {', '.join(self.tool_names())}"
+        if self.answer_tool is not None:
+            message += f" ({self.answer_tool} ends the episode with your answer)"
+        return message
+
     def instructions(self) -> str:
         """What the server tells a client when it connects: the task and the first screen."""
         parts = []
@@ -460,6 +472,11 @@ class World:
             reply = _text(
                 f"Answer recorded; the episode is over after {result.info['turn']} turns."
             )
+        elif observation.kind == "error" and name not in self.facade.tool_names():
+            # The domain's message lists the world's own tools (or, for a terminal, asks
+            # for keystrokes); this client was offered a list with the answer tool too,
+            # so name that list. The trajectory keeps the domain's message.
+            reply = _error(self.facade.unknown_tool_message(name))
         elif observation.kind == "error":
             # A world model's failure may name its URL; the agent sees what happened, the
             # trajectory keeps the whole message.

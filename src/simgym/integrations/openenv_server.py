@@ -369,7 +369,7 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             kind="initial",
             instruction=chosen.instruction,
             tools=[t.to_openai() for t in domain.agent_tools(self.sim.scenario)],
-            action_hint=domain.action_hint or None,
+            action_hint=domain.action_hint_for(self.sim.scenario) or None,
             info={"episode_id": trajectory.episode_id, "task_id": chosen.id, "turn": 0},
         )
 

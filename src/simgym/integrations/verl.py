@@ -172,7 +172,12 @@ class SimgymTool(BaseTool):
         self._instances: dict[str, _Instance] = {}
 
     def get_openai_tool_schema(self) -> OpenAIFunctionToolSchema:
-        """The schema when the config entry gives none: built from ``config.tool``."""
+        """The tool's schema: the config entry's ``tool_schema`` when it gives one (verl
+        keeps it as ``self.tool_schema``; agent loops ask for it again later), else built
+        from ``config.tool``."""
+        given = getattr(self, "tool_schema", None)  # unset while BaseTool.__init__ runs
+        if given is not None:
+            return given
         name = self.settings.tool
         if name is None or name not in self._specs:
             raise SimgymError(

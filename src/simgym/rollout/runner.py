@@ -186,7 +186,7 @@ def _view(env: SimEnv, task: Task) -> EpisodeView:
         domain=domain.name,
         instruction=task.instruction,
         tools=domain.agent_tools(scenario),
-        action_hint=domain.action_hint,
+        action_hint=domain.action_hint_for(scenario),
         task_id=task.id,
         parse_input=partial(domain.parse_input, scenario=scenario),
     )
