@@ -20,12 +20,12 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import simgym
+from simgym.cli_console import make_console, size_help_output
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import load_yaml, read_text
@@ -37,7 +37,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = make_console()
+size_help_output()  # --help in a pipe: wide enough that no option name is cut
 
 
 # -- shared world-model options ---------------------------------------------------------

@@ -7,12 +7,12 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from simgym.cli_console import make_console
 from simgym.core.errors import SimgymError
 
-errors = Console(stderr=True, soft_wrap=True)
+errors = make_console(stderr=True, soft_wrap=True)
 
 
 def friendly_errors(fn: Callable | None = None, *, interrupted: str = "interrupted"):

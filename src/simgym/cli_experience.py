@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
+from simgym.cli_console import make_console
 from simgym.cli_errors import friendly_errors
 
 experience_app = typer.Typer(
@@ -16,8 +16,8 @@ experience_app = typer.Typer(
     "world model (use with --experience on play and run).",
     no_args_is_help=True,
 )
-_console = Console()
-_errors = Console(stderr=True)
+_console = make_console()
+_errors = make_console(stderr=True)
 
 
 @experience_app.command("build")

@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simgym.cli_console import make_console
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 
@@ -29,7 +29,7 @@ train_app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = make_console()
 
 Base = Annotated[
     str | None,

@@ -13,10 +13,10 @@ from typing import Annotated, Any
 
 import typer
 import yaml
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simgym.cli_console import make_console
 from simgym.cli_errors import errors, friendly_errors
 from simgym.control.themes import THEMES
 from simgym.control.world_render import (
@@ -35,7 +35,7 @@ world_app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = make_console()
 
 WorldFile = Annotated[Path, typer.Argument(help="a world JSON written by `simgym world new`")]
 MaxChars = Annotated[

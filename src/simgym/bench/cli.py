@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -26,6 +25,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from simgym.cli_console import make_console
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
@@ -37,7 +37,7 @@ bench_app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-console = Console()
+console = make_console()
 
 # The reference evaluation's settings for served models (long reasoning needs room).
 OFFICIAL = {"max_tokens": 32768, "temperature": 0.6}

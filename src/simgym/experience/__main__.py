@@ -22,13 +22,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from simgym.cli_console import make_console
 from simgym.core.errors import SimgymError
 from simgym.experience.store import build_store, open_store
 
 
 def main(argv: Sequence[str] | None = None, *, console: Console | None = None) -> int:
     """Run one command; returns the exit code (1 on a reported error)."""
-    console = console or Console()
+    console = console or make_console()
     args = _parser().parse_args(argv)
     try:
         if args.command == "build":
