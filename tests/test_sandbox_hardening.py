@@ -161,6 +161,24 @@ async def test_terminal_background_jobs_end_with_the_episode_and_cgroup_is_remov
     assert not any(d.exists() for d in group.dirs)  # the group itself is gone
 
 
+@needs_cgroup
+async def test_terminal_process_storm_ends_its_turn_and_the_next_turn_works() -> None:
+    session = ShellSession(Sandbox(files={"/tmp/storm.py": FORK_STORM}, limits=Limits(processes=40)))
+    await session.start()
+    try:
+        shown = await session.send([("python3 /tmp/storm.py 300\n", 5)])
+        # The old code let all 300 children live and said nothing.
+        assert shown.endswith(
+            "[simgym: the sandbox reached its limit of 40 processes; every process in it was stopped]"
+        ), shown
+        assert session.sandbox.cgroup is not None
+        assert session.sandbox.cgroup.pids("agent") == set()
+        after = await session.send([("echo next-$((6 * 7))\n", 1)])
+        assert "next-42" in after  # a fresh shell took the turn
+    finally:
+        await session.close()
+
+
 async def test_swe_episode_time_bounds_every_command() -> None:
     executor = await swe(Limits(episode_s=3))
     try:

@@ -149,9 +149,17 @@ def _write(path: Path, value: str) -> None:
 
 
 class SandboxCgroup:
-    """One sandbox's group (one directory per controller on v1). Create with :meth:`create`;
-    processes join through :attr:`procs_files` (the sandbox's launcher writes its own pid
-    there before it execs bwrap, so nothing runs outside the group even for a moment)."""
+    """One sandbox's group (one directory per controller on v1), with two leaves: ``agent``
+    holds every process the agent can start and carries the limits; ``control`` holds the
+    tmux server and the host's control loop, so a fork bomb or a memory hog inside cannot
+    starve the channel the host uses to see and stop it. The group itself caps both
+    together a little above the agent's limits. Create with :meth:`create`; processes join
+    through :meth:`procs_files` (the sandbox's launcher writes its own pid there before it
+    execs bwrap, so nothing runs outside the group even for a moment)."""
+
+    LEAVES = ("agent", "control")
+    _HEADROOM_PROCESSES = 32
+    _HEADROOM_MB = 128
 
     def __init__(self, layout: _Layout, name: str) -> None:
         self.version = layout.version
@@ -167,6 +175,11 @@ class SandboxCgroup:
         try:
             for directory in group.dirs:
                 directory.mkdir()
+            if group.version == 2:
+                _write(group.dirs[0] / "cgroup.subtree_control", "+pids +memory +cpu")
+            for directory in group.dirs:
+                for leaf in cls.LEAVES:
+                    (directory / leaf).mkdir()
             group._set(limits)
         except OSError:
             group.remove()
@@ -175,66 +188,74 @@ class SandboxCgroup:
 
     def _set(self, limits: CgroupLimits) -> None:
         memory = limits.memory_mb * 1024 * 1024
+        total = CgroupLimits(
+            limits.processes + self._HEADROOM_PROCESSES,
+            limits.memory_mb + self._HEADROOM_MB,
+            limits.cpus,
+        )
+        for where, what in ((self.dirs, total), (self.leaf("agent"), limits)):
+            memory = what.memory_mb * 1024 * 1024
+            if self.version == 2:
+                (unified,) = where
+                _write(unified / "pids.max", str(what.processes))
+                _write(unified / "memory.max", str(memory))
+                with contextlib.suppress(FileNotFoundError):  # kernels without swap accounting
+                    _write(unified / "memory.swap.max", "0")
+                continue
+            pids, mem, _ = where
+            _write(pids / "pids.max", str(what.processes))
+            _write(mem / "memory.limit_in_bytes", str(memory))
+            # memory+swap equal to memory: no swapping out of the limit (needs swapaccount)
+            with contextlib.suppress(FileNotFoundError):
+                _write(mem / "memory.memsw.limit_in_bytes", str(memory))
         quota = max(1000, int(limits.cpus * _CPU_PERIOD_US))
         if self.version == 2:
-            (unified,) = self.dirs
-            _write(unified / "pids.max", str(limits.processes))
-            _write(unified / "memory.max", str(memory))
-            with contextlib.suppress(FileNotFoundError):  # kernels without swap accounting
-                _write(unified / "memory.swap.max", "0")
-            _write(unified / "cpu.max", f"{quota} {_CPU_PERIOD_US}")
-            return
-        pids, mem, cpu = self.dirs
-        _write(pids / "pids.max", str(limits.processes))
-        _write(mem / "memory.limit_in_bytes", str(memory))
-        # memory+swap equal to memory: no swapping out of the limit (absent without swapaccount)
-        with contextlib.suppress(FileNotFoundError):
-            _write(mem / "memory.memsw.limit_in_bytes", str(memory))
-        _write(cpu / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
-        _write(cpu / "cpu.cfs_quota_us", str(quota))
+            _write(self.dirs[0] / "cpu.max", f"{quota} {_CPU_PERIOD_US}")
+        else:
+            _write(self.dirs[2] / "cpu.cfs_period_us", str(_CPU_PERIOD_US))
+            _write(self.dirs[2] / "cpu.cfs_quota_us", str(quota))
 
-    @property
-    def procs_files(self) -> list[str]:
-        return [str(directory / "cgroup.procs") for directory in self.dirs]
+    def leaf(self, name: str) -> list[Path]:
+        return [directory / name for directory in self.dirs]
 
-    def pids(self) -> set[int]:
-        """Every process in the group now."""
+    def procs_files(self, leaf: str = "agent") -> list[str]:
+        return [str(directory / "cgroup.procs") for directory in self.leaf(leaf)]
+
+    def move(self, pid: int, leaf: str = "agent") -> None:
+        """Put ``pid`` (and its threads) into ``leaf``."""
+        for path in self.procs_files(leaf):
+            with contextlib.suppress(OSError):
+                _write(Path(path), str(pid))
+
+    def pids(self, leaf: str | None = None) -> set[int]:
+        """Every process in the group (or in one leaf) now."""
         found: set[int] = set()
-        for directory in self.dirs:
+        dirs = self.leaf(leaf) if leaf else [
+            d for directory in self.dirs for d in (directory, *(directory / n for n in self.LEAVES))
+        ]
+        for directory in dirs:
             with contextlib.suppress(OSError):
                 found |= {int(p) for p in (directory / "cgroup.procs").read_text().split()}
         return found
 
-    def peak_processes(self) -> int | None:
-        """The most processes the group held at once (v2 ``pids.peak``), or the current count."""
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.dirs[0] / "pids.peak").read_text())
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.dirs[0] / "pids.current").read_text())
-        return None
-
-    def oom_kills(self) -> int:
-        """Processes the kernel killed for the group's memory limit."""
-        if self.version == 2:
-            with contextlib.suppress(OSError):
-                for line in (self.dirs[0] / "memory.events").read_text().splitlines():
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-            return 0
-        with contextlib.suppress(OSError):
-            for line in (self.dirs[1] / "memory.oom_control").read_text().splitlines():
-                if line.startswith("oom_kill "):
+    def process_limit_hits(self) -> int:
+        """How often a fork in the agent's leaf was refused for ``pids.max``."""
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            for line in (self.leaf("agent")[0] / "pids.events").read_text().splitlines():
+                if line.startswith("max "):
                     return int(line.split()[1])
         return 0
 
-    def kill(self, *, timeout: float = 5.0) -> bool:
-        """SIGKILL every process in the group (background jobs included); True when empty."""
+    def kill(self, *, leaf: str | None = None, timeout: float = 5.0) -> bool:
+        """SIGKILL every process in the group, or in one leaf (background jobs included);
+        True when it is empty."""
         if self.version == 2:
+            target = self.leaf(leaf)[0] if leaf else self.dirs[0]
             with contextlib.suppress(OSError):
-                _write(self.dirs[0] / "cgroup.kill", "1")
+                _write(target / "cgroup.kill", "1")
         deadline = time.monotonic() + timeout
         while True:
-            pids = self.pids()
+            pids = self.pids(leaf)
             if not pids:
                 return True
             if time.monotonic() > deadline:
@@ -248,14 +269,15 @@ class SandboxCgroup:
         """Kill what is left and delete the group's directories."""
         self.kill()
         for directory in self.dirs:
-            for _ in range(50):  # the last exits are reaped asynchronously
-                try:
-                    directory.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:
-                    time.sleep(0.02)
+            for path in (*(directory / n for n in self.LEAVES), directory):
+                for _ in range(50):  # the last exits are reaped asynchronously
+                    try:
+                        path.rmdir()
+                        break
+                    except FileNotFoundError:
+                        break
+                    except OSError:
+                        time.sleep(0.02)
 
 
 def reclaim_stale(alive: set[str]) -> int:

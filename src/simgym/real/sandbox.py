@@ -380,6 +380,7 @@ class Sandbox:
         chdir: str | None = None,
         seccomp_fd: int | None = None,
         as_pid_1: bool = False,
+        leaf: str = "agent",
     ) -> list[str]:
         """The full command line that runs ``argv`` inside this sandbox: a launcher that
         joins the sandbox's cgroup (before anything forks), ``prlimit``, then ``bwrap``."""
@@ -387,7 +388,7 @@ class Sandbox:
         if exe is None:
             raise SandboxError("bubblewrap is not installed (apt-get install bubblewrap)")
         root = self.root
-        args = [*self._join_cgroup(), *self.tree_limits(), exe, *_namespace_args()]
+        args = [*self._join_cgroup(leaf), *self.tree_limits(), exe, *_namespace_args()]
         if seccomp_fd is not None:
             args += ["--seccomp", str(seccomp_fd)]
         if as_pid_1:
@@ -454,12 +455,12 @@ class Sandbox:
             args.append(f"--nproc={lim.processes}")
         return [*args, "--"]
 
-    def _join_cgroup(self) -> list[str]:
-        """A ``sh`` prefix that writes its own pid into the sandbox's cgroup files and
-        execs the rest (exit 125 if it cannot join); empty without a cgroup."""
+    def _join_cgroup(self, leaf: str) -> list[str]:
+        """A ``sh`` prefix that writes its own pid into the sandbox's cgroup files (of
+        ``leaf``) and execs the rest (exit 125 if it cannot join); empty without a cgroup."""
         if self.cgroup is None:
             return []
-        files = self.cgroup.procs_files
+        files = self.cgroup.procs_files(leaf)
         script = (
             'n=$1; shift; while [ "$n" -gt 0 ]; do echo $$ > "$1" || exit 125; '
             'shift; n=$((n - 1)); done; exec "$@"'
@@ -472,13 +473,16 @@ class Sandbox:
         *,
         chdir: str | None = None,
         as_pid_1: bool = False,
+        leaf: str = "agent",
         **options: object,
     ) -> asyncio.subprocess.Process:
         """Start ``argv`` in the sandbox (its own session, seccomp filter passed to bwrap).
         The start is shielded: a task cancelled meanwhile still gets the process, kills
         it and waits for it, so a cancellation never leaves a sandbox running."""
         fd = filter_fd()
-        command = self.bwrap_command(argv, chdir=chdir, seccomp_fd=fd, as_pid_1=as_pid_1)
+        command = self.bwrap_command(
+            argv, chdir=chdir, seccomp_fd=fd, as_pid_1=as_pid_1, leaf=leaf
+        )
         starting = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *command,
@@ -741,6 +745,7 @@ class ShellSession:
         self._header: tuple[int, int, int] | None = None  # an answer whose body is pending
         self._lost: str | None = None  # why the control channel can no longer be trusted
         self.killed_commands = 0
+        self.limit_stops = 0  # turns that ended with the agent's processes killed
 
     # -- life cycle ---------------------------------------------------------------------
 
@@ -759,6 +764,7 @@ class ShellSession:
                 # the pipes to the host open where the agent can reach them (/proc/1/fd),
                 # and an init cannot be killed from inside.
                 as_pid_1=True,
+                leaf="control",  # the agent's shell is moved to the "agent" leaf below
                 stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=self._stderr,
@@ -779,8 +785,7 @@ class ShellSession:
                 if time.monotonic() > deadline:
                     raise SandboxError("the shell did not show a prompt")
                 await asyncio.sleep(_POLL_S)
-            pane_pid = int((await self._tmux("display", "-p", "-t", "main", "#{pane_pid}")).strip())
-            self._shell_pid = _host_pid(self._proc.pid, pane_pid)
+            await self._adopt_shell()
         except (TimeoutError, ValueError, SandboxError) as exc:
             log = self._log_tail()
             await asyncio.shield(self.close())
@@ -943,8 +948,12 @@ class ShellSession:
         async with self._lock:
             if (await self.state()).dead:
                 await self._respawn()
+            hits = self.sandbox.cgroup.process_limit_hits() if self.sandbox.cgroup else 0
             for keys, wait in batches:
                 await self._send_one(keys, wait)
+            note = self._stop_saturation(hits)
+            if note:
+                return f"{await self.screen()}\n{note}"
             if (await self.state()).full_screen:
                 # vim, less, top: the program's screen is the observation; the shell's
                 # scrollback is compared again once the program gives the screen back.
@@ -963,9 +972,16 @@ class ShellSession:
         before = (await self.state()).prompts
         while (await self.state()).prompts == before and time.monotonic() < deadline:
             await asyncio.sleep(_POLL_S)
+        await self._adopt_shell()
+
+    async def _adopt_shell(self) -> None:
+        """Find the pane's shell on the host and move it to the cgroup's agent leaf, where
+        everything it starts counts against the limits."""
         pane_pid = int((await self._tmux("display", "-p", "-t", "main", "#{pane_pid}")).strip())
         assert self._proc is not None
         self._shell_pid = _host_pid(self._proc.pid, pane_pid)
+        if self.sandbox.cgroup is not None and self._shell_pid is not None:
+            self.sandbox.cgroup.move(self._shell_pid, "agent")
 
     async def _send_one(self, keys: str, wait: float) -> None:
         self._enforce_command_limit()
@@ -1013,6 +1029,24 @@ class ShellSession:
                 await self._tmux("send-keys", "-t", "main", "-l", "--", part)
             if i < len(parts) - 1:
                 await self._tmux("send-keys", "-t", "main", "Enter")
+
+    def _stop_saturation(self, hits_before: int) -> str | None:
+        """After a turn whose processes filled the sandbox's process limit (a fork bomb),
+        kill every process of the agent, shell included (the next turn starts a fresh
+        shell): a full process table would make every later turn fail. Returns the note
+        that ends this turn's observation, or None."""
+        group = self.sandbox.cgroup
+        if group is None or group.process_limit_hits() == hits_before:
+            return None
+        limit = self.sandbox.limits.processes
+        if len(group.pids("agent")) < limit * 0.9:
+            return None  # it hit the limit but let go: the shell is usable
+        group.kill(leaf="agent")
+        self.limit_stops += 1
+        return (
+            f"[simgym: the sandbox reached its limit of {limit} processes; "
+            "every process in it was stopped]"
+        )
 
     # -- watching processes from the host ----------------------------------------------
 
