@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import posixpath
 import re
@@ -35,7 +36,7 @@ from typing import BinaryIO
 
 from simgym.core.errors import SimgymError
 from simgym.real.cgroup import CgroupLimits, SandboxCgroup, cgroup_problem, reclaim_stale
-from simgym.real.seccomp_filter import filter_fd
+from simgym.real.seccomp_filter import filter_fd, seccomp_problem
 
 # Host trees mounted read-only into every sandbox. /usr/local is replaced by the
 # sandbox's own (empty or scenario-filled) directory so host-local tools stay out.
@@ -113,6 +114,28 @@ class ExecResult:
 
 _SANDBOX_PREFIX = "simgym-sandbox-"
 _reclaimed = False
+_log = logging.getLogger("simgym.real.sandbox")
+
+
+def isolation() -> dict[str, str]:
+    """How sandboxes are confined on this host, in words (recorded with each trajectory's
+    backend description): which totals the kernel enforces, and the seccomp filter."""
+    cgroup = cgroup_problem()
+    seccomp = seccomp_problem()
+    return {
+        "totals": "cgroup (pids, memory, swap, cpu)"
+        if cgroup is None
+        else f"rlimits only (per process; no process cap for root): {cgroup}",
+        "seccomp": "on" if seccomp is None else f"off: {seccomp}",
+    }
+
+
+@lru_cache(maxsize=1)
+def _warn_fallback() -> None:
+    # once per process: every sandbox falls back the same way
+    for what, state in isolation().items():
+        if not state.startswith(("cgroup", "on")):
+            _log.warning("sandbox %s: %s", what, state)
 
 
 def reclaim_leftovers() -> int:
@@ -267,6 +290,8 @@ class Sandbox:
             self.cgroup = SandboxCgroup.create(
                 name, CgroupLimits(lim.processes, lim.memory_mb, lim.cpus)
             )
+            if self.cgroup is None or seccomp_problem() is not None:
+                _warn_fallback()
         except BaseException:
             self.destroy()
             raise
@@ -365,11 +390,15 @@ class Sandbox:
             target.chmod(0o755)
 
     def _safe_parent(self, target: Path) -> None:
-        """Create ``target``'s parent, refusing any path that resolves outside the root."""
-        target.parent.mkdir(parents=True, exist_ok=True)
-        real = Path(os.path.realpath(target.parent))
-        if real != self.root and self.root not in real.parents:
-            raise SandboxError(f"scenario path leaves the sandbox: {target}")
+        """Create ``target``'s parent, refusing any path that resolves outside the root.
+        Checked before the directories are made too: a copied host link (/etc/alternatives)
+        to a host directory would otherwise get the new directories on the host."""
+        for _ in range(2):
+            real = Path(os.path.realpath(target.parent))
+            if real != self.root and self.root not in real.parents:
+                inside = "/" + str(target.relative_to(self.root))
+                raise SandboxError(f"scenario path leads outside the sandbox: {inside[:200]!r}")
+            target.parent.mkdir(parents=True, exist_ok=True)
 
     # -- running ----------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ from simgym.core.types import Task
 from simgym.core.worldmodel import register_backend
 from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
 from simgym.real.base import RealExecutor
-from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError
+from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError, isolation
 
 BACKEND_NAME = "real-swe"
 DEFAULT_TIMEOUT_S = 120
@@ -114,7 +114,12 @@ class RealSWE(RealExecutor):
             raise WorldModelError(f"real swe: {exc}") from None
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": BACKEND_NAME, "sandbox": "bubblewrap", "limits": asdict(self.limits)}
+        return {
+            "backend": BACKEND_NAME,
+            "sandbox": "bubblewrap",
+            "limits": asdict(self.limits),
+            "isolation": isolation(),
+        }
 
     async def aclose(self) -> None:
         await self.end_episode()

@@ -31,7 +31,7 @@ from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task, Trajectory
 from simgym.core.worldmodel import register_backend
 from simgym.real.base import RealExecutor
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession
+from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession, isolation
 
 BACKEND_NAME = "real-terminal"
 
@@ -108,6 +108,7 @@ class RealTerminal(RealExecutor):
             "backend": BACKEND_NAME,
             "sandbox": "bubblewrap",
             "limits": asdict(self.limits),
+            "isolation": isolation(),
             "size": [self.width, self.height],
         }
 
