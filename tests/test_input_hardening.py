@@ -146,6 +146,16 @@ BAD_INPUTS = {
     "bigint.jsonl": (b'{"id": ' + b"9" * 5000 + b', "domain": "terminal"}', "4,300 digits"),
     "bigint.yaml": (b"task: {id: " + b"9" * 5000 + b", domain: terminal}", "4,300 digits"),
     "list.jsonl": (b"[1, 2, 3]\n", "must be a JSON object"),
+    "surrogate.json": (
+        b'{"task": {"id": "s", "domain": "terminal", "metadata": {"a": "\\ud800"}}}',
+        "lone UTF-16 surrogate",
+    ),
+    "metadata.jsonl": (b'{"id": "m", "domain": "terminal", "metadata": [1]}', "valid dictionary"),
+    "task.yaml": (b"task: {id: [1], domain: terminal}\nactions: [ls]", "id: Input should be"),
+    "scenario.yaml": (
+        b"task: {id: s, domain: mcp, scenario: {tools: not-a-list}}\nactions: [ls]",
+        "invalid mcp scenario",
+    ),
 }
 
 
@@ -158,7 +168,8 @@ def test_run_gives_one_line_for_bad_files(tmp_path, recording, name):
         "run", path, "-o", tmp_path / "o.jsonl", "-w", "replay", "--replay", recording
     )
     line = one_error_line(proc)
-    assert name in line and message in line
+    assert Path(name).stem in line and message in line
+    assert not (tmp_path / "o.jsonl").exists()  # refused before any episode ran
 
 
 BAD_ROWS = {

@@ -477,7 +477,11 @@ def run(
     for spec in specs:
         if not spec.task.domain:
             raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")
-        simgym.get_domain(spec.task.domain)  # fail early on an unknown domain
+        domain_obj = simgym.get_domain(spec.task.domain)  # fail early on an unknown domain
+        try:  # and on a broken scenario, before any episode runs (mid-run it stops them all)
+            domain_obj.scenario(spec.task.scenario or None)
+        except SimgymError as exc:
+            raise SimgymError(f"{spec.task.id}: {' '.join(str(exc).split())}") from None
     agent_options = _agent_options(
         agent, agent_base_url, agent_model, agent_model_path, agent_temperature
     )

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import loads_json
 from simgym.data.jsonl import JsonlAppender
 
 
@@ -65,7 +66,7 @@ def read_rows(path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]], int]:
             if not text:
                 continue
             try:
-                row = json.loads(text)
+                row = loads_json(text)  # deep nesting and huge ints: unreadable, not a crash
             except json.JSONDecodeError:
                 row = None
             if not isinstance(row, dict) or "key" not in row:

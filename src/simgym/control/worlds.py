@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, PrivateAttr
 
 from simgym.control.themes import Attr, Ctx, Entity, Names, Tables, Theme, get_theme
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import loads_json, read_text
 
 WORLD_FORMAT = "simgym.world/1"
 
@@ -78,7 +79,7 @@ class World(BaseModel):
     @classmethod
     def from_json(cls, text: str) -> World:
         try:
-            data = json.loads(text)
+            data = loads_json(text)  # huge ints and deep nesting are JSON errors too
         except json.JSONDecodeError as exc:
             raise WorldError(f"not a world file (invalid JSON: {exc})") from None
         if not isinstance(data, dict) or data.get("format") != WORLD_FORMAT:
@@ -96,7 +97,7 @@ class World(BaseModel):
         if not path.is_file():
             raise WorldError(f"world file not found: {path}")
         try:
-            return cls.from_json(path.read_text(encoding="utf-8"))
+            return cls.from_json(read_text(path))
         except WorldError as exc:
             raise WorldError(f"{path}: {exc}") from None
 

@@ -91,7 +91,7 @@ def load_yaml(text: str) -> Any:
     """``yaml.safe_load`` with limits; every failure is a ``yaml.YAMLError`` whose text is
     one line (PyYAML's own spans several, with a caret under the spot)."""
     try:
-        return _check_depth(yaml.load(text, Loader=BoundedSafeLoader))  # noqa: S506
+        return _check_value(yaml.load(text, Loader=BoundedSafeLoader))  # noqa: S506
     except RecursionError:
         raise InputLimitError("YAML nested too deeply") from None
     except yaml.MarkedYAMLError as exc:
@@ -107,18 +107,35 @@ def load_yaml(text: str) -> Any:
         raise InputLimitError(f"YAML value not readable: {_first_line(exc)}") from None
 
 
-def _check_depth(value: Any, limit: int = MAX_DEPTH) -> Any:
-    """``value`` itself, or ``ValueError`` when lists/dicts nest deeper than ``limit``."""
+def _check_value(value: Any, limit: int = MAX_DEPTH) -> Any:
+    """``value`` itself, or ``ValueError`` when lists/dicts nest deeper than ``limit`` or a
+    string holds a lone surrogate (``"\\ud800"`` is legal JSON and YAML, but the text
+    cannot be written as UTF-8, so the trajectory holding it would fail to save)."""
     stack = [(value, 1)]
     while stack:  # iterative: the point is to survive what recursion would not
         item, depth = stack.pop()
+        if isinstance(item, str):
+            _check_text(item)
+            continue
         if not isinstance(item, dict | list):
             continue
         if depth > limit:
             raise ValueError(f"nested deeper than {limit} levels")
-        children = item.values() if isinstance(item, dict) else item
-        stack.extend((child, depth + 1) for child in children)
+        if isinstance(item, dict):
+            stack.extend((key, depth) for key in item)
+            stack.extend((child, depth + 1) for child in item.values())
+        else:
+            stack.extend((child, depth + 1) for child in item)
     return value
+
+
+def _check_text(text: str) -> None:
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("a string holds a lone UTF-16 surrogate (\\ud800-\\udfff)") from None
 
 
 def _reject_constant(name: str) -> Any:
@@ -139,7 +156,7 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     doc = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-        return _check_depth(value, max_depth)
+        return _check_value(value, max_depth)
     except json.JSONDecodeError:
         raise
     except RecursionError:

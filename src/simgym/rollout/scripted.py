@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
@@ -39,9 +39,9 @@ def _spec_from_dict(data: dict[str, Any], fallback_id: str, domain: str | None) 
         task_data.setdefault("domain", data.pop("domain", None))
     else:
         task_data = data
-    metadata = task_data.get("metadata") or {}
+    metadata = task_data.get("metadata")
     if actions is None:
-        actions = metadata.get("actions", [])
+        actions = metadata.get("actions", []) if isinstance(metadata, dict) else []
     if not isinstance(actions, list):
         raise SimgymError(f"{fallback_id}: 'actions' must be a list")
     task_data.setdefault("id", fallback_id)
@@ -49,8 +49,12 @@ def _spec_from_dict(data: dict[str, Any], fallback_id: str, domain: str | None) 
         task_data["domain"] = domain
     try:
         task = Task.model_validate(task_data)
-    except ValueError as exc:
-        raise SimgymError(f"{fallback_id}: invalid task: {exc}") from None
+    except ValidationError as exc:
+        # pydantic's text spans lines per error; the CLI's promise is one line
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'task'}: {e['msg']}" for e in exc.errors()
+        )
+        raise SimgymError(f"{fallback_id}: invalid task: {problems}") from None
     return EpisodeSpec(task=task, actions=actions)
 
 
