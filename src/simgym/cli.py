@@ -598,9 +598,9 @@ def _reward_spec(text: str | None) -> Any:
         return None
     path = Path(text)
     if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path)
     try:
-        return yaml.safe_load(text)
+        return load_yaml(text)
     except yaml.YAMLError as exc:
         raise SimgymError(f"--reward is not a name or a valid JSON/YAML spec: {exc}") from None
 

@@ -28,6 +28,7 @@ from simgym.cli import WorldModelOptions, _reward_spec, world_model_options
 from simgym.cli import app as simgym_app
 from simgym.cli_errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
 from simgym.integrations.http_guard import TOKEN_ENV, require_token_off_loopback, resolve_token
 
 
@@ -84,7 +85,7 @@ def _read_mapping(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise SimgymError(f"scenario file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = load_yaml(read_text(path))  # refuses alias bombs, deep nesting, huge ints
     except yaml.YAMLError as exc:
         raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
     if not isinstance(data, dict):
