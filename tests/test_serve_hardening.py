@@ -5,7 +5,6 @@ Real servers on loopback (uvicorn, the MCP SDK's client, openenv-core's clients)
 
 from __future__ import annotations
 
-import asyncio
 import os
 import queue
 import re
@@ -27,6 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
+from test_openenv import echo_world, episodes, serving, wait_for_episodes
 from typer.testing import CliRunner
 
 import simgym
@@ -40,7 +40,6 @@ from simgym.integrations.openenv_server import (
     create_openenv_app,
 )
 from support import scripted_world
-from test_openenv import echo_world, episodes, serving, wait_for_episodes
 
 ROOT = Path(__file__).resolve().parent.parent
 BANK = ROOT / "examples" / "mcp" / "bank_customers.yaml"
@@ -133,9 +132,7 @@ async def test_mcp_over_http_requires_the_token_from_the_environment(tmp_path: P
         async with httpx.AsyncClient(timeout=30) as http:
             bare = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"})
             assert bare.status_code == 401 and "token" in bare.json()["detail"]
-            wrong = await http.post(
-                url, json={}, headers={"Authorization": "Bearer not-the-token"}
-            )
+            wrong = await http.post(url, json={}, headers={"Authorization": "Bearer not-the-token"})
             assert wrong.status_code == 401
         with pytest.raises(Exception):  # noqa: B017 (the SDK's own error for an HTTP 401)
             async with mcp_client(url, None) as client:
@@ -153,9 +150,7 @@ async def test_openenv_requires_the_token_over_http_and_websocket(tmp_path: Path
         async with httpx.AsyncClient(base_url=url, timeout=30) as http:
             assert (await http.post("/reset", json={})).status_code == 401
             assert (await http.get("/health")).status_code == 401
-            ok = await http.post(
-                "/reset", json={}, headers={"Authorization": f"Bearer {TOKEN}"}
-            )
+            ok = await http.post("/reset", json={}, headers={"Authorization": f"Bearer {TOKEN}"})
             assert ok.status_code == 200 and ok.json()["observation"]["instruction"] == "Look"
         with pytest.raises(ConnectionError):
             async with SimgymEnvClient(base_url=url) as env:
@@ -296,9 +291,7 @@ async def test_openenv_agent_sees_connection_refused_without_the_url(tmp_path: P
 async def test_mcp_agent_sees_connection_refused_without_the_url(tmp_path: Path) -> None:
     out = tmp_path / "episodes.jsonl"
     with simgym.TrajectoryWriter(out) as writer:
-        facade = SimMCPServer(
-            "mcp", refused_world_model(), scenario=BANK_SCENARIO, writer=writer
-        )
+        facade = SimMCPServer("mcp", refused_world_model(), scenario=BANK_SCENARIO, writer=writer)
         async with mcp.Client(facade.build(per_session=False)) as client:
             failed = await client.call_tool("get_customer", {"customer_id": "C-1002"})
             later = await client.call_tool("get_customer", {"customer_id": "C-1002"})

@@ -47,9 +47,7 @@ def as_tasks(task: Any, domain: str) -> list[Task]:
 
 
 # A URL, or an IPv4 address with an optional port, as backends put them in their errors.
-_URL = re.compile(
-    r"(?:\s+at)?\s*\b[a-z][a-z0-9+.-]*://[^\s'\"),]*[^\s'\"),:;.]", re.IGNORECASE
-)
+_URL = re.compile(r"(?:\s+at)?\s*\b[a-z][a-z0-9+.-]*://[^\s'\"),]*[^\s'\"),:;.]", re.IGNORECASE)
 _ADDRESS = re.compile(r"(?:\s+at)?\s*\(?'?\b\d{1,3}(?:\.\d{1,3}){3}'?(?:(?::|, )\d+)?\)?")
 
 

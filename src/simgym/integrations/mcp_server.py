@@ -26,10 +26,17 @@ episode in the same session instead. Every episode is written to ``writer`` when
 still running when its session ends (the client disconnects, deletes its HTTP session, or
 idles out) or when the server stops is written then, as truncated. Nothing is dropped.
 
+A result whose simulated output still fails the domain's format check after retries is
+not an error (the tool did not fail) but carries ``format_problems`` in its ``_meta``
+status, the key SimEnv's info uses. An error the agent sees never names the world model's
+URL; the trajectory keeps the whole message.
+
 Over stdio the process is the session. Over streamable HTTP each ``Mcp-Session-Id`` is a
-session, so the server speaks the session-based (handshake) protocol versions only: the SDK
-client's default ``auto`` mode falls back to them. A client pinned to the stateless
-2026-07-28 protocol has no session to hold a world and is told so.
+session (at most ``max_sessions`` at once, each ended after ``session_idle_timeout`` idle
+seconds; with ``token`` every request must carry it), so the server speaks the
+session-based (handshake) protocol versions only: the SDK client's default ``auto`` mode
+falls back to them. A client pinned to the stateless 2026-07-28 protocol has no session to
+hold a world and is told so.
 
 Needs the ``mcp`` SDK 2.x (``pip install 'simgym[mcp]'``).
 """

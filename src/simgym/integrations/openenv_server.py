@@ -37,10 +37,17 @@ ends (the client leaves, the session idles out, the server stops) or is reset is
 then, as truncated. Nothing is dropped.
 
 HTTP: OpenEnv's ``POST /reset`` and ``POST /step`` build a fresh environment for every
-request, so they cannot hold an episode: ``/reset`` shows a first observation (and its
-one-request episode is written, truncated, like any other), and ``/step`` answers with an
-error observation pointing to the WebSocket session. ``/health``,
-``/schema``, ``/metadata`` and ``/state`` work as usual.
+request, so they cannot hold an episode: ``/reset`` shows a first observation (its episode
+has no step and is not written unless ``keep_empty_episodes``), and ``/step`` answers with
+an error observation pointing to the WebSocket session. ``/health``, ``/schema``,
+``/metadata`` and ``/state`` work as usual.
+
+Limits: with a ``token`` every request and WebSocket must carry it (see
+:mod:`simgym.integrations.http_guard`); a request body or WebSocket message over
+``max_message_bytes`` is refused (413, or an error message on the WebSocket). An error the
+agent sees never names the world model's URL; the trajectory keeps the whole message.
+OpenEnv's ``MCPToolClient`` (``list_tools``/``call_tool`` actions) is not supported and is
+told so; ``simgym serve --mcp`` serves MCP itself.
 
 Needs ``openenv-core`` (``pip install 'simgym[openenv]'``).
 """
@@ -720,9 +727,7 @@ class _MessageGuard:
                 message = await receive()
                 if message["type"] != "websocket.receive":
                     return message
-                size = len(message.get("bytes") or b"") + len(
-                    (message.get("text") or "").encode()
-                )
+                size = len(message.get("bytes") or b"") + len((message.get("text") or "").encode())
                 if size <= self.max_bytes:
                     return message
                 # Refused like any invalid message: the session and its episode go on.

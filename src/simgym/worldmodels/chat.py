@@ -138,7 +138,9 @@ class ChatClient:
                 ) from None
             except openai.APIConnectionError as exc:
                 reason = _connect_failure(exc) or exc.__cause__ or exc
-                raise self.error(f"cannot reach {self.label} at {self.base_url}: {reason}") from None
+                raise self.error(
+                    f"cannot reach {self.label} at {self.base_url}: {reason}"
+                ) from None
             except openai.APIStatusError as exc:
                 raise self.error(
                     f"{self.label} at {self.base_url} answered HTTP {exc.status_code}: "
