@@ -102,6 +102,16 @@ def test_scenario_and_perturbation_files_refuse_alias_bombs(tmp_path, recording)
         "--replay", recording,
     )  # fmt: skip
     assert "aliases expand beyond" in one_error_line(proc)
+    proc = simgym_cli(
+        "run", episode, "-o", tmp_path / "o.jsonl", "--reward", bomb, "-w", "replay",
+        "--replay", recording,
+    )  # fmt: skip
+    assert "aliases expand beyond" in one_error_line(proc)
+    proc = simgym_cli(
+        "serve", "--mcp", "-d", "terminal", "--scenario", bomb, "-o", tmp_path / "s.jsonl",
+        "-w", "replay", "--replay", recording,
+    )  # fmt: skip
+    assert "aliases expand beyond" in one_error_line(proc)
 
 
 def test_ordinary_anchors_and_merge_keys_still_load():
