@@ -131,6 +131,42 @@ def test_an_episode_steps_through_any_action_without_raising(name: str) -> None:
         env.close()
 
 
+@pytest.mark.parametrize("name", simgym.domain_names())
+def test_any_world_model_output_becomes_an_observation(name: str) -> None:
+    """A model's text is input too: deep brackets, huge numbers, broken state updates and
+    envelopes end as an observation or an error turn, never as an exception from step."""
+    said: list[str] = [""]
+    calls: list[int] = []
+
+    def world(messages: object) -> str:
+        calls.append(1)
+        return said[0]
+
+    options = {"state_updates": True, "grounding": "strict"}
+    env = simgym.SimEnv(name, FunctionWorldModel(world), **options).sync()
+    domain = simgym.get_domain(name)
+    # an action each domain simulates (the mcp demonstration names a tool of another world)
+    action = (
+        {"name": "get_customer", "arguments": {"customer_id": "C-1"}}
+        if name == "mcp"
+        else domain.demonstrations[0].action
+    )
+
+    @settings(FUZZ, max_examples=30)
+    @given(hostile_text(), st.sampled_from(["", "<state_update>", '{"content": [{"text": "']))
+    def check(text: str, wrapper: str) -> None:
+        said[0] = wrapper + text
+        env.reset()
+        result = env.step(action)
+        assert isinstance(result.observation.text, str)
+
+    try:
+        check()
+    finally:
+        env.close()
+    assert calls  # the outputs did reach the environment
+
+
 @FUZZ
 @given(hostile_text())
 def test_safe_json_raises_only_decode_errors(text: str) -> None:

@@ -31,10 +31,11 @@ never sees facts, state or retrieved transitions.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
+
+from simgym.core.safeload import loads_json
 
 GroundingMode = Literal["off", "facts", "strict"]
 MODES: tuple[str, ...] = ("off", "facts", "strict")
@@ -141,8 +142,8 @@ def _same(observation: str, exact: str) -> bool:
         return True
     if exact.lstrip()[:1] in ("{", "["):
         try:
-            return json.loads(observation) == json.loads(exact)
-        except ValueError:
+            return loads_json(observation) == loads_json(exact)
+        except ValueError:  # JSONDecodeError, also for a model's deep or huge output
             return False
     return False
 

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from simgym.core.safeload import loads_json
+
 STATE_OPEN = "<state_update>"
 STATE_CLOSE = "</state_update>"
 STATE_HEADER = "**Current State:**"
@@ -65,7 +67,7 @@ def parse_patch(text: str) -> Patch:
     if not body:
         raise PatchError("the state update is empty")
     try:
-        patch = json.loads(body)
+        patch = loads_json(body)  # the model wrote it: deep nesting and huge ints are errors
     except json.JSONDecodeError as exc:
         raise PatchError(f"the state update is not valid JSON: {exc}") from None
     if isinstance(patch, dict):

@@ -102,7 +102,7 @@ def _check(text: str, action: Action, scenario: MCPScenario) -> list[str]:
     if scenario.output_format == "text":
         return []
     try:
-        value = json.loads(text)
+        value = loads_json(text)  # a model's deep or huge output is a format problem too
     except json.JSONDecodeError as exc:
         return [f"result is not valid JSON ({exc.msg} at line {exc.lineno})"]
     if scenario.output_format == "mcp":
@@ -137,7 +137,7 @@ def _mend(text: str) -> str:
     if not text.lstrip().startswith(("{", "[")):
         return text
     try:
-        json.loads(text)
+        loads_json(text)
         return text
     except json.JSONDecodeError:
         value = json_repair.repair_json(text, return_objects=True)
