@@ -51,6 +51,7 @@ import simgym.make  # noqa: F401  (registers the built-in domains and backends)
 from simgym.core.domain import Domain, domain_names, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import ActionError, SimgymError
+from simgym.core.safeload import loads_json
 from simgym.core.sync import run_sync
 from simgym.core.types import Action, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
@@ -322,7 +323,7 @@ def _read_action(domain: Domain, scenario: BaseModel, action: Any) -> _Answer | 
             except ValueError as exc:  # ActionError, and shlex's unclosed quotes
                 raise ActionError(str(exc)) from None
         try:
-            value = json.loads(stripped)
+            value = loads_json(stripped)  # an agent's deep or huge JSON: not an exception
         except json.JSONDecodeError:
             return action  # SimEnv says what is wrong with it
         return _answer(value) or action

@@ -60,6 +60,7 @@ from pydantic import BaseModel, ValidationError
 from simgym.core.domain import Domain, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import loads_json
 from simgym.core.types import StepResult, Task
 from simgym.core.worldmodel import WorldModel
 from simgym.integrations.common import agent_safe, as_task
@@ -512,7 +513,7 @@ class World:
         if self.facade.domain.name != "mcp" or output_format not in ("mcp", "json"):
             return _text(text)
         try:
-            value = json.loads(text)
+            value = loads_json(text)  # the model's text: deep nesting must not raise here
         except ValueError:
             return _text(text)
         if output_format == "json":
