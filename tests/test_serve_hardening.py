@@ -24,6 +24,7 @@ import pytest
 import yaml
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from openenv.core.env_server.mcp_types import CallToolAction
 from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
 from test_openenv import echo_world, episodes, serving, wait_for_episodes
@@ -350,7 +351,7 @@ def test_serve_openenv_scores_with_the_tasks_reward(tmp_path: Path) -> None:
 # -- 6. OpenEnv's own clients --------------------------------------------------------------------
 
 
-async def test_openenv_clients_see_what_was_wrong() -> None:
+async def test_openenv_generic_client_sees_what_was_wrong() -> None:
     app = create_openenv_app("terminal", simgym.FunctionWorldModel(echo_world), task="Look")
     with serving(app) as url:
         async with GenericEnvClient(base_url=url) as generic:
@@ -358,11 +359,45 @@ async def test_openenv_clients_see_what_was_wrong() -> None:
             with pytest.raises(RuntimeError, match="exactly one of name") as caught:
                 await generic.step({"name": "send_keys", "text": "ls"})
             assert "VALIDATION_ERROR" in str(caught.value)
+            with pytest.raises(RuntimeError, match="call_tool needs a tool_name"):
+                await generic.step({"type": "call_tool"})
+
+
+async def test_openenv_mcp_tool_client_lists_and_calls_tools(tmp_path: Path) -> None:
+    out = tmp_path / "episodes.jsonl"
+    app = create_openenv_app(
+        "mcp",
+        simgym.FunctionWorldModel(scripted_world([BEN])),
+        scenario=BANK_SCENARIO,
+        task={"id": "t", "instruction": "Ben's email?", "metadata": {"answer": "ben@example.org"}},
+        reward="exact",
+        writer=simgym.TrajectoryWriter(out),
+    )
+    with serving(app) as url:
         async with MCPToolClient(base_url=url) as tools:
-            with pytest.raises(RuntimeError, match="MCP actions .* are not supported"):
-                await tools.list_tools()
-            with pytest.raises(RuntimeError, match="use SimgymEnvClient"):
-                await tools.call_tool("send_keys", keystrokes="ls\n")
+            listed = await tools.list_tools()
+            assert [t.name for t in listed] == [
+                "search_customers",
+                "get_customer",
+                "update_email",
+                "submit_answer",
+            ]
+            assert listed[1].input_schema["required"] == ["customer_id"]
+            # No reset: like any MCP client, the first call starts the episode.
+            assert await tools.call_tool("get_customer", customer_id="C-1002") == BEN
+            with pytest.raises(RuntimeError, match="customer_id.*invalid_args"):
+                await tools.call_tool("get_customer", id=7)
+            with pytest.raises(RuntimeError, match="drop_table"):
+                await tools.call_tool("drop_table")
+            done = await tools.step(
+                CallToolAction(tool_name="submit_answer", arguments={"answer": "ben@example.org"})
+            )
+            assert done.done and done.reward == 1.0
+            with pytest.raises(RuntimeError, match="the episode has ended"):
+                await tools.call_tool("get_customer", customer_id="C-1002")
+        [episode] = wait_for_episodes(out, 1)
+    assert episode.answer == "ben@example.org" and episode.total_reward == 1.0
+    assert [t.error_type for t in episode.turns] == [None, "action", "action", None]
 
 
 # -- 7. MCP: a result that failed its format check is marked ------------------------------------

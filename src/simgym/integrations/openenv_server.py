@@ -46,8 +46,11 @@ Limits: with a ``token`` every request and WebSocket must carry it (see
 :mod:`simgym.integrations.http_guard`); a request body or WebSocket message over
 ``max_message_bytes`` is refused (413, or an error message on the WebSocket). An error the
 agent sees never names the world model's URL; the trajectory keeps the whole message.
-OpenEnv's ``MCPToolClient`` (``list_tools``/``call_tool`` actions) is not supported and is
-told so; ``simgym serve --mcp`` serves MCP itself.
+OpenEnv's ``MCPToolClient`` works over the same WebSocket: ``list_tools`` gives the
+world's tools in MCP's shape plus ``submit_answer`` (which ends the episode with the
+answer), and ``call_tool`` is one step (the first call starts an episode if no reset did);
+an invalid call raises in the client with the reason. Its production mode (JSON-RPC on
+HTTP ``/mcp``) is not served here; ``simgym serve --mcp`` serves MCP itself.
 
 Needs ``openenv-core`` (``pip install 'simgym[openenv]'``).
 """
@@ -63,9 +66,16 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    model_serializer,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 import simgym
@@ -98,12 +108,7 @@ MAX_MESSAGE_BYTES = 1 << 20  # a request body or WebSocket message; an action is
 SESSION_ENDED = "the OpenEnv session ended before the episode did"
 SERVER_STOPPED = "the OpenEnv server stopped before the episode ended"
 RESET_EARLY = "reset before the episode ended"
-MCP_ACTIONS_UNSUPPORTED = (
-    "OpenEnv's MCP actions (list_tools, call_tool; MCPToolClient) are not supported by "
-    "simgym's OpenEnv server: use SimgymEnvClient or GenericEnvClient (the tools come with "
-    "reset; a tool call is an action with name and arguments), or serve MCP itself with "
-    "simgym serve --mcp"
-)
+ANSWER_TOOL = "submit_answer"  # offered to OpenEnv's MCPToolClient, which has no answer action
 NO_EPISODE = (
     "no episode is running: call reset first. OpenEnv's HTTP /step endpoint builds a fresh "
     "environment for every request and so never has one; hold an episode over a WebSocket "
@@ -137,18 +142,16 @@ class SimgymAction(OpenEnvAction):
         None, description='terminal keystrokes: [{"keystrokes": "ls\\n", "duration": 1}]'
     )
     answer: str | None = Field(None, description="the final answer; ends the episode")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _not_mcp(cls, data: Any) -> Any:
-        # OpenEnv's MCPToolClient sends {"type": "list_tools"} / {"type": "call_tool"}; say
-        # plainly that they are not spoken here instead of "extra inputs not permitted".
-        if isinstance(data, dict) and data.get("type") in ("list_tools", "call_tool"):
-            raise PydanticCustomError("simgym_action", MCP_ACTIONS_UNSUPPORTED)
-        return data
+    # OpenEnv's MCP actions, as its MCPToolClient sends them.
+    type: Literal["list_tools", "call_tool"] | None = Field(
+        None, description="list_tools, or call_tool with tool_name and arguments (MCP style)"
+    )
+    tool_name: str | None = Field(None, description="the tool to call (type call_tool)")
 
     @model_validator(mode="after")
     def _one_kind(self) -> SimgymAction:
+        if self.type is not None or self.tool_name is not None:
+            return self._mcp_style()
         given = [
             k for k in ("name", "text", "keystrokes", "answer") if getattr(self, k) is not None
         ]
@@ -163,6 +166,22 @@ class SimgymAction(OpenEnvAction):
         if self.arguments and self.name is None:
             raise PydanticCustomError(
                 "simgym_action", "arguments belong to a tool call: give its name too"
+            )
+        return self
+
+    def _mcp_style(self) -> SimgymAction:
+        others = [k for k in ("name", "text", "keystrokes", "answer") if getattr(self, k)]
+        if others:
+            raise PydanticCustomError(
+                "simgym_action",
+                "an MCP-style action (type) takes tool_name and arguments only; got {given}",
+                {"given": ", ".join(others)},
+            )
+        if self.type == "call_tool" and not self.tool_name:
+            raise PydanticCustomError("simgym_action", "call_tool needs a tool_name")
+        if self.type != "call_tool" and (self.tool_name is not None or self.arguments):
+            raise PydanticCustomError(
+                "simgym_action", "tool_name and arguments belong to type call_tool"
             )
         return self
 
@@ -185,7 +204,7 @@ class SimgymObservation(OpenEnvObservation):
     kind: str = Field(
         "observation",
         description="initial (after reset), observation, error (an invalid action or a "
-        "refused step; see error) or answer (the answer was recorded)",
+        "refused step; see error), answer (the answer was recorded) or tools (list_tools)",
     )
     error: str | None = Field(None, description="what was wrong, for kind 'error'")
     turn: int = Field(0, description="the step's number in the episode (0 after reset)")
@@ -199,6 +218,23 @@ class SimgymObservation(OpenEnvObservation):
         None, description="the episode reward's parts (on the last step)"
     )
     info: dict[str, Any] = Field(default_factory=dict, description="episode id, turn, errors")
+    tool_name: str | None = Field(None, description="the tool called (MCP-style call_tool)")
+    result: dict[str, Any] | None = Field(
+        None, description="the MCP-style tool result: content, isError, data (call_tool)"
+    )
+
+    @model_serializer(mode="wrap")
+    def _for_mcp_clients(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # OpenEnv's MCPToolClient tells replies apart by which keys are present ("tools",
+        # then "tool_name") and reads "error" of a tool call as {error_type, message}.
+        data = handler(self)
+        for key in ("tools", "tool_name", "result"):
+            if data.get(key, 0) is None:
+                del data[key]
+        if self.tool_name is not None and self.error is not None:
+            kind = "invalid_args" if self.info.get("error_type") == "action" else "execution_error"
+            data["error"] = {"error_type": kind, "message": self.error}
+        return data
 
 
 class SimgymState(OpenEnvState):
@@ -385,12 +421,66 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
     ) -> SimgymObservation:
         # timeout_s: the world model's own timeout bounds a step; OpenEnv's WebSocket
         # path never sends one.
+        action = SimgymAction.of(action)
+        if action.type == "list_tools":
+            return SimgymObservation(kind="tools", tools=self._mcp_tools())
+        if action.type == "call_tool":
+            return await self._call_tool(action.tool_name or "", action.arguments)
+        return await self._step(action)
+
+    def _mcp_tools(self) -> list[dict[str, Any]]:
+        """The tools in MCP's shape, the answer tool last (unless the world has one so named)."""
+        tools = [
+            {"name": t.name, "description": t.description, "input_schema": t.parameters}
+            for t in self.sim.domain.agent_tools(self.sim.scenario)
+        ]
+        if all(t["name"] != ANSWER_TOOL for t in tools):
+            tools.append(
+                {
+                    "name": ANSWER_TOOL,
+                    "description": "Submit your final answer to the task; ends the episode.",
+                    "input_schema": {
+                        "type": "object",
+                        "properties": {"answer": {"type": "string"}},
+                        "required": ["answer"],
+                    },
+                }
+            )
+        return tools
+
+    async def _call_tool(self, name: str, arguments: dict[str, Any]) -> SimgymObservation:
+        """An MCP-style tool call: a step, its text also as an MCP result."""
+        if self.sim.trajectory is None:  # MCP clients call tools without a reset first
+            await self.reset_async()
+        domain_tools = {t.name for t in self.sim.domain.agent_tools(self.sim.scenario)}
+        if name == ANSWER_TOOL and name not in domain_tools:
+            answer = arguments.get("answer")
+            if not isinstance(answer, str) or set(arguments) - {"answer"}:
+                observation = SimgymObservation(
+                    kind="error",
+                    error=f'{ANSWER_TOOL} takes one argument, "answer" (a string)',
+                    info={"error_type": "action"},
+                )
+            else:
+                observation = await self._step(SimgymAction(answer=answer))
+        else:
+            observation = await self._step(SimgymAction(name=name, arguments=arguments))
+        text = observation.error if observation.kind == "error" else observation.text
+        observation.tool_name = name
+        observation.result = {
+            "content": [{"type": "text", "text": text or ""}],
+            "isError": observation.kind == "error",
+            "data": text or "",
+        }
+        return observation
+
+    async def _step(self, action: SimgymAction) -> SimgymObservation:
         if self.sim.trajectory is None:
             return _refusal(NO_EPISODE)
         if self._concluded:
             return _refusal(f"the episode has ended ({self.ended}); call reset to start another")
         try:
-            result = await self._apply(SimgymAction.of(action))
+            result = await self._apply(action)
         except Exception as exc:
             # SimEnv records what goes wrong inside an episode and does not raise; this is
             # a defect or a misbehaving backend. Write the episode with the error.
