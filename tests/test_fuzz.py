@@ -15,7 +15,7 @@ import warnings
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import simgym
@@ -59,7 +59,8 @@ def hostile_text(draw: st.DrawFn) -> str:
     if choice == 0:
         return draw(st.text(max_size=80))
     if choice == 1:  # deep nesting, opened (and maybe closed)
-        depth = draw(st.integers(50, 3000))
+        # past MAX_DEPTH, and past the interpreter's recursion limit, every time it's drawn
+        depth = draw(st.sampled_from([MAX_DEPTH + 1, 1200, 5000]) | st.integers(50, 3000))
         opener = draw(st.sampled_from(["[", '{"a":']))
         closer = "]" if opener == "[" else "}"
         return opener * depth + (closer * depth if draw(st.booleans()) else "")
@@ -344,15 +345,14 @@ def test_openenv_actions_validate_or_are_validation_errors() -> None:
 
 
 def test_mcp_tool_calls_answer_as_tool_results() -> None:
-    """What an MCP client sends after JSON-RPC decoding, a tool name and an arguments
-    object, always comes back as a tool result: an error result for a bad call, never an
-    exception that would end the session or a crash of simgym itself."""
+    """What an MCP client sends after JSON-RPC decoding (a tool name and an arguments
+    object), answered with whatever the model writes, always comes back as a tool result:
+    an error result for a bad call, never an exception or a crash of simgym itself."""
     pytest.importorskip("mcp")
     from simgym.integrations.mcp_server import SimMCPServer, World
 
-    facade = SimMCPServer(
-        "mcp", FunctionWorldModel(lambda m: '{"content": [{"type": "text", "text": "{}"}]}')
-    )
+    said = ['{"content": [{"type": "text", "text": "{}"}]}']
+    facade = SimMCPServer("mcp", FunctionWorldModel(lambda messages: said[0]))
     names = st.sampled_from(["get_customer", "search_customers", "submit_answer"]) | st.text(
         max_size=20
     )
@@ -368,12 +368,36 @@ def test_mcp_tool_calls_answer_as_tool_results() -> None:
             st.tuples(names, st.dictionaries(st.text(max_size=8), json_values, max_size=3)),
             min_size=1,
             max_size=3,
-        )
+        ),
+        st.just(said[0]) | hostile_text(),
     )
-    def check(calls: list[tuple[str, dict]]) -> None:
+    @example(calls=[("get_customer", {"customer_id": "C-1"})], output="[" * 5000)
+    def check(calls: list[tuple[str, dict]], output: str) -> None:
+        said[0] = output
         for result in asyncio.run(call_all(calls)):
             text = " ".join(getattr(c, "text", "") for c in result.content)
             assert "simgym failed" not in text, text
+
+    check()
+
+
+def test_gymnasium_actions_are_read_or_refused() -> None:
+    """An agent's action in the Gymnasium env: an answer, an action for SimEnv (which
+    reports its problems as an error turn), or an ActionError."""
+    pytest.importorskip("gymnasium")
+    from simgym.integrations.gymnasium_env import _read_action
+
+    domain = simgym.get_domain("mcp")
+    scenario = domain.scenario(None)
+
+    @FUZZ
+    @given(hostile_text() | json_values)
+    @example("[" * 5000)
+    def check(action: object) -> None:
+        try:
+            _read_action(domain, scenario, action)
+        except SimgymError:
+            pass
 
     check()
 
