@@ -123,6 +123,13 @@ def test_listening_beyond_loopback_needs_a_token(monkeypatch, tmp_path: Path) ->
         assert "refusing to listen on 0.0.0.0 without a token" in lines[0]
         assert "--token" in lines[0] and "SIMGYM_TOKEN" in lines[0]
     assert not Path(out).exists()
+    # Other misuses are one clear line too.
+    for args, message in (
+        (["--mcp", "--reward", "exact"], "apply to --openenv only"),
+        (["--mcp", "--transport", "http", "--max-sessions", "0"], "--max-sessions must be"),
+    ):
+        result = run_serve(*args, "-d", "terminal", "--out", out)
+        assert result.exit_code == 2 and message in result.output, result.output
 
 
 async def test_mcp_over_http_requires_the_token_from_the_environment(tmp_path: Path) -> None:
