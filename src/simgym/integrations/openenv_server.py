@@ -229,7 +229,7 @@ class SimgymObservation(OpenEnvObservation):
         # then "tool_name") and reads "error" of a tool call as {error_type, message}.
         data = handler(self)
         for key in ("tools", "tool_name", "result"):
-            if data.get(key, 0) is None:
+            if key in data and data[key] is None:
                 del data[key]
         if self.tool_name is not None and self.error is not None:
             kind = "invalid_args" if self.info.get("error_type") == "action" else "execution_error"
