@@ -306,6 +306,38 @@ def test_trajectory_files_yield_trajectories_or_skip_lines(tmp_path) -> None:
     check()
 
 
+def test_experience_lines_are_read_or_counted_as_malformed() -> None:
+    from simgym.experience.sources import IndexReport, read_line
+
+    @FUZZ
+    @given(hostile_text().map(str.encode) | st.binary(max_size=60))
+    @example(b'{"turns": ' + b"9" * 5000 + b"}")
+    def check(raw: bytes) -> None:
+        report = IndexReport()
+        transitions = list(read_line(raw, "x.jsonl:1", report))
+        assert transitions or report.malformed == 1 or report.skipped  # counted, not lost
+
+    check()
+
+
+def test_sft_files_read_or_name_the_bad_line(tmp_path) -> None:
+    from simgym.train.sft_data import read_records
+
+    counter = iter(range(10**6))
+
+    @FUZZ
+    @given(st.lists(hostile_text().map(str.encode) | st.binary(max_size=40), max_size=3))
+    @example([b'{"messages": ' + b"9" * 5000 + b"}"])
+    def check(lines: list[bytes]) -> None:
+        path = _write(tmp_path, f"s{next(counter)}.jsonl", b"\n".join(lines))
+        try:
+            list(read_records(path))
+        except SimgymError as exc:
+            assert str(exc).startswith(f"{path}:")
+
+    check()
+
+
 def _openenv():
     pytest.importorskip("openenv")
     from simgym.integrations import openenv_server

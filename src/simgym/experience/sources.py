@@ -35,6 +35,7 @@ from pydantic import ValidationError
 
 from simgym.core import contract
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import MAX_DEPTH, loads_json
 from simgym.core.types import Trajectory
 
 MAX_PROBLEMS = 20  # described in the report; the rest are only counted
@@ -156,8 +157,9 @@ def read_line(
 ) -> Iterator[Transition]:
     """The transitions of one JSON line (see the module docstring for the formats)."""
     try:
-        record = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        # also huge ints and NaN; a trajectory wraps user data a few levels deep
+        record = loads_json(raw, max_depth=2 * MAX_DEPTH)
+    except json.JSONDecodeError:
         report.bad_line(where, "not a JSON line")
         return
     if not isinstance(record, dict):

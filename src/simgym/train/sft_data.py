@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simgym.core.safeload import loads_json
 from simgym.train.errors import TrainError
 
 if TYPE_CHECKING:
@@ -75,12 +76,12 @@ def read_records(
     path = Path(path)
     if not path.is_file():
         raise TrainError(f"SFT data file not found: {path}")
-    with path.open(encoding="utf-8") as fh:
+    with path.open("rb") as fh:  # bytes: a line that is not UTF-8 is one line's error
         for number, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             try:
-                row = json.loads(line)
+                row = loads_json(line)  # also deep nesting and huge ints: not a crash
             except json.JSONDecodeError as exc:
                 raise TrainError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
             try:
