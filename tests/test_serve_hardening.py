@@ -314,6 +314,36 @@ async def test_mcp_agent_sees_connection_refused_without_the_url(tmp_path: Path)
     assert "http://127.0.0.1:" in episode.turns[0].error
 
 
+def broken_world(messages: list[dict[str, str]]) -> str:
+    """A defect inside the world model, whose message holds internals."""
+    raise KeyError("/srv/secret/config.yaml at http://10.1.2.3:9000")
+
+
+async def test_a_server_defect_shows_the_agent_only_its_kind(tmp_path: Path) -> None:
+    out = tmp_path / "episodes.jsonl"
+    with simgym.TrajectoryWriter(out) as writer:
+        facade = SimMCPServer(
+            "mcp", simgym.FunctionWorldModel(broken_world), scenario=BANK_SCENARIO, writer=writer
+        )
+        async with mcp.Client(facade.build(per_session=False)) as client:
+            failed = await client.call_tool("get_customer", {"customer_id": "C-1002"})
+            later = await client.call_tool("get_customer", {"customer_id": "C-1002"})
+        await facade.aclose()
+        app = create_openenv_app(
+            "terminal", simgym.FunctionWorldModel(broken_world), task="Look", writer=writer
+        )
+        with serving(app) as url:
+            async with SimgymEnvClient(base_url=url) as env:
+                await env.reset()
+                stepped = (await env.step("ls")).observation
+            wait_for_episodes(out, 2)
+    shown = [failed.content[0].text, later.content[0].text, stepped.text, stepped.error]
+    assert failed.is_error and "KeyError" in shown[0] and "KeyError" in shown[2]
+    for text in shown:
+        assert "secret" not in text and "10.1.2.3" not in text
+    assert all("/srv/secret/config.yaml" in e.error for e in episodes(out))
+
+
 # -- 5. serve --reward: the task's reference reward by default -------------------------------
 
 

@@ -470,8 +470,10 @@ class World:
                 message = f"{type(exc).__name__}: {exc}"
                 with anyio.CancelScope(shield=True):
                     await self.env.close(reason=f"the MCP server failed on a call: {message}")
-                self.ended = f"the server failed: {agent_safe(message)}"
-                return _error(f"simgym failed on this call: {agent_safe(message)}")
+                # A defect's message is internal (paths, addresses): the agent is told
+                # only its kind; the trajectory has the whole message.
+                self.ended = f"the server failed ({type(exc).__name__})"
+                return _error(f"simgym failed on this call ({type(exc).__name__})")
             return self._result(name, result)
 
     def _result(self, name: str, result: StepResult) -> types.CallToolResult:

@@ -485,9 +485,11 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             # SimEnv records what goes wrong inside an episode and does not raise; this is
             # a defect or a misbehaving backend. Write the episode with the error.
             message = f"{type(exc).__name__}: {exc}"
-            self.ended = f"the server failed: {agent_safe(message)}"
+            # A defect's message is internal (paths, addresses): the agent is told only
+            # its kind; the trajectory has the whole message.
+            self.ended = f"the server failed ({type(exc).__name__})"
             await self.conclude(f"the OpenEnv server failed on a step: {message}")
-            return _refusal(f"simgym failed on this step: {agent_safe(message)}")
+            return _refusal(f"simgym failed on this step ({type(exc).__name__})")
         observation = _observation(result)
         if result.done or result.truncated:
             self.ended = _why_ended(result, self.sim.max_turns)
