@@ -92,6 +92,25 @@ def bwrap_children() -> list[int]:
     return found
 
 
+def control_loop_pid(bwrap_pid: int) -> int:
+    """The host pid of the sandbox's control loop (a descendant of the outer bwrap)."""
+    family, found = {bwrap_pid}, True
+    while found:
+        found = False
+        for entry in os.listdir("/proc"):
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat[stat.rfind(")") + 2 :].split()[1])
+            if ppid in family and int(entry) not in family:
+                family.add(int(entry))
+                found = True
+                if b"control.sh" in Path(f"/proc/{entry}/cmdline").read_bytes():
+                    return int(entry)
+    raise AssertionError("no control loop found")
+
+
 # -- 1. output capped while it streams --------------------------------------------------------
 
 
@@ -239,11 +258,7 @@ async def test_lost_sync_is_recorded_as_an_error(tmp_path: Path) -> None:
         assert "hello" in (await env.step(keys("echo hello\n"))).observation.text
         # Bytes the control loop never sent (written by the host, which alone can).
         assert executor.session is not None and executor.session._proc is not None
-        control = [
-            pid for pid in executor.session.sandbox.cgroup.pids()  # type: ignore[union-attr]
-            if b"control.sh" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ] if executor.session.sandbox.cgroup else []
-        target = control[0] if control else executor.session._proc.pid
+        target = control_loop_pid(executor.session._proc.pid)
         with open(f"/proc/{target}/fd/1", "w") as pipe:
             pipe.write("junk that is not an answer\n")
         result = await env.step(keys("echo world\n"))

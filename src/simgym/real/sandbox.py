@@ -560,9 +560,9 @@ class Sandbox:
         lim = self.limits
         output = _CappedOutput(keep=lim.output_chars * 4, stop=lim.output_drain_mb << 20)
         timed_out = False
+        feeding = asyncio.ensure_future(_feed(proc, stdin))
         try:
             async with asyncio.timeout(limit):
-                feeding = asyncio.ensure_future(_feed(proc, stdin))
                 await output.read(proc)
                 if output.flooded:
                     await reap(proc)  # the rest would be thrown away anyway
@@ -574,6 +574,8 @@ class Sandbox:
         except BaseException:  # cancelled: never leave the sandbox running
             await asyncio.shield(reap(proc))
             raise
+        finally:
+            feeding.cancel()
         code = 124 if timed_out else (proc.returncode if proc.returncode is not None else -1)
         if code == 1 and output.head.startswith(b"bwrap: "):
             raise SandboxError(output.head.decode("utf-8", errors="replace").strip())
@@ -601,23 +603,25 @@ class _CappedOutput:
 
     def __init__(self, *, keep: int, stop: int) -> None:
         self.keep, self.stop = keep, stop
-        self.head = b""
+        self._parts: list[bytes] = []  # kept as it comes: a timeout still shows the start
+        self._kept = 0
         self.total = 0
         self.flooded = False
 
+    @property
+    def head(self) -> bytes:
+        return b"".join(self._parts)
+
     async def read(self, proc: asyncio.subprocess.Process) -> None:
         assert proc.stdout is not None
-        parts: list[bytes] = []
-        kept = 0
         while chunk := await proc.stdout.read(1 << 16):
             self.total += len(chunk)
-            if kept < self.keep:
-                parts.append(chunk[: self.keep - kept])
-                kept += len(parts[-1])
+            if self._kept < self.keep:
+                self._parts.append(chunk[: self.keep - self._kept])
+                self._kept += len(self._parts[-1])
             if self.total > self.stop:
                 self.flooded = True
                 break
-        self.head = b"".join(parts)
 
 
 async def _feed(proc: asyncio.subprocess.Process, data: bytes | None) -> None:
