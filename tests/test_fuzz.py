@@ -211,7 +211,19 @@ def _write(tmp_path, name: str, content: bytes):
 episode_keys = st.sampled_from(
     ["task", "actions", "metadata", "scenario", "domain", "id", "instruction", "answer"]
 )
+yaml_scalars = st.sampled_from(
+    ["2024-01-01", "2024-01-01 10:00:00", "!!set {a, b}", "!!binary aGk=", ".nan", "-.inf",
+     "!!omap [a: 1]", "0x1F", "1_000", "~", "yes", "!!python/name:os.system", "*undefined"]
+)  # fmt: skip
 episode_files = st.one_of(
+    st.builds(
+        lambda value, argument: (
+            f"task: {{id: t, domain: mcp, metadata: {{v: {value}}}}}\n"
+            f"actions: [{{name: get_customer, arguments: {{a: {argument}}}}}]\n"
+        ).encode(),
+        yaml_scalars,
+        yaml_scalars,
+    ),
     st.dictionaries(episode_keys, json_values, max_size=5).map(lambda d: json.dumps(d).encode()),
     hostile_text().map(str.encode),
     st.binary(max_size=80),
@@ -246,6 +258,7 @@ def test_episode_files_load_or_are_one_clear_error(tmp_path, suffix: str) -> Non
         for spec in specs:
             assert isinstance(spec.actions, list)
             spec.task.model_dump_json()  # the task can go into a trajectory line
+            json.dumps(spec.actions, allow_nan=False)  # and the actions into prompts
 
     check()
 

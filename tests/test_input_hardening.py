@@ -119,6 +119,11 @@ def test_ordinary_anchors_and_merge_keys_still_load():
     assert data["scenario"] == {"user": "root", "shell": "bash"}
     shared = load_yaml("s: &s " + json.dumps("x" * 1000) + "\nl: [" + ", ".join(["*s"] * 100) + "]")
     assert len(shared["l"]) == 100  # 100 KB of expansion is well inside the budget
+    # dates stay the text they were written as (a datetime would not survive json.dumps)
+    assert load_yaml("d: 2024-01-01\nt: 2024-01-01 10:00:00") == {
+        "d": "2024-01-01",
+        "t": "2024-01-01 10:00:00",
+    }
     with pytest.raises(yaml.YAMLError, match="recursive"):
         load_yaml("a: &a [1, *a]")
     with pytest.raises(yaml.YAMLError, match=f"{YAML_ALIAS_BUDGET:,}"):
@@ -159,6 +164,10 @@ BAD_INPUTS = {
     "surrogate.json": (
         b'{"task": {"id": "s", "domain": "terminal", "metadata": {"a": "\\ud800"}}}',
         "lone UTF-16 surrogate",
+    ),
+    "set.yaml": (
+        b"task: {id: s, domain: mcp}\nactions: [{name: x, arguments: {a: !!set {b}}}]",
+        "set",
     ),
     "metadata.jsonl": (b'{"id": "m", "domain": "terminal", "metadata": [1]}', "valid dictionary"),
     "task.yaml": (b"task: {id: [1], domain: terminal}\nactions: [ls]", "id: Input should be"),

@@ -53,6 +53,24 @@ class BoundedSafeLoader(yaml.SafeLoader):
         return node
 
 
+def _scalar_text(loader: yaml.SafeLoader, node: ScalarNode) -> str:
+    return loader.construct_scalar(node)
+
+
+def _not_json(loader: yaml.SafeLoader, node: Node) -> Any:
+    raise yaml.constructor.ConstructorError(
+        None, None, f"{node.tag} is not supported: simgym files hold JSON data", node.start_mark
+    )
+
+
+# simgym's files are JSON in YAML's clothes: every value must survive json.dumps (prompts,
+# trajectories, exports). A date stays the text it was written as; sets, binary and
+# ordered pairs are refused instead of crashing the run when the episode is written.
+BoundedSafeLoader.add_constructor("tag:yaml.org,2002:timestamp", _scalar_text)
+for _tag in ("binary", "set", "omap", "pairs"):
+    BoundedSafeLoader.add_constructor(f"tag:yaml.org,2002:{_tag}", _not_json)
+
+
 def _check_aliases(root: Node, budget: int) -> None:
     # Aliases are the same Node object reached twice, so sizes are memoized per node and
     # each extra visit of a node adds its full expanded size to the total.
@@ -117,6 +135,8 @@ def _check_value(value: Any, limit: int = MAX_DEPTH) -> Any:
         if isinstance(item, str):
             _check_text(item)
             continue
+        if isinstance(item, float) and not math.isfinite(item):  # YAML's .nan and .inf
+            raise ValueError(f"{item} is not a JSON number")
         if not isinstance(item, dict | list):
             continue
         if depth > limit:
