@@ -148,6 +148,17 @@ def test_a_null_action_fails_only_its_own_episode(tmp_path, recording):
     assert episodes["good1"].error is None and len(episodes["good1"].turns) == 1
 
 
+def test_a_line_separator_inside_a_json_string_does_not_split_the_task(tmp_path, recording):
+    tasks = tmp_path / "tasks.jsonl"
+    line = {"id": "sep", "domain": "terminal", "instruction": "a\u2028b", "actions": ["ls"]}
+    tasks.write_text(json.dumps(line, ensure_ascii=False) + "\r\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    proc = simgym_cli("run", tasks, "-o", out, "-w", "replay", "--replay", recording)
+    assert proc.returncode == 0, proc.stderr
+    [episode] = simgym.read_trajectories(out)
+    assert episode.task.instruction == "a\u2028b"
+
+
 # -- files that are not what they claim -------------------------------------------------
 
 BAD_INPUTS = {

@@ -71,7 +71,9 @@ def load_specs(paths: Iterable[str | Path], domain: str | None = None) -> list[E
             raise SimgymError(f"file not found: {path}")
         text = read_text(path)
         if path.suffix == ".jsonl":
-            for number, line in enumerate(text.splitlines(), 1):
+            # "\n" only: splitlines() would also cut at U+2028 inside a JSON string
+            for number, raw_line in enumerate(text.split("\n"), 1):
+                line = raw_line.removesuffix("\r")  # as splitlines() did: ids stay stable
                 if not line.strip():
                     continue
                 try:
