@@ -95,7 +95,7 @@ def test_exported_rows_hold_every_turn_up_to_the_current_one(tmp_path: Path) -> 
         k = row["turn_idx"]
         assert len(row["prompt"]) == k and len(row["response"]) == k
         assert row["current_prompt"] == row["prompt"][k - 1]
-    for earlier, later in zip(rows, rows[1:]):
+    for earlier, later in zip(rows, rows[1:], strict=False):
         # Each row's lists extend the previous row's: history is never rewritten.
         assert later["prompt"][:-1] == earlier["prompt"]
         assert later["response"][:-1] == earlier["response"]
