@@ -80,9 +80,7 @@ def test_agents_and_gymnasium_see_the_scenarios_hint() -> None:
     view = _view(env, simgym.Task(id="t", domain="mcp", instruction="triage"))
     assert "get_customer" not in view.action_hint
     assert json.loads(view.action_hint)["name"] in {t.name for t in view.tools}
-    gym = SimgymTextEnv(
-        "mcp", simgym.FunctionWorldModel(quiet_world), scenario=TRACKER["scenario"]
-    )
+    gym = SimgymTextEnv("mcp", simgym.FunctionWorldModel(quiet_world), scenario=TRACKER["scenario"])
     try:
         _, info = gym.reset()
         assert json.loads(info["action_hint"])["name"] == "list_tickets"
