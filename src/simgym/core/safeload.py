@@ -126,9 +126,10 @@ def load_yaml(text: str) -> Any:
 
 
 def _check_value(value: Any, limit: int = MAX_DEPTH) -> Any:
-    """``value`` itself, or ``ValueError`` when lists/dicts nest deeper than ``limit`` or a
-    string holds a lone surrogate (``"\\ud800"`` is legal JSON and YAML, but the text
-    cannot be written as UTF-8, so the trajectory holding it would fail to save)."""
+    """``value`` itself, or ``ValueError`` when lists/dicts nest deeper than ``limit``, a
+    float is NaN or infinite, or a string holds a lone surrogate (``"\\ud800"`` is legal
+    JSON and YAML, but the text cannot be written as UTF-8, so the trajectory holding it
+    would fail to save)."""
     stack = [(value, 1)]
     while stack:  # iterative: the point is to survive what recursion would not
         item, depth = stack.pop()
@@ -173,16 +174,19 @@ def loads_json(text: str | bytes, *, max_depth: int = MAX_DEPTH) -> Any:
     """``json.loads`` for untrusted text: standard JSON only (no ``NaN``/``Infinity``, no
     number that overflows to infinity), at most ``max_depth`` levels of nesting; every
     failure is a ``json.JSONDecodeError``."""
-    doc = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
     try:
         value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
         return _check_value(value, max_depth)
     except json.JSONDecodeError:
         raise
     except RecursionError:
-        raise json.JSONDecodeError("nested too deeply", doc, 0) from None
+        raise json.JSONDecodeError("nested too deeply", _as_str(text), 0) from None
     except (ValueError, UnicodeDecodeError) as exc:  # also ints over 4,300 digits
-        raise json.JSONDecodeError(_first_line(exc), doc, 0) from None
+        raise json.JSONDecodeError(_first_line(exc), _as_str(text), 0) from None
+
+
+def _as_str(text: str | bytes) -> str:
+    return text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
 
 
 def read_text(path: str | os.PathLike[str]) -> str:
