@@ -605,3 +605,20 @@ async def test_only_strict_mode_mends(grounding):
     result = await env.step({"name": "search_customers", "arguments": {"query": "Zed"}})
     assert result.observation.text == BROKEN_RECORDS
     assert env.trajectory.turns[0].format_problems
+
+
+async def test_an_answer_asked_again_is_mended_too():
+    """A list's expectations fail, the model is asked again and answers broken JSON
+    again: what is kept is the second answer, mended."""
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(broken(BROKEN_RECORDS)),
+        grounding="strict",
+        validation_retries=0,
+    )
+    await env.reset()
+    await env.step({"name": "search_customers", "arguments": {"query": "Lima"}})
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"]["action"] == "unresolved"
+    assert turn.grounding["strict"]["repaired"] == BROKEN_RECORDS
+    assert json.loads(turn.observation.text) and turn.format_problems == []

@@ -318,15 +318,14 @@ class SimEnv:
             prediction, attempts, problems = await self._predict(
                 request, parsed, self._last_observation(), tries=1 if known else None
             )
-            prediction, broken = self._repair(prediction, parsed, problems, fault is not None)
-            if broken is not None:
-                problems = self._check(prediction, parsed)
             prediction, attempts, strict = await self._enforce(
                 grounding, request, parsed, prediction, attempts
             )
-            if strict and strict["action"] in ("corrected", "reasked"):
+            if strict and strict["action"] in ("corrected", "reasked", "unresolved"):
                 problems = self._check(prediction, parsed)  # of the observation now kept
+            prediction, broken = self._repair(prediction, parsed, problems, fault is not None)
             if broken is not None:
+                problems = self._check(prediction, parsed)
                 strict = {**(strict or {"problems": [], "action": "accepted"}), "repaired": broken}
         except WorldModelError as exc:
             turn = Turn(
