@@ -308,14 +308,20 @@ def test_record_survives_scenarios_that_cannot_be_built(tmp_path: Path) -> None:
 
 async def test_cancelled_start_always_reaps() -> None:
     before = our_sandbox_dirs()
-    for delay in (0.0, 0.01, 0.05, 0.2, 0.5):
+    cancelled = 0
+    for delay in (0.0, 0.01, 0.03, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.6):
         session = ShellSession(Sandbox(files={}))
         task = asyncio.ensure_future(session.start())
         await asyncio.sleep(delay)
+        if task.done():  # started before the cancel came
+            await session.close()
+            continue
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
         assert not session.running
+        cancelled += 1
+    assert cancelled >= 5  # cancellations landed in several phases of the start
     executor = RealSWE()
     task = asyncio.ensure_future(
         executor.start_episode(SWE, simgym.Task(id="t", domain="swe", instruction="x"))
@@ -328,6 +334,34 @@ async def test_cancelled_start_always_reaps() -> None:
     await asyncio.sleep(0.2)
     assert bwrap_children() == []  # no sandbox left running under init
     assert our_sandbox_dirs() == before
+
+
+def test_ctrl_c_during_record_kills_and_deletes_every_sandbox(tmp_path: Path) -> None:
+    files = []
+    for n in range(3):
+        path = tmp_path / f"slow{n}.json"
+        path.write_text(json.dumps({
+            "domain": "terminal", "task": {"id": f"slow{n}", "instruction": "x"},
+            "scenario": {"files": {}}, "actions": [[{"keystrokes": "sleep 60\n", "duration": 60}]],
+        }))
+        files.append(str(path))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "simgym", "record", *files, "--out", str(tmp_path / "o.jsonl")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    prefix = f"simgym-sandbox-{child.pid}-"
+    deadline = time.monotonic() + 60
+    while not list(Path(tempfile.gettempdir()).glob(prefix + "*")):
+        assert time.monotonic() < deadline and child.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.5)  # shells started, commands running
+    child.send_signal(signal.SIGINT)
+    _, err = child.communicate(timeout=20)  # the old code hung here
+    assert child.returncode == 130 and "interrupted" in err
+    time.sleep(0.5)
+    assert not list(Path(tempfile.gettempdir()).glob(prefix + "*"))
+    running = subprocess.run(["pgrep", "-f", prefix], capture_output=True, text=True).stdout
+    assert running.split() == [], running
 
 
 def test_leftovers_of_a_killed_run_are_reclaimed_at_next_start(tmp_path: Path) -> None:

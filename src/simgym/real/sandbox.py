@@ -804,7 +804,7 @@ class ShellSession:
                 limit=1 << 24,
             )
         except BaseException:
-            await asyncio.shield(self.close())
+            self.abandon()
             raise
         self._timer = threading.Timer(sandbox.limits.episode_s, self._expire)
         self._timer.daemon = True
@@ -819,14 +819,14 @@ class ShellSession:
                     raise SandboxError("the shell did not show a prompt")
                 await asyncio.sleep(_POLL_S)
             await self._adopt_shell()
+            self._lines = await self._capture_all()
         except (TimeoutError, ValueError, SandboxError) as exc:
             log = self._log_tail()
-            await asyncio.shield(self.close())
+            self.abandon()
             raise SandboxError(f"the sandbox shell did not start: {exc} {log}".strip()) from None
-        except BaseException:  # cancelled while starting: reap before giving up
-            await asyncio.shield(self.close())
+        except BaseException:  # cancelled while starting: kill and delete before giving up
+            self.abandon()
             raise
-        self._lines = await self._capture_all()
         return "\n".join(self._lines)
 
     async def close(self) -> None:
@@ -834,15 +834,27 @@ class ShellSession:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        try:
+            if self._proc is not None:
+                await _stop(self._proc)
+        finally:
+            self.abandon()  # also when the wait above is cancelled
+
+    def abandon(self) -> None:
+        """Kill every process of the sandbox and delete its files, without awaiting: for
+        cleanup paths that may not get to run a coroutine (Ctrl-C cancels every task,
+        even one that would close, before it starts). Idempotent."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         proc, self._proc = self._proc, None
-        if proc is not None:
-            await _stop(proc)
-        if self.sandbox.cgroup is not None:
-            self.sandbox.cgroup.kill()  # anything that outlived the namespace's init
+        if proc is not None and proc.returncode is None:
+            _kill_inside(proc.pid)
+            _kill_group(proc.pid)
         if self._stderr is not None:
             self._stderr.close()
             self._stderr = None
-        self.sandbox.destroy()
+        self.sandbox.destroy()  # kills what is left in its cgroup first
 
     @property
     def running(self) -> bool:

@@ -95,6 +95,10 @@ class RealSWE(RealExecutor):
         return None
 
     async def end_episode(self) -> None:
+        self.abandon()
+
+    def abandon(self) -> None:
+        """Kill the sandbox's processes and delete it; needs no event loop."""
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None:
             sandbox.destroy()

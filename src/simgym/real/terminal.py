@@ -94,6 +94,12 @@ class RealTerminal(RealExecutor):
         if session is not None:
             await session.close()
 
+    def abandon(self) -> None:
+        """Kill and delete the machine without awaiting (see ShellSession.abandon)."""
+        session, self.session = self.session, None
+        if session is not None:
+            session.abandon()
+
     async def run_action(self, action_text: str) -> str:
         """Type the keystrokes into the shell; return the screen."""
         if self.session is None:
@@ -215,8 +221,14 @@ async def arecord(
                         trajectory = _failed(spec, executor, exc)
                         writer.write(trajectory)
                 finally:
-                    # Shielded: a cancelled run still kills and reaps this sandbox.
-                    await asyncio.shield(_close_quietly(executor))
+                    # Shielded: a cancelled run still kills and reaps this sandbox; and
+                    # where even that is cancelled (Ctrl-C), killed and deleted at once.
+                    try:
+                        await asyncio.shield(_close_quietly(executor))
+                    finally:
+                        abandon = getattr(executor, "abandon", None)
+                        if abandon is not None:
+                            abandon()
             if on_done is not None:
                 on_done(trajectory)
             return trajectory
