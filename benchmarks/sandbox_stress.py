@@ -115,14 +115,13 @@ async def main() -> int:
     limits = Limits(processes=PROCESSES, memory_mb=MEMORY_MB, command_s=10, output_chars=20_000)
     print(f"limits: processes={PROCESSES} memory_mb={MEMORY_MB} command_s=10")
     print(f"cgroups: {cgroup_problem() or 'yes'}; seccomp: {seccomp_problem() or 'yes'}")
-    print(f"host processes before: {host_processes()}; host RSS now/peak: "
-          "{:.0f}/{:.0f} MB".format(*rss_mb()))
+    now, peak = rss_mb()
+    print(f"host processes before: {host_processes()}; host RSS now/peak: {now:.0f}/{peak:.0f} MB")
     rows: list[tuple[str, str, float, float, int, str | None, bool]] = []
     ok = True
     with simgym.TrajectoryWriter(out) as writer:
         swe = RealSWE(limits=limits)
-        env = simgym.make("swe", world_model=swe, scenario=SWE, writer=writer,
-                          validation_retries=0)
+        env = simgym.make("swe", world_model=swe, scenario=SWE, writer=writer, validation_retries=0)
         await env.reset("stress")
         storms = [
             ("output flood", bash("yes | head -c 500M")),
@@ -135,8 +134,9 @@ async def main() -> int:
             took = time.perf_counter() - started
             after = await env.step(bash("echo next turn works"))
             works = after.observation.text.startswith("next turn works")
-            rows.append(("swe", name, took, rss_mb()[1], most,
-                         failure_of(result.observation.text), works))
+            rows.append(
+                ("swe", name, took, rss_mb()[1], most, failure_of(result.observation.text), works)
+            )
         await env.close()
 
         term = RealTerminal(limits=limits)
@@ -162,19 +162,25 @@ async def main() -> int:
         await env.close()
 
     print()
-    print(f"{'backend':9} {'storm':14} {'seconds':>7} {'host peak RSS':>13} "
-          f"{'procs inside (max)':>18}  recorded failure / next turn")
+    print(
+        f"{'backend':9} {'storm':14} {'seconds':>7} {'host peak RSS':>13} "
+        f"{'procs inside (max)':>18}  recorded failure / next turn"
+    )
     for backend, name, took, peak, most, failure, works in rows:
-        print(f"{backend:9} {name:14} {took:7.1f} {peak:10.0f} MB {most:>8} / {PROCESSES:<7}"
-              f"  {failure or 'NONE'} / {'works' if works else 'BROKEN'}")
+        print(
+            f"{backend:9} {name:14} {took:7.1f} {peak:10.0f} MB {most:>8} / {PROCESSES:<7}"
+            f"  {failure or 'NONE'} / {'works' if works else 'BROKEN'}"
+        )
         ok &= peak < HOST_RSS_LIMIT_MB and most <= PROCESSES and works
         ok &= failure is not None
     print()
-    print(f"host processes after: {host_processes()}; host RSS now/peak: "
-          "{:.0f}/{:.0f} MB".format(*rss_mb()))
+    now, peak = rss_mb()
+    print(f"host processes after: {host_processes()}; host RSS now/peak: {now:.0f}/{peak:.0f} MB")
     recorded = [json.loads(line) for line in out.read_text().splitlines()]
-    print(f"trajectories recorded: {len(recorded)} in {out} "
-          f"({sum(len(t['turns']) for t in recorded)} turns)")
+    print(
+        f"trajectories recorded: {len(recorded)} in {out} "
+        f"({sum(len(t['turns']) for t in recorded)} turns)"
+    )
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

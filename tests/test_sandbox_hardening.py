@@ -22,7 +22,7 @@ import pytest
 import simgym
 import simgym.domains.swe  # noqa: F401  (registers the swe domain)
 from simgym.real.cgroup import cgroup_problem
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession, bwrap_problem
+from simgym.real.sandbox import Limits, Sandbox, ShellSession, bwrap_problem
 from simgym.real.seccomp_filter import seccomp_problem
 from simgym.real.swe import RealSWE
 from simgym.real.terminal import RealTerminal, record
@@ -53,7 +53,7 @@ FORK_STORM = (
     "        time.sleep(30)\n"
     "        os._exit(0)\n"
     "    made += 1\n"
-    "print(made, len([p for p in os.listdir(\"/proc\") if p.isdigit()]))\n"
+    'print(made, len([p for p in os.listdir("/proc") if p.isdigit()]))\n'
 )
 
 
@@ -157,8 +157,10 @@ async def test_memory_is_capped_across_processes() -> None:
         # Three processes of 200 MB: each is under RLIMIT_AS, together over the total.
         grab = "python3 -c 'import time; b = bytearray(200 << 20); b[::4096] = b\"x\" * len(b[::4096]); time.sleep(2)'"
         shown = await executor.run_action(
-            bash(f"for i in 1 2 3; do {grab} & done; fails=0; "
-                 "for j in 1 2 3; do wait -n || fails=$((fails + 1)); done; echo fails=$fails")
+            bash(
+                f"for i in 1 2 3; do {grab} & done; fails=0; "
+                "for j in 1 2 3; do wait -n || fails=$((fails + 1)); done; echo fails=$fails"
+            )
         )
         assert "fails=0" not in shown, shown  # the old code let all three live
         assert (await executor.run_action(bash("echo ok"))).startswith("ok")
@@ -182,7 +184,9 @@ async def test_terminal_background_jobs_end_with_the_episode_and_cgroup_is_remov
 
 @needs_cgroup
 async def test_terminal_process_storm_ends_its_turn_and_the_next_turn_works() -> None:
-    session = ShellSession(Sandbox(files={"/tmp/storm.py": FORK_STORM}, limits=Limits(processes=40)))
+    session = ShellSession(
+        Sandbox(files={"/tmp/storm.py": FORK_STORM}, limits=Limits(processes=40))
+    )
     await session.start()
     try:
         shown = await session.send([("python3 /tmp/storm.py 300\n", 5)])
@@ -196,6 +200,42 @@ async def test_terminal_process_storm_ends_its_turn_and_the_next_turn_works() ->
         assert "next-42" in after  # a fresh shell took the turn
     finally:
         await session.close()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hide the cgroup tree")
+def test_without_writable_cgroups_a_clear_message_and_rlimit_fallback() -> None:
+    """The cgroup tree hidden under an empty tmpfs (a private mount namespace): the host
+    says why it falls back, and every sandbox gets a process rlimit instead."""
+    probe = (
+        "import asyncio, logging\n"
+        "logging.basicConfig(format='%(message)s')\n"
+        "from simgym.real.sandbox import Limits, Sandbox, isolation\n"
+        "print(isolation()['totals'])\n"
+        "sandbox = Sandbox(files={}, limits=Limits(processes=77)).build()\n"
+        "print(sandbox.cgroup, asyncio.run(sandbox.exec('ulimit -u')).output.strip())\n"
+        "sandbox.destroy()\n"
+    )
+    done = subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            'mount -t tmpfs none /sys/fs/cgroup && exec "$0" -c "$1"',
+            sys.executable,
+            probe,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    totals, limits = done.stdout.splitlines()
+    assert totals.startswith("rlimits only") and "cgroup limits unavailable" in totals
+    assert limits == "None 77"  # no cgroup; RLIMIT_NPROC set from Limits.processes
+    assert "sandbox totals: rlimits only" in done.stderr  # said once, as a warning
 
 
 async def test_swe_episode_time_bounds_every_command() -> None:
@@ -282,16 +322,28 @@ def test_record_survives_scenarios_that_cannot_be_built(tmp_path: Path) -> None:
     files = []
     for name, scenario_files in bad.items():
         path = tmp_path / f"{name}.json"
-        path.write_text(json.dumps({
-            "domain": "terminal", "task": {"id": name, "instruction": "x"},
-            "scenario": {"files": scenario_files}, "actions": ["echo hi"],
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "domain": "terminal",
+                    "task": {"id": name, "instruction": "x"},
+                    "scenario": {"files": scenario_files},
+                    "actions": ["echo hi"],
+                }
+            )
+        )
         files.append(path)
     good = tmp_path / "good.json"
-    good.write_text(json.dumps({
-        "domain": "terminal", "task": {"id": "good", "instruction": "x"},
-        "scenario": {"files": {"/home/user/a.txt": "fine\n"}}, "actions": ["cat a.txt"],
-    }))
+    good.write_text(
+        json.dumps(
+            {
+                "domain": "terminal",
+                "task": {"id": "good", "instruction": "x"},
+                "scenario": {"files": {"/home/user/a.txt": "fine\n"}},
+                "actions": ["cat a.txt"],
+            }
+        )
+    )
     out = tmp_path / "out.jsonl"
     before = our_sandbox_dirs()
     record([*files, good], out, concurrency=3)
@@ -340,14 +392,22 @@ def test_ctrl_c_during_record_kills_and_deletes_every_sandbox(tmp_path: Path) ->
     files = []
     for n in range(3):
         path = tmp_path / f"slow{n}.json"
-        path.write_text(json.dumps({
-            "domain": "terminal", "task": {"id": f"slow{n}", "instruction": "x"},
-            "scenario": {"files": {}}, "actions": [[{"keystrokes": "sleep 60\n", "duration": 60}]],
-        }))
+        path.write_text(
+            json.dumps(
+                {
+                    "domain": "terminal",
+                    "task": {"id": f"slow{n}", "instruction": "x"},
+                    "scenario": {"files": {}},
+                    "actions": [[{"keystrokes": "sleep 60\n", "duration": 60}]],
+                }
+            )
+        )
         files.append(str(path))
     child = subprocess.Popen(
         [sys.executable, "-m", "simgym", "record", *files, "--out", str(tmp_path / "o.jsonl")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     prefix = f"simgym-sandbox-{child.pid}-"
     deadline = time.monotonic() + 60
@@ -385,9 +445,13 @@ def test_leftovers_of_a_killed_run_are_reclaimed_at_next_start(tmp_path: Path) -
     child.wait()
     # The next run's first sandbox reclaims what the killed one left.
     subprocess.run(
-        [sys.executable, "-c",
-         "from simgym.real.sandbox import Sandbox; Sandbox(files={}).build().destroy()"],
-        check=True, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            "from simgym.real.sandbox import Sandbox; Sandbox(files={}).build().destroy()",
+        ],
+        check=True,
+        timeout=60,
     )
     assert not Path(base).exists()
     if group:

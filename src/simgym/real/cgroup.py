@@ -230,9 +230,15 @@ class SandboxCgroup:
     def pids(self, leaf: str | None = None) -> set[int]:
         """Every process in the group (or in one leaf) now."""
         found: set[int] = set()
-        dirs = self.leaf(leaf) if leaf else [
-            d for directory in self.dirs for d in (directory, *(directory / n for n in self.LEAVES))
-        ]
+        dirs = (
+            self.leaf(leaf)
+            if leaf
+            else [
+                d
+                for directory in self.dirs
+                for d in (directory, *(directory / n for n in self.LEAVES))
+            ]
+        )
         for directory in dirs:
             with contextlib.suppress(OSError):
                 found |= {int(p) for p in (directory / "cgroup.procs").read_text().split()}

@@ -284,7 +284,9 @@ class Sandbox:
                     # a file over a directory, a NUL byte, a name too long: the scenario's
                     # fault, reported as such instead of a traceback
                     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-                    raise SandboxError(f"cannot place scenario file {path[:200]!r}: {reason}")
+                    raise SandboxError(
+                        f"cannot place scenario file {path[:200]!r}: {reason}"
+                    ) from None
             lim = self.limits
             name = self._base.name[len(_SANDBOX_PREFIX) :]
             self.cgroup = SandboxCgroup.create(
@@ -509,9 +511,7 @@ class Sandbox:
         The start is shielded: a task cancelled meanwhile still gets the process, kills
         it and waits for it, so a cancellation never leaves a sandbox running."""
         fd = filter_fd()
-        command = self.bwrap_command(
-            argv, chdir=chdir, seccomp_fd=fd, as_pid_1=as_pid_1, leaf=leaf
-        )
+        command = self.bwrap_command(argv, chdir=chdir, seccomp_fd=fd, as_pid_1=as_pid_1, leaf=leaf)
         starting = asyncio.ensure_future(
             asyncio.create_subprocess_exec(
                 *command,
@@ -942,8 +942,10 @@ class ShellSession:
         if self._header is None:  # kept across a timeout that cut between header and body
             line = await self._read_line()
             fields = line.rstrip("\n").split(" ")
-            if len(fields) != 4 or fields[0] != self._nonce or not all(
-                f.isdigit() for f in fields[1:]
+            if (
+                len(fields) != 4
+                or fields[0] != self._nonce
+                or not all(f.isdigit() for f in fields[1:])
             ):
                 raise self._lose_sync(f"unexpected bytes from the sandbox: {line[:80]!r}")
             self._header = (int(fields[1]), int(fields[2]), int(fields[3]))
