@@ -202,7 +202,18 @@ async def test_terminal_process_storm_ends_its_turn_and_the_next_turn_works() ->
         await session.close()
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to hide the cgroup tree")
+def _can_unshare_mounts() -> bool:
+    try:
+        probe = ["unshare", "--mount", "--propagation", "private", "true"]
+        return subprocess.run(probe, capture_output=True, timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or not _can_unshare_mounts(),
+    reason="needs root and a private mount namespace to hide the cgroup tree",
+)
 def test_without_writable_cgroups_a_clear_message_and_rlimit_fallback() -> None:
     """The cgroup tree hidden under an empty tmpfs (a private mount namespace): the host
     says why it falls back, and every sandbox gets a process rlimit instead."""
