@@ -3,15 +3,25 @@
 :class:`Sandbox` builds a fresh root directory from a scenario's files (the host's ``/usr``
 is mounted read-only over it, nothing else of the host is visible) and runs commands in it
 with ``bwrap``: every namespace unshared (so no network but a private loopback), all
-capabilities dropped, no nested user namespaces, and rlimits on CPU time, memory, file
-size and open files. :meth:`Sandbox.exec` runs one command in a fresh shell;
-:class:`ShellSession` keeps one interactive ``bash`` alive in a tmux session inside the
-sandbox, types keys into it and reads the screen back.
+capabilities dropped, no nested user namespaces, a seccomp filter
+(:mod:`simgym.real.seccomp_filter`), rlimits on CPU time, memory, file size and open files
+per process, and a cgroup per sandbox for the totals: processes, memory, swap, CPU
+(:mod:`simgym.real.cgroup`; rlimits alone where the host's cgroup tree is not writable).
+:meth:`Sandbox.exec` runs one command in a fresh shell and keeps only the head of its
+output while it streams; :class:`ShellSession` keeps one interactive ``bash`` alive in a
+tmux session inside the sandbox, types keys into it and reads the screen back.
 
 The host never talks to anything the sandbox could replace: the tmux client runs *inside*
 the sandbox behind a small control loop on a pipe, and the host only reads bytes from that
 pipe and (read-only) the process table, to see whether a command is still running and to
-kill one that ran past its time limit.
+kill one that ran past its time limit. The control loop is the namespace's init and
+non-dumpable, so the agent can neither kill it nor open its pipes or read its memory; its
+answers are length-framed and numbered, so nothing on the screen can pass for one, and an
+answer out of place stops the session with an error instead of stale screens.
+
+Every sandbox directory is named after its owner's pid: a later run deletes those whose
+owner is gone (a run killed with SIGKILL cannot clean up), and every cancelled path kills
+and deletes without needing to await anything.
 """
 
 from __future__ import annotations
