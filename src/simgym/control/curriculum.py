@@ -23,8 +23,6 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-
-from simgym.core.safeload import load_yaml, read_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simgym.control.faults import FaultMode
@@ -34,6 +32,7 @@ from simgym.control.perturb import (
     Rule,
     load_perturbations,
 )
+from simgym.core.safeload import load_yaml, read_text
 
 Schedule = Literal["constant", "linear", "step", "exponential"]
 

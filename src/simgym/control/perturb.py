@@ -39,8 +39,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from simgym.core.safeload import load_yaml, read_text
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from simgym.control.faults import (
@@ -53,6 +51,7 @@ from simgym.control.faults import (
     has_template,
 )
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
 from simgym.core.types import Action, Turn
 
 
