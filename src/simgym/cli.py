@@ -791,7 +791,12 @@ def record(
         float, typer.Option(help="seconds a command may run before it is killed")
     ] = 300.0,
     cpu_seconds: Annotated[int, typer.Option(help="CPU seconds per process")] = 60,
-    memory_mb: Annotated[int, typer.Option(help="memory of the whole sandbox (cgroup) and address space per process, MiB")] = 2048,
+    memory_mb: Annotated[
+        int,
+        typer.Option(
+            help="memory of the whole sandbox (cgroup) and address space per process, MiB"
+        ),
+    ] = 2048,
 ) -> None:
     """Run scripted episodes for real: terminal and swe in bubblewrap sandboxes (no network,
     a throw-away root per episode), mcp against a live MCP server, search on a full-text
