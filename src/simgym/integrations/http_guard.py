@@ -19,6 +19,7 @@ import hmac
 import ipaddress
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from simgym.core.errors import SimgymError
@@ -52,6 +53,17 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
         )
 
 
+async def send_json_error(
+    send: Any, status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    """Answer an HTTP request from ASGI middleware with ``{"detail": ...}``, as FastAPI's
+    own errors look, before the app sees it."""
+    body = json.dumps({"detail": detail}).encode()
+    head = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": head + list(headers)})
+    await send({"type": "http.response.body", "body": body})
+
+
 class BearerAuth:
     """ASGI middleware: every HTTP request and WebSocket handshake must carry the token.
     An HTTP request without it gets 401; a WebSocket is closed before it is accepted
@@ -68,21 +80,12 @@ class BearerAuth:
         if scope["type"] == "websocket":
             await send({"type": "websocket.close", "code": 1008, "reason": "token required"})
             return
-        body = json.dumps(
-            {"detail": "missing or wrong token: send 'Authorization: Bearer TOKEN'"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b'Bearer realm="simgym"'),
-                ],
-            }
+        await send_json_error(
+            send,
+            401,
+            "missing or wrong token: send 'Authorization: Bearer TOKEN'",
+            [(b"www-authenticate", b'Bearer realm="simgym"')],
         )
-        await send({"type": "http.response.body", "body": body})
 
     def _allowed(self, scope: Any) -> bool:
         for name, value in scope.get("headers", []):

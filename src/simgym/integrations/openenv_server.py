@@ -87,7 +87,11 @@ from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.data.trajectories import TrajectoryWriter
 from simgym.integrations.common import agent_safe, as_task, as_tasks
-from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
+from simgym.integrations.http_guard import (
+    BearerAuth,
+    require_token_off_loopback,
+    send_json_error,
+)
 from simgym.rewards import RewardResult, build_reward
 
 try:
@@ -798,20 +802,7 @@ class _MessageGuard:
         await self.app(scope, replay, send)
 
     async def _too_large(self, send: Any) -> None:
-        body = json.dumps(
-            {"detail": f"request too large: the limit is {self.max_bytes} bytes"}
-        ).encode()
-        await send(
-            {
-                "type": "http.response.start",
-                "status": 413,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await send_json_error(send, 413, f"request too large: the limit is {self.max_bytes} bytes")
 
     async def _websocket(self, scope: Any, receive: Any, send: Any) -> None:
         async def bounded_receive() -> Any:
