@@ -661,7 +661,8 @@ async def reap(proc: asyncio.subprocess.Process, *, timeout: float = 5.0) -> Non
         await proc.wait()
 
     try:
-        await asyncio.wait_for(drain(), timeout)
+        async with asyncio.timeout(timeout):
+            await drain()
     except TimeoutError:
         _kill_group(proc.pid)
 
@@ -693,7 +694,8 @@ async def _stop(proc: asyncio.subprocess.Process) -> None:
         if kill is not None:
             kill(proc.pid)
         try:
-            await asyncio.wait_for(proc.wait(), 2)
+            async with asyncio.timeout(2):
+                await proc.wait()
             return
         except TimeoutError:
             continue
@@ -822,7 +824,10 @@ class ShellSession:
         try:
             assert self._proc.stdin is not None
             self._proc.stdin.write(self._nonce.encode() + b"\n")
-            await asyncio.wait_for(self._read_until_ready(), timeout)
+            # asyncio.timeout, not wait_for: on Python 3.11 wait_for can swallow a
+            # cancellation that lands as the awaited call finishes, and Ctrl-C is then lost.
+            async with asyncio.timeout(timeout):
+                await self._read_until_ready()
             deadline = time.monotonic() + timeout
             while not await self._prompt_drawn(0):
                 if time.monotonic() > deadline:
@@ -937,7 +942,8 @@ class ShellSession:
                 # an earlier request timed out and its late answer arrives now: skip it
 
         try:
-            text, code = await asyncio.wait_for(collect(), timeout)
+            async with asyncio.timeout(timeout):
+                text, code = await collect()
         except TimeoutError:
             raise SandboxError(f"tmux {args[0]} did not answer in {timeout:g}s") from None
         if code != 0:

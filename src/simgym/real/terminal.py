@@ -261,5 +261,41 @@ def _failed(spec: Any, executor: Any, exc: Exception) -> Trajectory:
 
 
 def record(files: Iterable[str | Path], out: str | Path, **options: Any) -> list[Trajectory]:
-    """Blocking :func:`arecord`."""
-    return asyncio.run(arecord(files, out, **options))
+    """Blocking :func:`arecord`; Ctrl-C stops it with KeyboardInterrupt."""
+    return asyncio.run(_interruptible(arecord(files, out, **options)))
+
+
+async def _interruptible(work: Any) -> Any:
+    """Run ``work``; on SIGINT cancel it, and cancel again until it ends, then raise
+    KeyboardInterrupt. asyncio.run's own handler cancels once, and a cancellation that
+    lands as an awaited call finishes can be swallowed on the way (Python 3.11's
+    ``wait_for``, libraries), after which the run would go on as if nothing happened."""
+    import signal
+
+    task = asyncio.ensure_future(work)
+    loop = asyncio.get_running_loop()
+    hits: list[float] = []
+
+    def cancel() -> None:
+        if not task.done():
+            task.cancel()
+            loop.call_later(0.5, cancel)
+
+    def on_sigint() -> None:
+        hits.append(loop.time())
+        cancel()
+
+    try:
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
+    except (RuntimeError, ValueError, NotImplementedError):  # not the main thread
+        return await task
+    try:
+        return await task
+    except asyncio.CancelledError:
+        if hits:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        if hits and task.done() and not task.cancelled():
+            raise KeyboardInterrupt  # the work finished anyway: still say it was stopped
