@@ -224,6 +224,7 @@ async def play(
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
         validation_retries=settings.retries,
+        render_known=True,  # the model's own answer is what this measures
         grounding=grounding,  # type: ignore[arg-type]
         seed=trajectory.seed,
     )

@@ -523,7 +523,10 @@ async def test_record_and_replay_round_trip(tmp_path):
 
 async def test_embedded_model_simulates_two_turns():
     # One attempt per turn (no format retries): the machine is slow and content is not judged.
-    env = simgym.make("swe", world_model="local", max_tokens=40, seed=5, validation_retries=0)
+    # render_known: the model renders even what the state determines (a file read).
+    env = simgym.make(
+        "swe", world_model="local", max_tokens=40, seed=5, validation_retries=0, render_known=True
+    )
     first = await env.reset("Fix the failing test")
     assert first.text.startswith("Repository acme/invoicing")
     await env.step({"name": "read_file", "arguments": {"path": "invoicing/totals.py"}})

@@ -9,12 +9,31 @@ from simgym import LocalWorldModel, WorldModelError
 async def test_embedded_model_simulates_a_terminal_turn():
     env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3)
     first = await env.reset("list the files")
-    res = await env.step("ls")
+    res = await env.step("python3 --version")  # no state determines it: the model renders
     assert first.text == "dev@devbox:~$ "
     turn = env.trajectory.turns[-1]
     assert res.observation.kind == "observation" and res.observation.text.strip()
     assert turn.usage.prompt_tokens > 100 and turn.usage.completion_tokens > 0
     assert env.trajectory.world_model["backend"] == "local"
+
+
+async def test_embedded_model_leaves_what_the_state_determines_to_simgym():
+    env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3)
+    await env.reset("list the files")
+    res = await env.step("ls -la")
+    turn = env.trajectory.turns[-1]
+    assert turn.grounding["strict"]["action"] == "state" and turn.attempts == 0
+    assert turn.usage.prompt_tokens == 0  # no model call
+    lines = res.observation.text.splitlines()
+    assert lines[1] == "total 16" and lines[-2].endswith(" project")
+    assert "-rw-r--r-- 1 dev  dev    23 Mar 14 09:26 notes.txt" in lines
+    # asked to, the model renders it and strict mode checks it as before
+    env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3, render_known=True)
+    await env.reset("list the files")
+    res2 = await env.step("ls -la")
+    turn = env.trajectory.turns[-1]
+    assert turn.usage.prompt_tokens > 100 and turn.attempts >= 1
+    assert res2.observation.text == res.observation.text
 
 
 async def test_long_history_is_trimmed_to_fit_the_context():

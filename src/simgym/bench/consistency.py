@@ -327,6 +327,7 @@ class ScriptedTurns:
         # Forwarded so that a SimEnv built without ``grounding=`` acts as on the backend
         # itself; the benchmark passes its grounding mode explicitly anyway.
         self.default_grounding = getattr(inner, "default_grounding", None)
+        self.render_known = getattr(inner, "render_known", None)
         self.script: Scripted | None = None
         self.request_chars = 0  # size of the last request forwarded to the model
         self.answers: list[str] = []  # observations the model wrote, for the row

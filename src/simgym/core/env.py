@@ -117,6 +117,12 @@ class SimEnv:
             effects go to the ledger, and strict mode checks and corrects observations.
             Default: the backend's ``default_grounding`` (``strict`` for the embedded
             model), else ``"off"``.
+        render_known: in strict mode, whether the world model still renders an observation
+            that the state determines whole (``pwd``, ``cat`` of a known file, a record
+            lookup). False: simgym answers it without a model call (the turn records
+            ``strict.action == "state"``), which is what strict mode would keep anyway.
+            Default: the backend's ``render_known``, else True (a benchmark of the model
+            wants to see its answers).
         experience: recorded real transitions to retrieve from (``simgym.experience``);
             the ``experience_k`` most similar ones, within ``experience_chars``
             characters, are shown with each action (not with ``grounding="off"``). A
@@ -148,6 +154,7 @@ class SimEnv:
         experience: ExperienceSource | str | Path | None = None,
         experience_k: int = 3,
         experience_chars: int = 1200,
+        render_known: bool | None = None,
     ) -> None:
         if context not in ("history", "state"):
             raise ValueError(f"context must be 'history' or 'state', not {context!r}")
@@ -175,6 +182,10 @@ class SimEnv:
         if mode not in MODES:
             raise ValueError(f"grounding must be one of {', '.join(MODES)}, not {mode!r}")
         self.grounding: GroundingMode = mode  # type: ignore[assignment]
+        default_render = getattr(world_model, "render_known", None)
+        self.render_known = (
+            render_known if render_known is not None else default_render is not False
+        )
         self.experience = _open_experience(experience)
         self.experience_k = max(0, experience_k)
         self.experience_chars = experience_chars
@@ -311,16 +322,21 @@ class SimEnv:
         record = fault.record() if fault is not None else None
         if fault is not None and fault.mode == "template" and parsed is not None:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
+        known = self.grounding == "strict" and grounding and grounding.observation is not None
         try:
-            # When strict mode knows the whole answer, a format retry would only re-roll
-            # what the correction replaces anyway.
-            known = self.grounding == "strict" and grounding and grounding.observation is not None
-            prediction, attempts, problems = await self._predict(
-                request, parsed, self._last_observation(), tries=1 if known else None
-            )
-            prediction, attempts, strict = await self._enforce(
-                grounding, request, parsed, prediction, attempts
-            )
+            if known and not self.render_known:
+                assert grounding is not None and grounding.observation is not None
+                prediction = Prediction(observation=grounding.observation, model="state")
+                attempts, problems, strict = 0, [], {"problems": [], "action": "state"}
+            else:
+                # When strict mode knows the whole answer, a format retry would only
+                # re-roll what the correction replaces anyway.
+                prediction, attempts, problems = await self._predict(
+                    request, parsed, self._last_observation(), tries=1 if known else None
+                )
+                prediction, attempts, strict = await self._enforce(
+                    grounding, request, parsed, prediction, attempts
+                )
             if strict and strict["action"] in ("corrected", "reasked", "unresolved"):
                 problems = self._check(prediction, parsed)  # of the observation now kept
             prediction, broken = self._repair(prediction, parsed, problems, fault is not None)

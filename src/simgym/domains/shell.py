@@ -21,6 +21,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 SCREEN_WIDTH = 80
@@ -133,9 +134,16 @@ class _Session:
     """The shell's view while one command line runs: files change as commands go."""
 
     def __init__(
-        self, files: Files, cwd: str, env: dict[str, str], home: str, unknown: set[str]
+        self,
+        files: Files,
+        cwd: str,
+        env: dict[str, str],
+        home: str,
+        unknown: set[str],
+        clock: datetime | None = None,
     ) -> None:
         self.files = files
+        self.clock = clock  # every file's time in `ls -l`; None: long listings are unknown
         self.content = files.files()
         self.dirs = files.dirs()
         self.unknown = unknown  # files whose content, and directories whose listing, are unknown
@@ -225,12 +233,15 @@ def run_line(
     user: str = "user",
     host: str = "localhost",
     unknown: list[str] | tuple[str, ...] = (),
+    clock: datetime | None = None,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
-    directories of unknown listing): nothing certain is said about them."""
+    directories of unknown listing): nothing certain is said about them. ``clock`` is the
+    machine's time, shown as every file's time by ``ls -l`` (without it a long listing is
+    left to the model)."""
     files = Files(entries, root)
-    session = _Session(files, cwd, env or {}, home, {files.abs(k) for k in unknown})
+    session = _Session(files, cwd, env or {}, home, {files.abs(k) for k in unknown}, clock)
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -423,8 +434,9 @@ def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
 
 
 def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
-    flags, operands = _flags(args, "aA1Fp")
-    if {"l"} & flags:
+    flags, operands = _flags(args, "aA1Fpl")
+    long = "l" in flags
+    if long and session.clock is None:
         raise _Unknown
     errors, blocks, status = [], [], 0
     targets = operands or ["."]
@@ -440,20 +452,66 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
             errors.append(f"ls: cannot access '{name}': No such file or directory\n")
             status = 2
     if files_shown:
-        blocks.append(_columns(sorted(files_shown, key=_ls_key), "1" in flags))
+        shown = sorted(files_shown, key=_ls_key)
+        if long:
+            blocks.append(_long(session, [(n, session.path(n)) for n in shown], user, None))
+        else:
+            blocks.append(_columns(shown, "1" in flags))
     for name, path in dirs_shown:
         names = session.children(path)
         if "a" in flags:
             names = sorted([".", "..", *names], key=_ls_key)
         elif "A" not in flags:
             names = [n for n in names if not n.startswith(".")]
-        if "F" in flags or "p" in flags:
-            names = [n + "/" if session.is_dir(posixpath.join(path, n)) else n for n in names]
-        body = _columns(names, "1" in flags)
+        marked = [
+            n + "/" if ("F" in flags or "p" in flags) and _is_dir(session, path, n) else n
+            for n in names
+        ]
+        if long:
+            rows = [(m, posixpath.normpath(posixpath.join(path, n))) for m, n in zip(marked, names)]
+            body = _long(session, rows, user, path)
+        else:
+            body = _columns(marked, "1" in flags)
         if len(targets) > 1:
             body = f"{name}:\n{body}"
         blocks.append(body)
     return "\n".join(b for b in blocks), "".join(errors), status
+
+
+def _is_dir(session: _Session, directory: str, name: str) -> bool:
+    return session.is_dir(posixpath.normpath(posixpath.join(directory, name)))
+
+
+def _long(
+    session: _Session, rows: list[tuple[str, str]], user: str, directory: str | None
+) -> str:
+    """``ls -l`` as GNU coreutils prints it: mode, links, owner, group, size, time, name,
+    columns aligned, a ``total`` line (1K blocks) for a directory's listing. Files under the
+    home belong to the user, the rest to root; every time is the machine's clock."""
+    assert session.clock is not None
+    home = session.home.rstrip("/")
+    cells = []
+    blocks = 0
+    for shown, path in rows:
+        if path in session.dirs:
+            subdirs = sum(1 for d in session.dirs if d != "/" and posixpath.dirname(d) == path)
+            mode = "drwxr-x---" if path == home and user != "root" else "drwxr-xr-x"
+            links, size = 2 + subdirs, 4096
+        else:
+            size = len(session.read(path).encode("utf-8"))
+            mode, links = "-rw-r--r--", 1
+        blocks += -(-size // 4096) * 4
+        owner = user if path == home or path.startswith(home + "/") else "root"
+        cells.append((mode, str(links), owner, owner, str(size), shown))
+    when = f"{session.clock:%b} {session.clock.day:>2} {session.clock:%H:%M}"
+    widths = [max(len(c[i]) for c in cells) for i in range(5)]
+    lines = [f"total {blocks}"] if directory is not None else []
+    for mode, links, owner, group, size, shown in cells:
+        lines.append(
+            f"{mode} {links:>{widths[1]}} {owner:<{widths[2]}} {group:<{widths[3]}} "
+            f"{size:>{widths[4]}} {when} {shown}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def _columns(names: list[str], one_per_line: bool) -> str:
@@ -740,6 +798,7 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "pwd": _pwd,
     "cd": _cd,
     "ls": _ls,
+    "ll": lambda s, a, user, host: _ls(s, ["-alF", *a], user, host),  # Ubuntu's alias
     "cat": _cat,
     "echo": _echo,
     "touch": _touch,

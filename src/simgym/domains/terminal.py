@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import Field, field_validator
@@ -80,6 +81,11 @@ class TerminalScenario(ScenarioBase):
     programs: list[str] = Field(default_factory=list, description="installed programs")
     services: list[str] = Field(default_factory=list, description="running services")
     env: dict[str, str] = Field(default_factory=dict, description="environment variables")
+    clock: datetime = Field(
+        datetime(2025, 3, 14, 9, 26),
+        description="the machine's time when the episode starts; `ls -l` shows it as every "
+        "file's time",
+    )
 
     @field_validator("user", "hostname")
     @classmethod
@@ -230,6 +236,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         user=scenario.user,
         host=scenario.hostname,
         unknown=state.get("unknown") or (),
+        clock=scenario.clock,
     )
     before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()

@@ -418,6 +418,8 @@ class LocalWorldModel:
 
     # A small model gets facts wrong unless they are handed to it and checked.
     default_grounding = "strict"
+    # Re-rendering what the state determines costs a small model seconds and gains nothing.
+    render_known = False
 
     def __init__(
         self,
