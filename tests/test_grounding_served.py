@@ -14,7 +14,7 @@ from simgym.core.grounding import FACTS_HEADER
 def test_play_terminal_on_the_embedded_default_gets_the_facts_right(tmp_path):
     """The issue's acceptance session, run as a user runs it: piped into `simgym play`."""
     out = tmp_path / "play.jsonl"
-    lines = "pwd\ncat notes.txt\necho hi > a.txt\ncat a.txt\nrm a.txt\nls\nexit\n"
+    lines = "ls -la\npwd\ncat notes.txt\necho hi > a.txt\ncat a.txt\nrm a.txt\nls\nexit\n"
     done = subprocess.run(
         [sys.executable, "-m", "simgym", "play", "terminal", "--out", str(out)],
         input=lines,
@@ -33,7 +33,12 @@ def test_play_terminal_on_the_embedded_default_gets_the_facts_right(tmp_path):
     trajectory = json.loads(out.read_text().splitlines()[-1])
     assert trajectory["world_model"]["backend"] == "local"
     assert "a.txt" not in json.dumps(trajectory["final_state"]["files"])
-    assert all(t["grounding"] for t in trajectory["turns"][:-1])
+    assert all(t["grounding"] for t in trajectory["turns"])
+    # `ls -la` in GNU's long format, and one transcript: each prompt shown once
+    at = screen.index("dev@devbox:~$ ls -la")
+    assert screen[at + 1] == "total 16"
+    assert screen[at + 4] == "-rw-r--r-- 1 dev  dev    23 Mar 14 09:26 notes.txt"
+    assert "dev@devbox:~$" not in screen and screen[-2:] == ["dev@devbox:~$ exit", "exit"]
 
 
 async def test_grounding_through_the_openai_backend_in_both_context_modes(llama_server):

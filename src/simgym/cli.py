@@ -291,7 +291,11 @@ def play(
         # of a UnicodeDecodeError that would end the session.
         sys.stdin.reconfigure(errors="surrogateescape")
     first = env.reset(task or None)
-    _show(first.text, interactive, last=domain == "terminal")
+    show = _Transcript() if domain == "terminal" and not interactive else None
+    if show:
+        show(first.text)
+    else:
+        _show(first.text, interactive, last=domain == "terminal")
     try:
         while True:
             try:
@@ -323,12 +327,19 @@ def play(
                 text = result.observation.text
                 if interactive and domain == "terminal":
                     text = _drop_echo(text, line)
-                _show(text, interactive, last=domain == "terminal")
+                if show:
+                    show(text)
+                else:
+                    _show(text, interactive, last=domain == "terminal")
             if result.done or result.truncated:
+                if show:
+                    show.end()
                 reason = "episode finished" if result.done else "episode truncated"
                 errors.print(f"[dim]({reason} after {result.info['turn']} turns)[/]")
                 break
     finally:
+        if show:
+            show.end()
         env.close()
         simgym.run_sync(backend.aclose())
         if writer:
@@ -361,6 +372,28 @@ def _show(text: str, interactive: bool, last: bool) -> None:
     else:
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
+
+
+class _Transcript:
+    """Piped terminal screens as one transcript: a screen's closing prompt is held back and
+    left out when the next screen starts by echoing it with the command typed there."""
+
+    def __init__(self) -> None:
+        self.pending: str | None = None
+
+    def __call__(self, screen: str) -> None:
+        lines = screen.rstrip("\n").split("\n")
+        if self.pending is not None and not lines[0].startswith(self.pending.rstrip()):
+            sys.stdout.write(self.pending + "\n")
+        self.pending = lines[-1]
+        sys.stdout.write("".join(f"{line}\n" for line in lines[:-1]))
+        sys.stdout.flush()
+
+    def end(self) -> None:
+        if self.pending is not None:
+            sys.stdout.write(self.pending + "\n")
+            sys.stdout.flush()
+        self.pending = None
 
 
 def _drop_echo(screen: str, typed: str) -> str:

@@ -223,9 +223,17 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
             facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
             effects={"foreground": None} if done else None,
         )
-    if not typed.endswith("\n") or "\n" in typed[:-1] or _is_final(action):
+    if not typed.endswith("\n") or "\n" in typed[:-1]:
         return None
     line = typed[:-1]
+    if _is_final(action):
+        # bash says which way it leaves; the session (and the screen) ends there
+        prompt = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
+        word = line.strip()
+        return Grounding(
+            facts=[f"the shell exits and prints `{word}`; the session ends"],
+            observation=f"{prompt} {line}\n{word}\n",
+        )
     files = state.get("files") or {}
     result = run_line(
         line,
