@@ -51,10 +51,10 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import EpisodeStateError, SimgymError
 from simgym.core.grounding import MODES as GROUNDINGS
 from simgym.core.grounding import Grounding
+from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Observation, Trajectory, Turn
 from simgym.core.worldmodel import Messages, Prediction, WorldModel
 from simgym.data.export import row_id
-from simgym.data.trajectories import read_trajectories
 
 SCHEMA = "simgym.benchmarks.grounding_devset/1"
 DEVSET = Path(__file__).resolve().parent.parent / "devset"

@@ -4,6 +4,10 @@ measured side by side in one run on the default terminal scenario.
 
     .venv/bin/python benchmarks/local_latency.py [--slots 8] [--turns 12] [--old-turns N]
 
+Three settings, grounding off unless named: ``old: slots=1``, ``new: slots=N``, and
+``default: slots=N, strict`` (the embedded default as ``simgym play``/``run`` use it; strict
+mode answers the steps the state determines without a model call).
+
 (a) sequential: one episode of ``--seq-turns`` steps, then a second episode of the same
     scenario (its first step should reuse the system prompt the first one evaluated).
 (b) interleaved: ``--episodes`` episodes stepped round-robin, one step each, ``--turns``
@@ -35,27 +39,29 @@ from rich.table import Table
 import simgym
 from simgym.worldmodels.local import LocalWorldModel, unload_models
 
+# A terminal session as agents type it: mostly file work the state determines, and a
+# quarter that only the model can answer (programs, grep, git, the date).
 ACTIONS = [
     "ls",
     "pwd",
     "cat notes.txt",
     "echo hi > a.txt",
     "cat a.txt",
+    "grep milk notes.txt",
     "mkdir work",
     "cd work",
     "ls -la",
+    "python3 ../project/main.py",
     "touch b.txt",
     "ls",
     "cd ..",
     "whoami",
-    "echo done",
+    "uname -a",
     "wc -l a.txt",
     "ls -la",
-    "cat a.txt",
-    "pwd",
     "date",
+    "git status",
     "echo bye",
-    "ls",
 ]
 
 
@@ -97,19 +103,19 @@ class Steps:
         return took
 
 
-def make_env(wm: LocalWorldModel, seed: int, max_tokens: int) -> simgym.SimEnv:
+def make_env(wm: LocalWorldModel, seed: int, max_tokens: int, grounding: str) -> simgym.SimEnv:
     return simgym.make(
-        "terminal", world_model=wm, grounding="off", seed=seed, max_tokens=max_tokens
+        "terminal", world_model=wm, grounding=grounding, seed=seed, max_tokens=max_tokens
     )
 
 
 async def sequential(
-    wm: LocalWorldModel, turns: int, max_tokens: int | None
+    wm: LocalWorldModel, turns: int, max_tokens: int | None, grounding: str
 ) -> tuple[Steps, float]:
     steps = Steps(wm)
     first_of_second = 0.0
     for episode in range(2):
-        env = make_env(wm, seed=100 + episode, max_tokens=max_tokens)
+        env = make_env(wm, seed=100 + episode, max_tokens=max_tokens, grounding=grounding)
         await env.reset("explore the home directory")
         for t in range(turns):
             took = await steps.step(env, ACTIONS[t % len(ACTIONS)])
@@ -119,10 +125,10 @@ async def sequential(
 
 
 async def interleaved(
-    wm: LocalWorldModel, episodes: int, turns: int, max_tokens: int | None
+    wm: LocalWorldModel, episodes: int, turns: int, max_tokens: int | None, grounding: str
 ) -> Steps:
     steps = Steps(wm)
-    envs = [make_env(wm, seed=200 + i, max_tokens=max_tokens) for i in range(episodes)]
+    envs = [make_env(wm, 200 + i, max_tokens, grounding) for i in range(episodes)]
     for i, env in enumerate(envs):
         await env.reset(f"task {i}: explore the home directory")
     for t in range(turns):
@@ -152,11 +158,21 @@ def main() -> None:
     parser.add_argument(
         "--max-tokens", type=int, default=None, help="observation token cap (default: the env's)"
     )
+    parser.add_argument(
+        "--no-strict",
+        dest="strict",
+        action="store_false",
+        help="skip the third setting (the default: strict grounding)",
+    )
     args = parser.parse_args()
     old_turns = args.turns if args.old_turns is None else args.old_turns
-    settings = [(f"new: slots={args.slots}", args.slots, args.turns)]
+    settings = [(f"new: slots={args.slots}", args.slots, args.turns, "off")]
     if old_turns > 0:
-        settings.insert(0, ("old: slots=1", 1, old_turns))
+        settings.insert(0, ("old: slots=1", 1, old_turns, "off"))
+    if args.strict:
+        # the embedded default as a user gets it: strict grounding answers what the state
+        # determines without a model call (render_known=False), the model renders the rest
+        settings.append((f"default: slots={args.slots}, strict", args.slots, args.turns, "strict"))
 
     console = Console(width=200)
     console.print(f"load average at start: {load()} ({os.cpu_count()} CPUs)")
@@ -171,17 +187,17 @@ def main() -> None:
         "median CPU s",
         "median evaluated tokens",
         "RSS / PSS MB before → after",
-        title="embedded world model (SmolLM2-135M + shipped adapter), terminal, grounding off",
+        title="embedded world model (SmolLM2-135M + shipped adapter), terminal",
     )
     observations: dict[str, list[str]] = {}
     footprint: list[tuple[float, float, int]] = []  # (RSS, PSS) grown, slots open
-    for name, slots, turns in settings:
+    for name, slots, turns, grounding in settings:
         unload_models()
         wm = LocalWorldModel(slots=slots)
         before = memory_mb()
         started = time.perf_counter()
-        seq, first = asyncio.run(sequential(wm, args.seq_turns, args.max_tokens))
-        inter = asyncio.run(interleaved(wm, args.episodes, turns, args.max_tokens))
+        seq, first = asyncio.run(sequential(wm, args.seq_turns, args.max_tokens, grounding))
+        inter = asyncio.run(interleaved(wm, args.episodes, turns, args.max_tokens, grounding))
         after = memory_mb()
         mem = f"{before['rss']:.0f} / {before['pss']:.0f} → {after['rss']:.0f} / {after['pss']:.0f}"
         table.add_row(
@@ -218,15 +234,15 @@ def main() -> None:
         observations[name] = seq.observations + inter.observations[: args.episodes * old_turns]
     unload_models()
     console.print(table)
-    if len(settings) < 2:
+    if old_turns <= 0:
         return
-    old, new = observations.values()
+    old, new = list(observations.values())[:2]
     same = sum(a == b for a, b in zip(old, new, strict=False))
     console.print(
         f"same observations in both settings: {same}/{min(len(old), len(new))} steps compared "
         f"(interleaved: the first {min(old_turns, args.turns)} turns, which both ran)"
     )
-    (old_rss, old_pss, _), (new_rss, new_pss, opened) = footprint
+    (old_rss, old_pss, _), (new_rss, new_pss, opened) = footprint[:2]
     if opened > 1:
         console.print(
             f"memory per extra slot: ~{(new_rss - old_rss) / (opened - 1):.0f} MB RSS, "

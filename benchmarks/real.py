@@ -29,7 +29,7 @@ from rich.table import Table
 
 import simgym.domains  # noqa: F401  (registers the built-in domains)
 from simgym.core.env import SimEnv
-from simgym.real.terminal import real_backends
+from simgym.real.registry import real_backends
 from simgym.rollout.scripted import load_specs
 from simgym.worldmodels import LocalWorldModel
 

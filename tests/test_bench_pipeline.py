@@ -15,12 +15,12 @@ import typer
 from typer.testing import CliRunner
 
 import simgym
-from simgym.bench.cli import bench_app, build_backend, request_settings
 from simgym.bench.data import load_rows, select_rows
 from simgym.bench.infer import plan_infer, run_infer
 from simgym.bench.judge import run_judge
 from simgym.bench.runner import is_transient
 from simgym.bench.store import load_results, read_rows
+from simgym.cli.bench import bench_app, build_backend, request_settings
 from simgym.core.errors import WorldModelError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ import glob
 import pytest
 
 import simgym
-import simgym.domains.desktop as desktop
+import simgym.domains.os as desktop
 from simgym import Action, ActionError
 from simgym.rollout.scripted import load_specs, run_episode
 from support import scripted_world

@@ -273,8 +273,8 @@ def test_domains_are_isolated(tmp_path):
 
 
 def test_other_formats_gzip_and_factory_folders(tmp_path):
+    from simgym.core.trajectories import read_trajectories
     from simgym.data.export import sft_examples
-    from simgym.data.trajectories import read_trajectories
 
     trajectory = next(read_trajectories(TRAJECTORIES))
     chat = tmp_path / "sft.jsonl.gz"

@@ -527,7 +527,7 @@ def test_export_transition_mode_uses_the_default_budget(count: Any) -> None:
 
 def test_importing_the_module_adds_the_command() -> None:
     import simgym.cli
-    import simgym.cli_factory  # noqa: F401
+    import simgym.cli.factory  # noqa: F401
 
     names = {c.name or c.callback.__name__ for c in simgym.cli.app.registered_commands}
     assert "factory" in names
@@ -538,7 +538,7 @@ def test_importing_the_module_adds_the_command() -> None:
 def test_command_records_search_and_exports(tmp_path: Path) -> None:
     env = {**os.environ, "COLUMNS": "120"}
     done = subprocess.run(
-        [sys.executable, "-m", "simgym.cli_factory", "--out", str(tmp_path / "run"),
+        [sys.executable, "-m", "simgym.cli.factory", "--out", str(tmp_path / "run"),
          "--domains", "search", "--transitions", "25", "--concurrency", "2", "--seed", "3",
          "--sft-out", str(tmp_path / "sft"), "--n-ctx", "8192"],
         capture_output=True, text=True, timeout=300, env=env, check=False,
@@ -549,13 +549,13 @@ def test_command_records_search_and_exports(tmp_path: Path) -> None:
     assert (tmp_path / "sft" / "train.jsonl").stat().st_size > 0
     assert "sft rows" in done.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "simgym.cli_factory", "--out", str(tmp_path / "x"),
+        [sys.executable, "-m", "simgym.cli.factory", "--out", str(tmp_path / "x"),
          "--domains", "search,nope", "--transitions", "5"],
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip
     assert bad.returncode == 2 and "unknown domain" in bad.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "simgym.cli_factory", "--out", str(tmp_path / "x"),
+        [sys.executable, "-m", "simgym.cli.factory", "--out", str(tmp_path / "x"),
          "--weights", "web=lots"],
         capture_output=True, text=True, timeout=120, env=env, check=False,
     )  # fmt: skip

@@ -22,8 +22,8 @@ import simgym
 from simgym.bench.data import load_rows, row_from_record
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import MAX_DEPTH, load_yaml, loads_json
+from simgym.core.trajectories import UnreadableLineWarning, read_trajectories
 from simgym.core.types import Action
-from simgym.data.trajectories import UnreadableLineWarning, read_trajectories
 from simgym.rollout.scripted import load_specs
 from simgym.worldmodels.function import FunctionWorldModel
 

@@ -17,7 +17,7 @@ from simgym.bench.data import clean_observation, load_rows, select_rows
 from simgym.bench.messages import build_messages
 from simgym.bench.store import RowWriter, read_rows
 from simgym.core.grounding import FACTS_HEADER
-from simgym.data.trajectories import read_trajectories
+from simgym.core.trajectories import read_trajectories
 
 ROOT = Path(__file__).resolve().parent.parent
 DEVSET = ROOT / "devset"

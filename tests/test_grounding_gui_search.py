@@ -9,15 +9,16 @@ import pytest
 
 import simgym
 from simgym import Action
-from simgym.control.themes import THEMES
-from simgym.control.world_render import page_url
-from simgym.control.world_tasks import generate_tasks
-from simgym.control.worlds import generate_world
 from simgym.core.grounding import FACTS_HEADER
 from simgym.core.state import StateLedger, merge_patch
-from simgym.domains import gui_ground, search_ground
+from simgym.domains import search_ground
+from simgym.domains._gui import ground as gui_ground
 from simgym.domains.search import SearchScenario
 from simgym.worldmodels.function import FunctionWorldModel
+from simgym.worlds.generate import generate_world
+from simgym.worlds.render import page_url
+from simgym.worlds.tasks import generate_tasks
+from simgym.worlds.themes import THEMES
 
 PY_URL = "https://www.python.org/downloads/release/python-3130/"
 PY_TITLE = "Python Release Python 3.13.0 | Python.org"

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 
 import simgym
 from conftest import free_port
-from simgym.cli_errors import friendly_errors
+from simgym.cli.errors import friendly_errors
 from simgym.core.safeload import YAML_ALIAS_BUDGET, load_yaml
 from simgym.worldmodels.function import FunctionWorldModel
 

@@ -25,7 +25,7 @@ from typer.testing import CliRunner
 
 import simgym
 from simgym.cli import app as simgym_app
-from simgym.cli_serve import load_world
+from simgym.cli.serve import load_world
 from simgym.integrations.mcp_server import (
     EPISODE_META,
     SERVER_STOPPED,
@@ -86,7 +86,7 @@ def recordings(bank: dict[str, Any], tmp_path_factory) -> Path:
 def serve_args(recordings: Path, out: Path, *extra: str) -> list[str]:
     return [
         "-m",
-        "simgym.cli_serve",
+        "simgym.cli.serve",
         "--mcp",
         "--scenario",
         str(BANK),
@@ -351,7 +351,7 @@ def test_bad_configuration_is_refused_before_serving(bank: dict[str, Any]) -> No
 
 
 def run_serve(*args: str) -> Any:
-    """``simgym serve ARGS`` in process (importing simgym.cli_serve adds the command)."""
+    """``simgym serve ARGS`` in process (importing simgym.cli.serve adds the command)."""
     return CliRunner().invoke(simgym_app, ["serve", *args])
 
 
@@ -417,7 +417,7 @@ def test_load_world_reads_episode_and_scenario_files(tmp_path: Path) -> None:
 
 async def test_terminal_world_on_the_embedded_model_over_stdio(tmp_path: Path) -> None:
     out = tmp_path / "terminal.jsonl"
-    args = ["-m", "simgym.cli_serve", "--mcp", "--domain", "terminal", "--task", "List files"]
+    args = ["-m", "simgym.cli.serve", "--mcp", "--domain", "terminal", "--task", "List files"]
     args += ["--max-tokens", "48", "--out", str(out)]  # the default world model: local
     params = StdioServerParameters(command=sys.executable, args=args, cwd=ROOT)
     async with mcp.Client(params, read_timeout_seconds=240) as client:

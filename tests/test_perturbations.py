@@ -10,16 +10,16 @@ import pytest
 
 import simgym
 from simgym import Action, FunctionWorldModel
-from simgym.control.curriculum import (
+from simgym.core import contract
+from simgym.perturb.curriculum import (
     TIERS,
     Curriculum,
     difficulty,
     env_perturbations,
     perturbations_for_level,
 )
-from simgym.control.faults import FAULT_KINDS, Fault, control_instruction
-from simgym.control.perturb import PerturbationError, Perturbations, load_perturbations
-from simgym.core import contract
+from simgym.perturb.faults import FAULT_KINDS, Fault, control_instruction
+from simgym.perturb.plan import PerturbationError, Perturbations, load_perturbations
 
 ERROR_KINDS = {
     "auth_failure",

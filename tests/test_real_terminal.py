@@ -18,7 +18,8 @@ from simgym.core import contract
 from simgym.data.export import AWB_FIELDS, export_files, read_rows
 from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession, bwrap_problem
 from simgym.real.swe import RealSWE
-from simgym.real.terminal import RealTerminal, keystroke_batches, record
+from simgym.real.terminal import RealTerminal, keystroke_batches
+from simgym.rollout.record import record
 
 pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason=str(bwrap_problem()))
 

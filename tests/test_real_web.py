@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import simgym
-from simgym.domains import uitree
+from simgym.domains._gui import uitree
 
 CHROMIUM = Path("/usr/bin/chromium")
 pytestmark = pytest.mark.skipif(

@@ -9,8 +9,6 @@ import pytest
 
 import simgym
 from simgym import Action, Observation, Task, Trajectory, Turn
-from simgym.control.world_tasks import generate_tasks
-from simgym.control.worlds import generate_world
 from simgym.rewards import (
     Contains,
     ExactMatch,
@@ -33,6 +31,8 @@ from simgym.rewards import (
 )
 from simgym.rewards.judge import render_episode
 from simgym.rewards.verifiers import resolve_path, split_path
+from simgym.worlds.generate import generate_world
+from simgym.worlds.tasks import generate_tasks
 from support import scripted_world
 
 

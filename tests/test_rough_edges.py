@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 import simgym
-from simgym.cli_console import HELP_WIDTH, PIPE_WIDTH, make_console, width_for
+from simgym.cli.console import HELP_WIDTH, PIPE_WIDTH, make_console, width_for
 from simgym.core.domain import example_call, get_domain
 from simgym.core.types import ToolSpec
 from simgym.integrations.gymnasium_env import SimgymTextEnv
@@ -176,7 +176,7 @@ def test_help_in_a_pipe_shows_whole_option_names() -> None:
 def test_tables_in_a_pipe_keep_their_headers(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from simgym.cli import _summary
+    from simgym.cli.run import summary_table as _summary
 
     out = tmp_path / "run.jsonl"
     with simgym.TrajectoryWriter(out) as writer:

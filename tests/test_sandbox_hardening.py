@@ -25,7 +25,8 @@ from simgym.real.cgroup import cgroup_problem
 from simgym.real.sandbox import Limits, Sandbox, ShellSession, bwrap_problem
 from simgym.real.seccomp_filter import seccomp_problem
 from simgym.real.swe import RealSWE
-from simgym.real.terminal import RealTerminal, record
+from simgym.real.terminal import RealTerminal
+from simgym.rollout.record import record
 
 pytestmark = pytest.mark.skipif(bwrap_problem() is not None, reason=str(bwrap_problem()))
 needs_cgroup = pytest.mark.skipif(cgroup_problem() is not None, reason=str(cgroup_problem()))

@@ -51,10 +51,10 @@ TOKEN = "s3cret-token"
 
 @contextmanager
 def served(args: list[str], env: dict[str, str] | None = None) -> Iterator[tuple[str, Any]]:
-    """``python -m simgym.cli_serve ARGS --port 0`` in its own process; yield the URL it
+    """``python -m simgym.cli.serve ARGS --port 0`` in its own process; yield the URL it
     announces and the process."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "simgym.cli_serve", *args, "--port", "0"],
+        [sys.executable, "-m", "simgym.cli.serve", *args, "--port", "0"],
         cwd=ROOT,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -17,7 +17,7 @@ from transformers.modeling_gguf_pytorch_utils import LlamaTensorProcessor
 from typer.testing import CliRunner
 
 from simgym import LocalWorldModel
-from simgym.cli_train import train_app
+from simgym.cli.train import train_app
 from simgym.train.adapter_gguf import export_adapter_gguf
 from simgym.train.base import load_model, load_tokenizer
 from simgym.train.errors import TrainError

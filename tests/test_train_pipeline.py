@@ -87,7 +87,7 @@ def test_the_base_model_stays_selectable(model_path):
 @pytest.mark.timeout(1500)  # minutes on two idle cores; a loaded machine is much slower
 def test_small_pipeline_end_to_end_and_resume(tmp_path):
     """factory -> SFT rows -> LoRA steps -> GGUF adapter -> base vs trained report."""
-    from simgym.cli_train import train_app
+    from simgym.cli.train import train_app
 
     out = tmp_path / "pipeline"
     devset = tmp_path / "dev.jsonl"  # one recorded dev-set row keeps the run short
@@ -125,7 +125,7 @@ def test_small_pipeline_end_to_end_and_resume(tmp_path):
 
 
 def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
-    from simgym.cli_train import train_app
+    from simgym.cli.train import train_app
     from simgym.train.ship import file_sha256, provenance_path
 
     run = tmp_path / "run"

@@ -17,7 +17,7 @@ from transformers.utils import get_json_schema  # noqa: E402
 
 import simgym  # noqa: E402
 from simgym.core.errors import SimgymError  # noqa: E402
-from simgym.data.trajectories import read_trajectories  # noqa: E402
+from simgym.core.trajectories import read_trajectories  # noqa: E402
 from simgym.integrations.trl import SimgymTRL, tool_functions  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

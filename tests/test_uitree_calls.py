@@ -3,8 +3,8 @@
 import pytest
 
 from simgym import Action, ActionError
-from simgym.domains import calls, uitree
-from simgym.domains.calls import Call, Param, Signature
+from simgym.domains._gui import calls, uitree
+from simgym.domains._gui.calls import Call, Param, Signature
 
 # -- trees --------------------------------------------------------------------------------
 

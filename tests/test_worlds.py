@@ -11,9 +11,14 @@ import pytest
 from typer.testing import CliRunner
 
 import simgym
-from simgym.cli_world import world_app
-from simgym.control.themes import THEMES, UnknownThemeError, get_theme
-from simgym.control.world_render import (
+from simgym.cli.world import world_app
+from simgym.core.types import Action, Task, Trajectory
+from simgym.domains.mcp import MCPScenario
+from simgym.domains.search import SearchScenario
+from simgym.rollout.runner import load_tasks
+from simgym.rollout.scripted import load_specs
+from simgym.worlds.generate import World, WorldError, check_world, generate_world
+from simgym.worlds.render import (
     mcp_scenario,
     read_key_facts,
     read_lists,
@@ -21,13 +26,8 @@ from simgym.control.world_render import (
     search_scenario,
     world_oracle,
 )
-from simgym.control.world_tasks import generate_tasks, oracle_actions, task_lines
-from simgym.control.worlds import World, WorldError, check_world, generate_world
-from simgym.core.types import Action, Task, Trajectory
-from simgym.domains.mcp import MCPScenario
-from simgym.domains.search import SearchScenario
-from simgym.rollout.runner import load_tasks
-from simgym.rollout.scripted import load_specs
+from simgym.worlds.tasks import generate_tasks, oracle_actions, task_lines
+from simgym.worlds.themes import THEMES, UnknownThemeError, get_theme
 
 THEME_KEYS = sorted(THEMES)
 runner = CliRunner()

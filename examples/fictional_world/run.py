@@ -33,13 +33,8 @@ from rich.table import Table
 
 import simgym
 from simgym.agents import Decision, EpisodeView
-from simgym.control import (
-    generate_tasks,
-    generate_world,
-    oracle_actions,
-    perturbations_for_level,
-    world_oracle,
-)
+from simgym.perturb import perturbations_for_level
+from simgym.worlds import generate_tasks, generate_world, oracle_actions, world_oracle
 
 # What a failed call looks like from the agent's side (no labels: only the text it sees).
 FAILURE_SIGNS = (

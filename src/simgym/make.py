@@ -7,13 +7,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-import simgym.domains  # noqa: F401  (registers the built-in domains)
-import simgym.real.mcp  # noqa: F401  (registers the real-mcp backend)
-import simgym.real.search  # noqa: F401  (registers the real-search backend)
-import simgym.real.swe  # noqa: F401  (registers the real-swe backend)
-import simgym.real.terminal  # noqa: F401  (registers the real-terminal backend)
-import simgym.real.web  # noqa: F401  (registers the real-web backend)
-import simgym.worldmodels  # noqa: F401  (registers the built-in backends)
 from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
 from simgym.core.worldmodel import WorldModel, create_world_model

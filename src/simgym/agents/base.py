@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from simgym.core.errors import SimgymError
+from simgym.core.registry import Registry
 from simgym.core.types import Action, ToolSpec, Usage
 
 
@@ -82,12 +83,21 @@ class Agent(Protocol):
         ...
 
 
-_AGENTS: dict[str, Callable[..., Agent]] = {}
+# The built-in agents, imported when first asked for (``"module:attr"``, see core.registry).
+_AGENTS: Registry[Callable[..., Agent]] = Registry(
+    "agent",
+    {
+        "human": "simgym.agents.human:HumanAgent",
+        "local": "simgym.agents.local:LocalAgent",
+        "openai": "simgym.agents.openai_agent:OpenAIAgent",
+        "scripted": "simgym.agents.scripted:ScriptedAgent",
+    },
+)
 
 
 def register_agent(name: str, factory: Callable[..., Agent]) -> None:
     """Make ``create_agent(name, **options)`` (and ``--agent name``) build ``factory``."""
-    _AGENTS[name] = factory
+    _AGENTS.register(name, factory)
 
 
 def create_agent(name: str | Agent, **options: Any) -> Agent:
@@ -95,14 +105,8 @@ def create_agent(name: str | Agent, **options: Any) -> Agent:
     the instance itself."""
     if not isinstance(name, str):
         return name
-    try:
-        factory = _AGENTS[name]
-    except KeyError:
-        raise SimgymError(
-            f"unknown agent {name!r}; available: {', '.join(sorted(_AGENTS))}"
-        ) from None
-    return factory(**options)
+    return _AGENTS.get(name)(**options)
 
 
 def agent_names() -> list[str]:
-    return sorted(_AGENTS)
+    return _AGENTS.names()

@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from simgym.agents.base import Decision, EpisodeView, register_agent
+from simgym.agents.base import Decision, EpisodeView
 from simgym.core.errors import ActionError
 
 
@@ -82,6 +82,3 @@ class _HumanSession:
 
 def _print(text: str) -> None:
     print(text, flush=True)
-
-
-register_agent("human", HumanAgent)

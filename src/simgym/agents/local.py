@@ -15,7 +15,7 @@ import os
 import re
 from typing import Any
 
-from simgym.agents.base import AgentError, Decision, EpisodeView, register_agent
+from simgym.agents.base import AgentError, Decision, EpisodeView
 from simgym.core.types import Usage
 
 SYSTEM_PROMPT = """You are an agent in a {domain} environment. Tools you can call:
@@ -141,6 +141,3 @@ def parse_tool_call(text: str) -> dict[str, Any] | None:
 def _guess_name(body: str) -> str:
     found = re.search(r'"name"\s*:\s*"([^"]+)"', body)
     return found.group(1) if found else ""
-
-
-register_agent("local", LocalAgent)

@@ -14,7 +14,7 @@ import json
 from collections import deque
 from typing import Any
 
-from simgym.agents.base import AgentError, Decision, EpisodeView, register_agent
+from simgym.agents.base import AgentError, Decision, EpisodeView
 from simgym.core.types import Usage
 from simgym.worldmodels.chat import ChatClient, env_value, usage_of
 
@@ -151,6 +151,3 @@ def _first_message(view: EpisodeView, observation: str) -> str:
     if observation.strip():
         parts.append(f"What the environment shows now:\n{observation}")
     return "\n\n".join(parts)
-
-
-register_agent("openai", OpenAIAgent)

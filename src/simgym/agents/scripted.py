@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from simgym.agents.base import AgentError, Decision, EpisodeView, register_agent
+from simgym.agents.base import AgentError, Decision, EpisodeView
 
 
 class ScriptedAgent:
@@ -59,6 +59,3 @@ class _ScriptSession:
 
 def _as_text(entry: Any) -> str:
     return entry if isinstance(entry, str) else json.dumps(entry, ensure_ascii=False, default=str)
-
-
-register_agent("scripted", ScriptedAgent)

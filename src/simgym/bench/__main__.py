@@ -1,5 +1,5 @@
 """``python -m simgym.bench``: the benchmark commands without the main ``simgym`` CLI."""
 
-from simgym.bench.cli import main
+from simgym.cli.bench import main
 
 main()

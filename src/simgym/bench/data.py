@@ -224,7 +224,6 @@ def rows_from_trajectory(record: dict[str, Any], where: str = "") -> list[BenchR
     """One row per simulated turn of a simgym trajectory: what ``simgym export`` writes
     (:func:`simgym.data.export.awb_rows`), built here directly so a trajectory file can
     be benchmarked without exporting it first."""
-    import simgym  # noqa: F401  (registers the domains)
     from simgym.core.types import Trajectory
 
     try:

@@ -155,7 +155,6 @@ def format_check(
     prediction: str, reference: str, domain: str, current_prompt: str
 ) -> tuple[float | None, list[str], str | None]:
     """``(format_ok, problems, why_skipped)`` from the simgym domain's format check."""
-    import simgym  # noqa: F401  (registers the domains)
     from simgym.core.domain import get_domain
     from simgym.core.errors import SimgymError
     from simgym.core.types import Action

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.core.jsonl import JsonlAppender
 from simgym.core.safeload import loads_json
-from simgym.data.jsonl import JsonlAppender
 
 
 def dumps(row: dict[str, Any]) -> str:

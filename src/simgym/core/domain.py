@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
 from simgym.core.grounding import Grounding
+from simgym.core.registry import Registry
 from simgym.core.types import Action, ToolSpec
 
 
@@ -214,22 +215,31 @@ def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
 
 
-_DOMAINS: dict[str, Domain] = {}
+# The built-in domains, imported when first asked for (``"module:attr"``, see core.registry).
+_DOMAINS: Registry[Domain] = Registry(
+    "domain",
+    {
+        "android": "simgym.domains.android:ANDROID",
+        "mcp": "simgym.domains.mcp:MCP",
+        "os": "simgym.domains.os:OS",
+        "search": "simgym.domains.search:SEARCH",
+        "swe": "simgym.domains.swe:SWE",
+        "terminal": "simgym.domains.terminal:TERMINAL",
+        "web": "simgym.domains.web:WEB",
+    },
+    error=UnknownDomainError,
+)
 
 
 def register_domain(domain: Domain) -> Domain:
-    _DOMAINS[domain.name] = domain
+    """Make ``get_domain(domain.name)`` (and ``simgym.make(name)``) find ``domain``."""
+    _DOMAINS.register(domain.name, domain)
     return domain
 
 
 def get_domain(name: str) -> Domain:
-    try:
-        return _DOMAINS[name]
-    except KeyError:
-        raise UnknownDomainError(
-            f"unknown domain {name!r}; available: {', '.join(sorted(_DOMAINS))}"
-        ) from None
+    return _DOMAINS.get(name)
 
 
 def domain_names() -> list[str]:
-    return sorted(_DOMAINS)
+    return _DOMAINS.names()

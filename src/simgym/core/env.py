@@ -55,7 +55,7 @@ _RUNAWAY_MARKERS = ("### Turn ", contract.ACTION_HEADER)
 
 
 class Perturbation(Protocol):
-    """A fault decided for one turn (``simgym.control`` has the library). ``mode`` is
+    """A fault decided for one turn (``simgym.perturb`` has the library). ``mode`` is
     ``"template"`` (simgym writes the observation, no world-model call) or ``"control"``
     (an instruction to the world model for this turn)."""
 
@@ -103,7 +103,7 @@ class SimEnv:
         max_action_chars: actions larger than this are rejected.
         writer: anything with ``write(trajectory)``; each finished episode goes there.
         reward_fn: ``fn(trajectory, turn) -> float`` called after every step.
-        perturbations: a fault plan (``simgym.control.Perturbations``); it is asked about
+        perturbations: a fault plan (``simgym.perturb.Perturbations``); it is asked about
             every valid, non-final action, and the fault it picks is recorded on the turn.
         context: ``"history"`` (the Qwen-AgentWorld contract: every earlier turn is sent)
             or ``"state"`` (the hidden state plus the last ``context_turns`` turns, so the

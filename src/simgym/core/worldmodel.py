@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from simgym.core.contract import parse_output
 from simgym.core.errors import SimgymError
+from simgym.core.registry import Registry
 from simgym.core.types import Usage
 
 Messages = list[dict[str, str]]
@@ -79,16 +80,31 @@ class WorldModel(Protocol):
 
 
 BackendFactory = Callable[..., WorldModel]
-_BACKENDS: dict[str, BackendFactory] = {}
+# The built-in backends, imported when first asked for (``"module:attr"``).
+_BACKENDS: Registry[BackendFactory] = Registry(
+    "world model",
+    {
+        "local": "simgym.worldmodels.local:LocalWorldModel",
+        "openai": "simgym.worldmodels.openai_backend:OpenAIWorldModel",
+        "replay": "simgym.worldmodels.replay:ReplayWorldModel",
+        "function": "simgym.worldmodels.function:FunctionWorldModel",
+        "real-terminal": "simgym.real.terminal:RealTerminal",
+        "real-swe": "simgym.real.swe:RealSWE",
+        "real-web": "simgym.real.web:RealWeb",
+        "real-mcp": "simgym.real.mcp:RealMCP",
+        "real-search": "simgym.real.search:RealSearch",
+    },
+)
 
 
-def register_backend(name: str, factory: BackendFactory) -> None:
-    """Make ``world_model=name`` build a backend with ``factory(**options)``."""
-    _BACKENDS[name] = factory
+def register_backend(name: str, factory: BackendFactory | str) -> None:
+    """Make ``world_model=name`` build a backend with ``factory(**options)`` (a callable or
+    a ``"module:attr"`` string naming one)."""
+    _BACKENDS.register(name, factory)
 
 
 def backend_names() -> list[str]:
-    return sorted(_BACKENDS)
+    return _BACKENDS.names()
 
 
 def create_world_model(spec: str | WorldModel, **options: Any) -> WorldModel:
@@ -97,12 +113,7 @@ def create_world_model(spec: str | WorldModel, **options: Any) -> WorldModel:
         if options:
             raise SimgymError("options were given together with a ready world model instance")
         return spec
-    try:
-        factory = _BACKENDS[spec]
-    except KeyError:
-        raise SimgymError(
-            f"unknown world model {spec!r}; available: {', '.join(backend_names())}"
-        ) from None
+    factory = _BACKENDS.get(spec)
     try:
         return factory(**options)
     except TypeError as exc:

@@ -1,5 +1,5 @@
 """Trajectory files and converters."""
 
-from simgym.data.trajectories import TrajectoryWriter, finished_ids, read_trajectories
+from simgym.core.trajectories import TrajectoryWriter, finished_ids, read_trajectories
 
 __all__ = ["TrajectoryWriter", "finished_ids", "read_trajectories"]

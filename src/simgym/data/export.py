@@ -40,8 +40,8 @@ from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError
 from simgym.core.grounding import Grounding, facts_block
+from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
-from simgym.data.trajectories import read_trajectories
 
 AWB_FIELDS = (
     "task",
@@ -79,7 +79,6 @@ def system_prompt_of(
     rebuilt from its domain and scenario."""
     if trajectory.system_prompt is not None and template is None and instructions is None:
         return trajectory.system_prompt
-    import simgym.domains  # noqa: F401  (registers the built-in domains)
 
     domain = get_domain(trajectory.domain)
     scenario = domain.scenario(trajectory.scenario or None)

@@ -40,9 +40,9 @@ from typing import Any
 from simgym.core import contract
 from simgym.core.domain import get_domain
 from simgym.core.errors import ActionError, ScenarioError, SimgymError
+from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
 from simgym.data.export import exchanges, system_prompt_of
-from simgym.data.trajectories import read_trajectories
 
 TokenCounter = Callable[[str], int]
 
@@ -232,7 +232,6 @@ def row_hash(messages: Sequence[dict[str, str]], completion: str) -> str:
 
 def _prefixes(trajectory: Trajectory) -> list[str]:
     """The observation prefix the environment passed the backend at each transition."""
-    import simgym.domains  # noqa: F401  (registers the built-in domains)
 
     domain = get_domain(trajectory.domain)
     try:

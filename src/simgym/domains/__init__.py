@@ -1,17 +1,9 @@
-"""Built-in domains. Importing this package registers them."""
+"""Built-in domains, one module per registered name (``simgym.core.domain`` names them as
+``"module:attr"`` strings, so ``get_domain`` needs no import of this package)."""
 
-from simgym.domains import (  # noqa: F401  (registration side effect)
-    android,
-    desktop,
-    mcp,
-    search,
-    swe,
-    terminal,
-    web,
-)
 from simgym.domains.android import AndroidScenario
-from simgym.domains.desktop import OSScenario
 from simgym.domains.mcp import MCPScenario
+from simgym.domains.os import OSScenario
 from simgym.domains.search import SearchScenario
 from simgym.domains.swe import SWEScenario
 from simgym.domains.terminal import TerminalScenario

@@ -7,7 +7,7 @@ Actions are calls on element ids (the ``[id]`` of the tree): ``tap('7')``,
 episode without being simulated. Tool calls with the same names work, and so do
 AndroidWorld's JSON actions (``{"action_type": "click", "index": 5}``), mapped by
 :func:`from_androidworld`. An observation is an ``App:`` line (and optionally
-``Activity:``), then the tree (see :mod:`simgym.domains.uitree`).
+``Activity:``), then the tree (see :mod:`simgym.domains._gui.uitree`).
 
 ``swipe(direction)`` moves the finger in that direction: ``swipe('up')`` reveals what is
 below. AndroidWorld's ``scroll`` names the content's direction instead, so its
@@ -28,9 +28,9 @@ from simgym.core.errors import ActionError
 from simgym.core.safeload import loads_json
 from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
-from simgym.domains import calls, uitree
-from simgym.domains.calls import Call, Param, Signature
-from simgym.domains.gui_ground import ground_android, observe_android
+from simgym.domains._gui import calls, uitree
+from simgym.domains._gui.calls import Call, Param, Signature
+from simgym.domains._gui.ground import ground_android, observe_android
 
 _ID = Param("id", id=True, description="element id, the [id] in the screen tree")
 DIRECTIONS = ("up", "down", "left", "right")

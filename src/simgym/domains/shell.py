@@ -468,7 +468,10 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
             for n in names
         ]
         if long:
-            rows = [(m, posixpath.normpath(posixpath.join(path, n))) for m, n in zip(marked, names)]
+            rows = [
+                (m, posixpath.normpath(posixpath.join(path, n)))
+                for m, n in zip(marked, names, strict=True)
+            ]
             body = _long(session, rows, user, path)
         else:
             body = _columns(marked, "1" in flags)
@@ -482,9 +485,7 @@ def _is_dir(session: _Session, directory: str, name: str) -> bool:
     return session.is_dir(posixpath.normpath(posixpath.join(directory, name)))
 
 
-def _long(
-    session: _Session, rows: list[tuple[str, str]], user: str, directory: str | None
-) -> str:
+def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: str | None) -> str:
     """``ls -l`` as GNU coreutils prints it: mode, links, owner, group, size, time, name,
     columns aligned, a ``total`` line (1K blocks) for a directory's listing. Files under the
     home belong to the user, the rest to root; every time is the machine's clock."""

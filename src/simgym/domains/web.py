@@ -6,7 +6,7 @@ call syntax, or a tool call ``{"name": "click", "arguments": {"bid": "12"}}``); 
 are the ``[id]`` of the tree. ``send_msg_to_user(text)`` and ``report_infeasible(reason)``
 are the agent's final word: they end the episode and are not simulated. An observation is
 ``URL:`` (and ``Title:``, ``Tabs:``, ``Error:``) header lines, then the tree (see
-:mod:`simgym.domains.uitree`).
+:mod:`simgym.domains._gui.uitree`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_dom
 from simgym.core.errors import ActionError
 from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
-from simgym.domains import calls, uitree
-from simgym.domains.calls import Param, Signature
-from simgym.domains.gui_ground import ground_web, observe_web
+from simgym.domains._gui import calls, uitree
+from simgym.domains._gui.calls import Param, Signature
+from simgym.domains._gui.ground import ground_web, observe_web
 
 _BID = Param("bid", id=True, description="element id, the [id] in the page tree")
 _BUTTON = Param("button", default="left", choices=("left", "middle", "right"), style="kw")

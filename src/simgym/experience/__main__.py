@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from simgym.cli_console import make_console
+from simgym.cli.console import make_console
 from simgym.core.errors import SimgymError
 from simgym.experience.store import build_store, open_store
 

@@ -47,7 +47,6 @@ from typing import Any
 
 from pydantic import BaseModel
 
-import simgym.make  # noqa: F401  (registers the built-in domains and backends)
 from simgym.core.domain import Domain, domain_names, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import ActionError, SimgymError

@@ -83,9 +83,9 @@ from simgym.core.domain import Domain, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import ActionError, SimgymError
 from simgym.core.sync import run_sync
+from simgym.core.trajectories import TrajectoryWriter
 from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
-from simgym.data.trajectories import TrajectoryWriter
 from simgym.integrations.common import agent_safe, as_task, as_tasks
 from simgym.integrations.http_guard import (
     BearerAuth,

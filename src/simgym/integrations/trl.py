@@ -522,7 +522,7 @@ class SimgymTRL:
             return
         with self._lock:
             if self._writer is None:
-                from simgym.data.trajectories import TrajectoryWriter
+                from simgym.core.trajectories import TrajectoryWriter
 
                 self._writer = TrajectoryWriter(self.trajectories)
             writer = self._writer

@@ -767,7 +767,7 @@ def _writer(path: str | None) -> Any:
         return None
     resolved = path.replace("{pid}", str(os.getpid()))
     if resolved not in _WRITERS:
-        from simgym.data.trajectories import TrajectoryWriter
+        from simgym.core.trajectories import TrajectoryWriter
 
         _WRITERS[resolved] = TrajectoryWriter(resolved)
     return _WRITERS[resolved]

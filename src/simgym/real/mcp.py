@@ -31,7 +31,6 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import register_backend
 from simgym.domains.mcp_import import Connection, connect_target
 from simgym.real.base import RealExecutor
 
@@ -241,6 +240,3 @@ def format_result(
     except json.JSONDecodeError:
         value = {"result": text}  # plain text from a tool, kept as a JSON value
     return json.dumps(value, ensure_ascii=False)
-
-
-register_backend(BACKEND_NAME, RealMCP)

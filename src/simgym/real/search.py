@@ -37,7 +37,6 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Action, Task
-from simgym.core.worldmodel import register_backend
 from simgym.domains.search import _url_key  # the domain's own URL comparison
 from simgym.real.base import RealExecutor
 
@@ -393,6 +392,3 @@ class RealSearch(RealExecutor):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": BACKEND_NAME, "index": str(self.index_path), "engine": "sqlite-fts5"}
-
-
-register_backend(BACKEND_NAME, RealSearch)

@@ -26,7 +26,6 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import register_backend
 from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
 from simgym.real.base import RealExecutor
 from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError, isolation
@@ -264,6 +263,3 @@ def _python_alias(sandbox: Sandbox) -> None:
         link = sandbox.root / "usr" / "local" / "bin" / "python"
         if not link.exists():
             link.symlink_to("/usr/bin/python3")
-
-
-register_backend(BACKEND_NAME, RealSWE)

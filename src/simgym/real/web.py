@@ -4,7 +4,7 @@
 fresh browser context on a small site served from this package (``sites/<name>/``, by
 default ``shop``: home, product, cart with a checkout form, order page) by a stdlib
 HTTP server on 127.0.0.1, runs each BrowserGym-style action in the page and returns the
-page as the web domain writes it (see :mod:`simgym.domains.uitree`)::
+page as the web domain writes it (see :mod:`simgym.domains._gui.uitree`)::
 
     URL: https://shop.example/cart
     Title: Cart and checkout - Lantern & Loom
@@ -47,8 +47,7 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import ActionError, WorldModelError
 from simgym.core.types import Task
-from simgym.core.worldmodel import register_backend
-from simgym.domains import calls
+from simgym.domains._gui import calls
 from simgym.domains.web import TABLE
 from simgym.real.base import RealExecutor
 
@@ -637,6 +636,3 @@ def _first_line(exc: BaseException) -> str:
 
 def _one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-register_backend(BACKEND_NAME, RealWeb)

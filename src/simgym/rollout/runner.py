@@ -249,7 +249,7 @@ async def arollout(
     ``on_done(trajectory)`` hears each as it ends. ``executor="ray"`` needs names, not
     instances.
     """
-    from simgym.data.trajectories import TrajectoryWriter, finished_keys
+    from simgym.core.trajectories import TrajectoryWriter, finished_keys
 
     config = RolloutConfig(
         world_model=world_model if isinstance(world_model, str) else "instance",

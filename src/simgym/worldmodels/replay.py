@@ -14,9 +14,9 @@ from typing import Any
 
 from simgym.core.contract import action_text_of
 from simgym.core.errors import WorldModelError
+from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
 from simgym.core.worldmodel import Messages, Prediction
-from simgym.data.trajectories import read_trajectories
 
 ReplayKey = tuple[str, ...]
 

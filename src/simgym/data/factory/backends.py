@@ -154,7 +154,7 @@ class _WebSlot(_Slot):
         self.first_pages = first_pages
 
     async def prepare(self, plan: EpisodePlan) -> Task:
-        from simgym.domains import uitree
+        from simgym.domains._gui import uitree
 
         task = plan.task
         key = (str(task.metadata.get("real_site")), str(task.scenario["start_url"]))

@@ -130,7 +130,7 @@ def _read_manifest(out: Path) -> dict[str, Any]:
 
 def read_split(out: str | os.PathLike[str], name: str) -> Iterator[Trajectory]:
     """The trajectories of one split of a finished factory run."""
-    from simgym.data.trajectories import read_trajectories
+    from simgym.core.trajectories import read_trajectories
 
     if name not in SPLITS:
         raise FactoryError(f"unknown split {name!r}; use one of {', '.join(SPLITS)}")

@@ -207,8 +207,7 @@ async def arun_factory(
 ) -> dict[str, Any]:
     """Record episodes until every domain has its share of ``config.transitions`` (counting
     only kept, unique episodes), then :func:`finalize`. Returns the manifest."""
-    import simgym.domains  # noqa: F401  (registers the built-in domains)
-    from simgym.data.trajectories import TrajectoryWriter
+    from simgym.core.trajectories import TrajectoryWriter
 
     out = config.out
     raw = out / RAW_FILE

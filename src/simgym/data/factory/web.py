@@ -216,7 +216,7 @@ class _Page:
 
     @classmethod
     def read(cls, text: str) -> _Page:
-        from simgym.domains import uitree
+        from simgym.domains._gui import uitree
 
         headers, tree = uitree.parse_observation(text)
         ids = [int(n.id) for n in tree.nodes if n.id and n.id.isdigit()]

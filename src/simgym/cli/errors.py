@@ -9,7 +9,7 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from simgym.cli_console import make_console
+from simgym.cli.console import make_console
 from simgym.core.errors import SimgymError
 
 errors = make_console(stderr=True, soft_wrap=True)

@@ -26,7 +26,7 @@ from typing import Any
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
-from simgym.domains import uitree
+from simgym.domains._gui import uitree
 
 TREE = "tree"
 HOME_SCREEN = "Home screen"

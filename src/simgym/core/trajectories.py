@@ -12,9 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.core.errors import SimgymError
+from simgym.core.jsonl import JsonlAppender
 from simgym.core.safeload import MAX_DEPTH, loads_json
 from simgym.core.types import Trajectory
-from simgym.data.jsonl import JsonlAppender
 
 
 class UnreadableLineWarning(UserWarning):

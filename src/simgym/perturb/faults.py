@@ -33,7 +33,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from simgym.core.types import Action
-from simgym.domains import uitree
+from simgym.domains._gui import uitree
 
 FAULT_KINDS: tuple[str, ...] = (
     "auth_failure",

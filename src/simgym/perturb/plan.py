@@ -3,7 +3,7 @@
 A :class:`Perturbations` plan is a seed and a list of :class:`Rule` objects. On each turn
 with a valid, non-final action, the environment asks the plan to :meth:`~Perturbations.decide`;
 the first rule whose schedule matches and whose probability draw succeeds gives the turn's
-:class:`~simgym.control.faults.Fault`. Every draw comes from a random generator seeded by
+:class:`~simgym.perturb.faults.Fault`. Every draw comes from a random generator seeded by
 (plan seed, episode seed, turn number, rule number), so a rerun of the same episodes meets
 the same faults, episodes running side by side do not disturb each other, and the plan
 itself holds no state (one plan serves any number of environments).
@@ -41,7 +41,10 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from simgym.control.faults import (
+from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
+from simgym.core.types import Action, Turn
+from simgym.perturb.faults import (
     ALL_KINDS,
     CONTROL_ONLY,
     Fault,
@@ -50,9 +53,6 @@ from simgym.control.faults import (
     fault_params,
     has_template,
 )
-from simgym.core.errors import SimgymError
-from simgym.core.safeload import load_yaml, read_text
-from simgym.core.types import Action, Turn
 
 
 class PerturbationError(SimgymError):

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from simgym.cli_console import make_console
-from simgym.cli_errors import friendly_errors
+from simgym.cli.console import make_console
+from simgym.cli.errors import friendly_errors
 
 experience_app = typer.Typer(
     help="Experience stores: recorded real transitions, retrieved as examples for the "

@@ -8,7 +8,7 @@ MCP session (:mod:`simgym.integrations.mcp_server`); ``--openenv`` hands the sam
 
 Importing this module adds :func:`serve` to the ``simgym`` command as ``simgym serve``
 (:mod:`simgym.cli` imports it for that, the way :mod:`simgym.make` imports backends to
-register them); either module may be imported first. ``python -m simgym.cli_serve`` runs
+register them); either module may be imported first. ``python -m simgym.cli.serve`` runs
 the command on its own.
 """
 
@@ -24,9 +24,8 @@ import yaml
 from rich.markup import escape
 
 import simgym
-from simgym.cli import WorldModelOptions, _reward_spec, world_model_options
-from simgym.cli import app as simgym_app
-from simgym.cli_errors import errors, friendly_errors
+from simgym.cli.errors import errors, friendly_errors
+from simgym.cli.options import WorldModelOptions, reward_spec, world_model_options
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import load_yaml, read_text
 from simgym.integrations.http_guard import TOKEN_ENV, require_token_off_loopback, resolve_token
@@ -217,7 +216,7 @@ def serve(
             port=port,
             env_options=env_options,
             # As simgym run: no --reward means each task's own reward (build_reward(None)).
-            reward=build_reward(_reward_spec(reward)),
+            reward=build_reward(reward_spec(reward)),
             token=secret,
             max_sessions=max_sessions,
             session_idle_timeout=session_idle_timeout,
@@ -345,7 +344,7 @@ def _serve_openenv(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run ``serve`` as a command of its own (``python -m simgym.cli_serve --mcp ...``)."""
+    """Run ``serve`` as a command of its own (``python -m simgym.cli.serve --mcp ...``)."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(serve)
     app(args=argv)
@@ -353,5 +352,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-else:
-    simgym_app.command()(serve)

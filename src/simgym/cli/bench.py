@@ -25,8 +25,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from simgym.cli_console import make_console
-from simgym.cli_errors import errors, friendly_errors
+from simgym.cli.console import make_console
+from simgym.cli.errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
 from simgym.worldmodels.local import ADAPTER_HELP

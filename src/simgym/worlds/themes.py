@@ -5,7 +5,7 @@ their own value generator, relations (``ref`` attributes pointing at another tab
 derived attributes (totals and counts computed from other rows after generation) and
 cross-field rules (a launch after the maker was founded, a weight within the truck's
 capacity). Generators see the rows made so far and build every row so that it obeys the
-rules; :func:`simgym.control.worlds.check_world` verifies that they did.
+rules; :func:`simgym.worlds.generate.check_world` verifies that they did.
 
 Every name is invented from syllables (:class:`Names`), so no fact can be looked up in
 the real world: an agent must read the world's own pages or tools.

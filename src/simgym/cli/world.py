@@ -16,18 +16,18 @@ import yaml
 from rich.markup import escape
 from rich.table import Table
 
-from simgym.cli_console import make_console
-from simgym.cli_errors import errors, friendly_errors
-from simgym.control.themes import THEMES
-from simgym.control.world_render import (
+from simgym.cli.console import make_console
+from simgym.cli.errors import errors, friendly_errors
+from simgym.worlds.generate import World, WorldError, check_world, generate_world
+from simgym.worlds.render import (
     DEFAULT_MAX_CHARS,
     Ref,
     check_pages,
     mcp_scenario,
     search_scenario,
 )
-from simgym.control.world_tasks import TASK_KINDS, generate_tasks, task_lines
-from simgym.control.worlds import World, WorldError, check_world, generate_world
+from simgym.worlds.tasks import TASK_KINDS, generate_tasks, task_lines
+from simgym.worlds.themes import THEMES
 
 world_app = typer.Typer(
     help="Fictional worlds: generate, check, and turn into tasks and scenarios.",

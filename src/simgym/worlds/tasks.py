@@ -27,8 +27,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from simgym.control.themes import Attr, Entity, slug
-from simgym.control.world_render import (
+from simgym.core.types import Task
+from simgym.worlds.generate import World, WorldError, format_value
+from simgym.worlds.render import (
     DEFAULT_MAX_CHARS,
     Ref,
     mcp_scenario,
@@ -37,8 +38,7 @@ from simgym.control.world_render import (
     search_scenario,
     updatable,
 )
-from simgym.control.worlds import World, WorldError, format_value
-from simgym.core.types import Task
+from simgym.worlds.themes import Attr, Entity, slug
 
 TASK_KINDS = ("lookup", "multi_hop", "comparison", "aggregation", "table", "update")
 READ_KINDS = TASK_KINDS[:-1]

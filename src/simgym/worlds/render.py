@@ -24,11 +24,11 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from simgym.control.themes import Attr, Entity, slug
-from simgym.control.worlds import World, WorldError
 from simgym.core.contract import action_text_of
 from simgym.domains.mcp import MCPScenario
 from simgym.domains.search import SearchDocument, SearchScenario
+from simgym.worlds.generate import World, WorldError
+from simgym.worlds.themes import Attr, Entity, slug
 
 Ref = tuple[str, Any]  # (table, key) of one row
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")

@@ -19,9 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field, PrivateAttr
 
-from simgym.control.themes import Attr, Ctx, Entity, Names, Tables, Theme, get_theme
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import loads_json, read_text
+from simgym.worlds.themes import Attr, Ctx, Entity, Names, Tables, Theme, get_theme
 
 WORLD_FORMAT = "simgym.world/1"
 

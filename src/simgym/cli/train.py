@@ -19,8 +19,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from simgym.cli_console import make_console
-from simgym.cli_errors import errors, friendly_errors
+from simgym.cli.console import make_console
+from simgym.cli.errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 
 train_app = typer.Typer(
@@ -451,5 +451,5 @@ def _quiet_libraries() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-if __name__ == "__main__":  # python -m simgym.cli_train, before it is mounted in simgym
+if __name__ == "__main__":  # python -m simgym.cli.train, before it is mounted in simgym
     train_app()

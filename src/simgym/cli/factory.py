@@ -7,7 +7,7 @@ backends), writes ``train``/``val``/``test`` trajectory files and ``manifest.jso
 ``--out`` are skipped, and the splits and rows are written again.
 
 Importing this module adds :func:`factory` to the ``simgym`` command (as
-:mod:`simgym.cli_serve` does for ``serve``); ``python -m simgym.cli_factory`` runs it alone.
+:mod:`simgym.cli.serve` does for ``serve``); ``python -m simgym.cli.factory`` runs it alone.
 """
 
 from __future__ import annotations
@@ -22,8 +22,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from simgym.cli import app as simgym_app
-from simgym.cli_errors import errors, friendly_errors
+from simgym.cli.errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
 
 SPLIT_NAMES = ("train", "val", "test")
@@ -203,7 +202,7 @@ def _summary(manifest: dict[str, Any]) -> Table:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run ``factory`` as a command of its own (``python -m simgym.cli_factory --out ...``)."""
+    """Run ``factory`` as a command of its own (``python -m simgym.cli.factory --out ...``)."""
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
     app.command()(factory)
     app(args=argv)
@@ -211,5 +210,3 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
-else:
-    simgym_app.command()(factory)

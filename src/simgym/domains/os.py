@@ -23,9 +23,9 @@ from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_dom
 from simgym.core.errors import ActionError
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action
-from simgym.domains import calls, uitree
-from simgym.domains.calls import Call, Param, Signature
-from simgym.domains.gui_ground import ground_os, observe_os
+from simgym.domains._gui import calls, uitree
+from simgym.domains._gui.calls import Call, Param, Signature
+from simgym.domains._gui.ground import ground_os, observe_os
 
 _X = Param("x", "number", default=None, description="screen x in pixels")
 _Y = Param("y", "number", default=None, description="screen y in pixels")

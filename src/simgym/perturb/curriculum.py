@@ -25,14 +25,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simgym.control.faults import FaultMode
-from simgym.control.perturb import (
+from simgym.core.safeload import load_yaml, read_text
+from simgym.perturb.faults import FaultMode
+from simgym.perturb.plan import (
     PerturbationError,
     Perturbations,
     Rule,
     load_perturbations,
 )
-from simgym.core.safeload import load_yaml, read_text
 
 Schedule = Literal["constant", "linear", "step", "exponential"]
 

@@ -1,0 +1,250 @@
+"""Options shared by the commands: the world model, grounding, agents, executors, rewards."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import yaml
+
+import simgym
+from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
+from simgym.worldmodels.local import ADAPTER_HELP
+
+# -- shared world-model options ---------------------------------------------------------
+
+
+@dataclass
+class WorldModelOptions:
+    world_model: str
+    base_url: str | None
+    model: str | None
+    model_path: str | None
+    adapter: str | None
+    replay: list[Path] | None
+    temperature: float | None
+    max_tokens: int | None
+    max_concurrency: int
+    timeout: float
+
+    def build(self) -> simgym.WorldModel:
+        name, options = self.spec()
+        return simgym.world_model(name, **options)
+
+    def spec(self) -> tuple[str, dict[str, Any]]:
+        """The backend's name and options (what a remote executor rebuilds it from)."""
+        kind = self.world_model
+        opts: dict[str, Any] = {}
+        if kind == "openai":
+            opts = {
+                "base_url": self.base_url,
+                "model": self.model,
+                "max_concurrency": self.max_concurrency,
+                "timeout": self.timeout,
+            }
+        elif kind == "local":
+            opts = {"model_path": self.model_path}
+            if self.adapter is not None:
+                opts["adapter"] = self.adapter
+        elif kind == "replay":
+            if not self.replay:
+                raise SimgymError(
+                    "--world-model replay needs --replay FILE (recorded trajectories)"
+                )
+            opts = {"trajectories": [str(p) for p in self.replay]}
+        if kind in ("openai", "local"):
+            if self.temperature is not None:
+                opts["temperature"] = self.temperature
+            if self.max_tokens is not None:
+                opts["max_tokens"] = self.max_tokens
+        return kind, opts
+
+
+_WM_PARAMS = [
+    inspect.Parameter(
+        "world_model",
+        inspect.Parameter.KEYWORD_ONLY,
+        default="local",
+        annotation=Annotated[
+            str, typer.Option("--world-model", "-w", help="local | openai | replay")
+        ],
+    ),
+    inspect.Parameter(
+        "base_url",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(
+                help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
+                "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY"
+            ),
+        ],
+    ),
+    inspect.Parameter(
+        "model",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None, typer.Option(help="served model name (default: the server's first)")
+        ],
+    ),
+    inspect.Parameter(
+        "model_path",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            str | None,
+            typer.Option(help="GGUF file for the local backend (default: embedded SmolLM2)"),
+        ],
+    ),
+    inspect.Parameter(
+        "adapter",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[str | None, typer.Option(help=ADAPTER_HELP)],
+    ),
+    inspect.Parameter(
+        "replay",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[
+            list[Path] | None,
+            typer.Option(help="trajectory JSONL for the replay backend (repeatable)"),
+        ],
+    ),
+    inspect.Parameter(
+        "temperature",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[float | None, typer.Option()],
+    ),
+    inspect.Parameter(
+        "max_tokens",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=None,
+        annotation=Annotated[int | None, typer.Option()],
+    ),
+    inspect.Parameter(
+        "max_concurrency",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=64,
+        annotation=Annotated[int, typer.Option(help="requests in flight to the server")],
+    ),
+    inspect.Parameter(
+        "timeout",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=120.0,
+        annotation=Annotated[float, typer.Option(help="seconds per world-model request")],
+    ),
+]
+
+
+GroundingOption = Annotated[
+    str | None,
+    typer.Option(
+        help="off | facts | strict: facts from the hidden state go to the world model, "
+        "certain effects to the state, strict also checks and corrects observations "
+        "(default: strict for the local model, off otherwise)"
+    ),
+]
+ExperienceOption = Annotated[
+    Path | None,
+    typer.Option(
+        help="an experience store (simgym experience build): similar recorded real "
+        "transitions are shown to the world model with each action"
+    ),
+]
+
+
+def grounding_options(grounding: str | None, experience: Path | None) -> dict[str, Any]:
+    """SimEnv options for --grounding and --experience, checked early."""
+    from simgym.core.grounding import MODES
+
+    if grounding is not None and grounding not in MODES:
+        raise SimgymError(f"--grounding takes {', '.join(MODES)}, not {grounding!r}")
+    if experience is not None and not experience.is_file():
+        raise SimgymError(f"experience store not found: {experience}")
+    options: dict[str, Any] = {}
+    if grounding is not None:
+        options["grounding"] = grounding
+    if experience is not None:
+        options["experience"] = str(experience)
+    return options
+
+
+def world_model_options(fn):
+    """Add the world-model options to a command; it receives them as ``wm``."""
+    names = [p.name for p in _WM_PARAMS]
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        wm = WorldModelOptions(**{name: kwargs.pop(name) for name in names})
+        return fn(*args, wm=wm, **kwargs)
+
+    params = [p for p in inspect.signature(fn, eval_str=True).parameters.values() if p.name != "wm"]
+    wrapper.__signature__ = inspect.Signature(params + _WM_PARAMS)  # type: ignore[attr-defined]
+    return wrapper
+
+
+def load_scenario(path: Path | None) -> dict[str, Any] | None:
+    if path is None:
+        return None
+    if not path.is_file():
+        raise SimgymError(f"scenario file not found: {path}")
+    try:
+        data = load_yaml(read_text(path))
+    except yaml.YAMLError as exc:
+        raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
+    if isinstance(data, dict) and "scenario" in data and isinstance(data["scenario"], dict):
+        data = data["scenario"]  # accept an action/task file too
+    if not isinstance(data, dict):
+        raise SimgymError(f"{path}: a scenario must be a mapping")
+    return data
+
+
+def agent_options(
+    agent: str,
+    base_url: str | None,
+    model: str | None,
+    model_path: str | None,
+    temperature: float | None,
+) -> dict[str, Any]:
+    given = {"base_url": base_url, "model": model, "model_path": model_path}
+    accepted = {"openai": ("base_url", "model"), "local": ("model_path",)}.get(agent, ())
+    stray = [k for k, v in given.items() if v is not None and k not in accepted]
+    if stray:
+        flags = ", ".join("--agent-" + k.replace("_", "-") for k in stray)
+        raise SimgymError(f"{flags} do(es) not apply to --agent {agent}")
+    options = {k: v for k, v in given.items() if v is not None}
+    if temperature is not None:
+        if agent not in ("openai", "local"):
+            raise SimgymError(f"--agent-temperature does not apply to --agent {agent}")
+        options["temperature"] = temperature
+    return options
+
+
+def executor_options(executor: str, workers: int | None, address: str | None) -> dict:
+    options = {"num_workers": workers, "address": address}
+    options = {k: v for k, v in options.items() if v is not None}
+    if options and executor != "ray":
+        raise SimgymError("--ray-workers and --ray-address need --executor ray")
+    return options
+
+
+def reward_spec(text: str | None) -> Any:
+    """A reward name, or a JSON/YAML spec given inline or as a file path."""
+    if text is None:
+        return None
+    path = Path(text)
+    if path.suffix in (".json", ".yaml", ".yml") and path.is_file():
+        text = read_text(path)
+    try:
+        return load_yaml(text)
+    except yaml.YAMLError as exc:
+        raise SimgymError(f"--reward is not a name or a valid JSON/YAML spec: {exc}") from None
