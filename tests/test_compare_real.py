@@ -9,8 +9,8 @@ import pytest
 
 import simgym
 from simgym import Action, Observation, Task, Trajectory, Turn
+from simgym.bench.sim_vs_real import compare_turns, summarize
 from simgym.real.sandbox import bwrap_problem
-from simgym.rollout.compare import compare_turns, summarize
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "terminal" / "ci_server_logs.yaml"
 

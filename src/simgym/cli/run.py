@@ -222,8 +222,8 @@ def run(
 
 
 def _compare_with_real(files: list[Path], out: Path, domain: str | None, max_turns: int) -> None:
+    from simgym.bench.sim_vs_real import compare_turns, summarize
     from simgym.real.sandbox import bwrap_problem
-    from simgym.rollout.compare import compare_turns, summarize
     from simgym.rollout.record import record as record_real
 
     problem = bwrap_problem()

@@ -45,9 +45,9 @@ async def aevaluate(
     """Predict the rows of ``data`` (at most ``limit`` per domain, sampled with ``seed``)
     with each candidate (name -> ``local`` backend options) and compare. Results go to
     ``out/<name>.jsonl``; the returned report is what :func:`report_table` shows."""
-    import simgym
     from simgym.bench.data import load_rows, select_rows
     from simgym.bench.infer import run_infer
+    from simgym.worldmodels.local import LocalWorldModel
 
     if not candidates:
         raise TrainError("nothing to evaluate: no candidate models")
@@ -62,7 +62,7 @@ async def aevaluate(
     results: dict[str, list[dict[str, Any]]] = {}
     described: dict[str, dict[str, Any]] = {}
     for name, options in candidates.items():
-        backend = simgym.world_model("local", **{"n_ctx": n_ctx, **options})
+        backend = LocalWorldModel(**{"n_ctx": n_ctx, **options})
         described[name] = backend.describe()
         path = folder / f"{name}.jsonl"
         try:
