@@ -89,6 +89,7 @@ class Steps:
         self.cpu: list[float] = []
         self.evaluated: list[int] = []
         self.observations: list[str] = []
+        self.modelled: list[bool] = []
 
     async def step(self, env: simgym.SimEnv, action: str) -> float:
         before = len(self.wm.calls)
@@ -100,7 +101,14 @@ class Steps:
         self.latency.append(took)
         self.evaluated.append(sum(int(c["evaluated"]) for c in calls))
         self.observations.append(res.observation.text)
+        self.modelled.append(bool(calls))
         return took
+
+    def model_steps(self) -> str:
+        """How many steps called the model, and their median latency (strict mode answers
+        the others from the state)."""
+        times = [t for t, called in zip(self.latency, self.modelled, strict=True) if called]
+        return f"{len(times)}, {statistics.median(times):.2f}" if times else "0"
 
 
 def make_env(wm: LocalWorldModel, seed: int, max_tokens: int, grounding: str) -> simgym.SimEnv:
@@ -184,6 +192,7 @@ def main() -> None:
         "p90 s",
         "max s",
         "2nd episode, 1st step s",
+        "model steps: n, median s",
         "median CPU s",
         "median evaluated tokens",
         "RSS / PSS MB before → after",
@@ -206,6 +215,7 @@ def main() -> None:
             str(len(seq.latency)),
             *summary(seq.latency),
             f"{first:.2f}",
+            seq.model_steps(),
             f"{statistics.median(seq.cpu):.2f}",
             f"{statistics.median(seq.evaluated):.0f}",
             "",
@@ -216,6 +226,7 @@ def main() -> None:
             str(len(inter.latency)),
             *summary(inter.latency),
             "",
+            inter.model_steps(),
             f"{statistics.median(inter.cpu):.2f}",
             f"{statistics.median(inter.evaluated):.0f}",
             mem,
