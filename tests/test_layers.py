@@ -14,6 +14,9 @@ ALLOWED = {
     "core": set(),
     "domains": {"core"},
     "experience": {"core"},
+    "perturb": {"core", "domains"},
+    "rewards": {"core", "worldmodels"},
+    "worlds": {"core", "domains"},
 }
 
 
