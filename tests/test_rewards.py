@@ -29,8 +29,8 @@ from simgym.rewards import (
     register_reward,
     token_f1,
 )
+from simgym.rewards._json import resolve_path, split_path
 from simgym.rewards.judge import render_episode
-from simgym.rewards.verifiers import resolve_path, split_path
 from simgym.worlds.generate import generate_world
 from simgym.worlds.tasks import generate_tasks
 from support import scripted_world

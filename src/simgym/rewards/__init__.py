@@ -4,24 +4,23 @@
 :mod:`simgym.rewards.registry`.
 """
 
+from simgym.rewards._state import StateCheck
+from simgym.rewards._tables import TableF1, parse_table
+from simgym.rewards._text import (
+    Contains,
+    ExactMatch,
+    RegexMatch,
+    TokenF1,
+    answers_match,
+    normalize_answer,
+    token_f1,
+)
+from simgym.rewards._tools import ToolCallCheck
+from simgym.rewards._verifier import Verifier
 from simgym.rewards.base import Reward, RewardResult
 from simgym.rewards.hybrid import HybridReward
 from simgym.rewards.judge import JudgeError, RubricJudge, parse_verdict
 from simgym.rewards.registry import TaskReward, build_reward, register_reward, reward_names
-from simgym.rewards.verifiers import (
-    Contains,
-    ExactMatch,
-    RegexMatch,
-    StateCheck,
-    TableF1,
-    TokenF1,
-    ToolCallCheck,
-    Verifier,
-    answers_match,
-    normalize_answer,
-    parse_table,
-    token_f1,
-)
 
 __all__ = [
     "Contains",

@@ -21,17 +21,12 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
+from simgym.rewards._state import StateCheck
+from simgym.rewards._tables import TableF1
+from simgym.rewards._text import Contains, ExactMatch, RegexMatch, TokenF1
+from simgym.rewards._tools import ToolCallCheck
 from simgym.rewards.base import Reward, RewardResult
 from simgym.rewards.hybrid import HybridReward
-from simgym.rewards.verifiers import (
-    Contains,
-    ExactMatch,
-    RegexMatch,
-    StateCheck,
-    TableF1,
-    TokenF1,
-    ToolCallCheck,
-)
 
 RewardFactory = Callable[..., Reward]
 
