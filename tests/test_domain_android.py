@@ -279,7 +279,14 @@ async def test_recorded_episode_replays_exactly(tmp_path):
 
 
 async def test_embedded_model_simulates_two_turns():
-    env = simgym.make("android", world_model="local", max_tokens=48, seed=5, validation_retries=0)
+    env = simgym.make(
+        "android",
+        world_model="local",
+        max_tokens=48,
+        seed=5,
+        validation_retries=0,
+        render_known=True,
+    )
     first = await env.reset("Turn on Wi-Fi")
     assert first.text.startswith("App: Settings")
     for action in ("tap('4')", {"name": "navigate_back", "arguments": {}}):

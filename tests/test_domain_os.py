@@ -280,7 +280,9 @@ async def test_recorded_episode_replays_exactly(tmp_path):
 
 
 async def test_embedded_model_simulates_two_turns():
-    env = simgym.make("os", world_model="local", max_tokens=48, seed=5, validation_retries=0)
+    env = simgym.make(
+        "os", world_model="local", max_tokens=48, seed=5, validation_retries=0, render_known=True
+    )
     first = await env.reset("Save the file")
     assert first.text.startswith("Focused window: todo.txt")
     for action in ("pyautogui.hotkey('ctrl', 's')", "pyautogui.click(1775, 57)"):

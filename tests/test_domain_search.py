@@ -411,7 +411,7 @@ def test_broken_observations_are_flagged(text, action, problem):
 
 
 async def test_embedded_model_simulates_search_turns():
-    env = simgym.make("search", world_model="local", max_tokens=48, seed=5)
+    env = simgym.make("search", world_model="local", max_tokens=48, seed=5, render_known=True)
     first = await env.reset("When was Python 3.13.0 released?")
     assert first.kind == "initial" and "web_search" in first.text
     res = await env.step({"name": "web_search", "arguments": {"queries": ["python 3.13.0"]}})

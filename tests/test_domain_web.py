@@ -248,7 +248,9 @@ async def test_recorded_episode_replays_exactly(tmp_path):
 
 
 async def test_embedded_model_simulates_two_turns():
-    env = simgym.make("web", world_model="local", max_tokens=48, seed=5, validation_retries=0)
+    env = simgym.make(
+        "web", world_model="local", max_tokens=48, seed=5, validation_retries=0, render_known=True
+    )
     first = await env.reset("Check out the cart")
     assert first.text.startswith("URL: https://harborbooks.example/cart")
     for action in ("click('10')", "fill('3', 'lighthouse')"):
