@@ -16,7 +16,8 @@ import simgym
 import simgym.domains.swe  # noqa: F401  (registers the swe domain)
 from simgym.core import contract
 from simgym.data.export import AWB_FIELDS, export_files, read_rows
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession, bwrap_problem
+from simgym.real.sandbox import Limits, Sandbox, SandboxError, bwrap_problem
+from simgym.real.shell import ShellSession
 from simgym.real.swe import RealSWE
 from simgym.real.terminal import RealTerminal, keystroke_batches
 from simgym.rollout.record import record

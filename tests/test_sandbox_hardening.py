@@ -22,8 +22,9 @@ import pytest
 import simgym
 import simgym.domains.swe  # noqa: F401  (registers the swe domain)
 from simgym.real.cgroup import cgroup_problem
-from simgym.real.sandbox import Limits, Sandbox, ShellSession, bwrap_problem
+from simgym.real.sandbox import Limits, Sandbox, bwrap_problem
 from simgym.real.seccomp_filter import seccomp_problem
+from simgym.real.shell import ShellSession
 from simgym.real.swe import RealSWE
 from simgym.real.terminal import RealTerminal
 from simgym.rollout.record import record
@@ -441,7 +442,8 @@ def test_ctrl_c_during_record_kills_and_deletes_every_sandbox(tmp_path: Path) ->
 def test_leftovers_of_a_killed_run_are_reclaimed_at_next_start(tmp_path: Path) -> None:
     script = textwrap.dedent("""
         import asyncio, os, sys, time
-        from simgym.real.sandbox import Sandbox, ShellSession
+        from simgym.real.sandbox import Sandbox
+        from simgym.real.shell import ShellSession
         async def main():
             session = ShellSession(Sandbox(files={"/home/user/a": "x"}))
             await session.start()

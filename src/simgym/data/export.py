@@ -32,16 +32,15 @@ import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from simgym.core import contract
-from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError
-from simgym.core.grounding import Grounding, facts_block
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
+from simgym.data.exchanges import exchanges, system_prompt_of
+from simgym.data.sft import embedded_token_counter, transition_rows
 
 AWB_FIELDS = (
     "task",
@@ -60,58 +59,6 @@ SFT_MODES = ("episode", "turn", "transition")
 
 def _mode_names() -> str:
     return ", ".join(f"'{m}'" for m in SFT_MODES)
-
-
-@dataclass(frozen=True)
-class Exchange:
-    """One turn as the world model saw it: the user message and the observation message."""
-
-    user: dict[str, str]
-    assistant: dict[str, str]
-    observation: str
-
-
-def system_prompt_of(
-    trajectory: Trajectory, *, template: str | None = None, instructions: str | None = None
-) -> str:
-    """The system prompt the episode ran with: as recorded, or (for trajectories written
-    before prompts were recorded, or when ``template``/``instructions`` override it)
-    rebuilt from its domain and scenario."""
-    if trajectory.system_prompt is not None and template is None and instructions is None:
-        return trajectory.system_prompt
-
-    domain = get_domain(trajectory.domain)
-    scenario = domain.scenario(trajectory.scenario or None)
-    return domain.system_prompt(scenario, template=template, instructions=instructions)
-
-
-def exchanges(trajectory: Trajectory) -> list[Exchange]:
-    """The turns in the world model's history, numbered and worded as the environment did
-    (the task instruction goes with the first, a turn's control instruction with it, and
-    its grounded facts when the episode ran with grounding: a model trained on these rows
-    learns to render the facts it is handed)."""
-    found: list[Exchange] = []
-    for turn in trajectory.turns:
-        if not turn.in_history:
-            continue
-        number = len(found) + 1
-        user = contract.user_message(
-            number,
-            turn.action_text,
-            instruction=trajectory.task.instruction if number == 1 else None,
-            control=turn.control,
-            grounding=[block] if (block := _recorded_facts(turn.grounding)) else (),
-        )
-        text = turn.observation.text
-        found.append(Exchange(user, contract.assistant_message(text), text))
-    return found
-
-
-def _recorded_facts(record: dict[str, Any] | None) -> str | None:
-    """The ``**Facts:**`` block a grounded turn was sent, rebuilt from its record."""
-    if not record or not record.get("facts"):
-        return None
-    return facts_block(Grounding(facts=list(record["facts"])))
 
 
 def awb_rows(trajectory: Trajectory, *, system_prompt: str | None = None) -> list[dict[str, Any]]:
@@ -154,8 +101,6 @@ def sft_examples(
     if mode not in SFT_MODES:
         raise SimgymError(f"unknown SFT mode {mode!r}: use {_mode_names()}")
     if mode == "transition":
-        from simgym.data.sft import embedded_token_counter, transition_rows
-
         return list(
             transition_rows(trajectory, count=embedded_token_counter(), system_prompt=system_prompt)
         )

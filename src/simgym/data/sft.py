@@ -42,7 +42,7 @@ from simgym.core.domain import get_domain
 from simgym.core.errors import ActionError, ScenarioError, SimgymError
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
-from simgym.data.export import exchanges, system_prompt_of
+from simgym.data.exchanges import exchanges, system_prompt_of
 
 TokenCounter = Callable[[str], int]
 

@@ -110,7 +110,7 @@ def _url_problem(url: str) -> str | None:
     return None
 
 
-def _url_key(url: str) -> str:
+def url_key(url: str) -> str:
     """A URL compared loosely: scheme and host case, a trailing slash and ``www.``."""
     parts = urlsplit(url.strip())
     host = (parts.hostname or "").lower().removeprefix("www.")
@@ -149,7 +149,7 @@ class SearchScenario(ScenarioBase):
     @field_validator("documents")
     @classmethod
     def _unique(cls, documents: list[SearchDocument]) -> list[SearchDocument]:
-        keys = [_url_key(d.url) for d in documents]
+        keys = [url_key(d.url) for d in documents]
         repeated = sorted(
             {d.url for d, k in zip(documents, keys, strict=True) if keys.count(k) > 1}
         )
@@ -161,8 +161,8 @@ class SearchScenario(ScenarioBase):
         return tools()
 
     def document(self, url: str) -> SearchDocument | None:
-        key = _url_key(url)
-        return next((d for d in self.documents if _url_key(d.url) == key), None)
+        key = url_key(url)
+        return next((d for d in self.documents if url_key(d.url) == key), None)
 
 
 # -- actions ---------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Action, Task
-from simgym.domains.search import _url_key  # the domain's own URL comparison
+from simgym.domains.search import url_key  # the domain's own URL comparison
 from simgym.real.base import RealExecutor
 
 BACKEND_NAME = "real-search"
@@ -175,7 +175,7 @@ def _stamp() -> str:
 
 
 def _add_pages(conn: sqlite3.Connection, pages: Any) -> int:
-    rows = [(p.title, p.body, p.url, _url_key(p.url), p.date, p.summary) for p in pages]
+    rows = [(p.title, p.body, p.url, url_key(p.url), p.date, p.summary) for p in pages]
     conn.executemany("INSERT INTO pages VALUES (?, ?, ?, ?, ?, ?)", rows)
     return len(rows)
 
@@ -247,7 +247,7 @@ class SearchIndex:
         finally:
             source.close()
         with memory:
-            keys = [_url_key(p.url) for p in extra]
+            keys = [url_key(p.url) for p in extra]
             # A scenario page replaces a corpus page with the same URL.
             memory.executemany("DELETE FROM pages WHERE key = ?", [(k,) for k in keys])
             _add_pages(memory, extra)
@@ -283,7 +283,7 @@ class SearchIndex:
     def page(self, url: str) -> Page | None:
         row = self.conn.execute(
             "SELECT url, title, body, date, summary FROM pages WHERE key = ? LIMIT 1",
-            (_url_key(url),),
+            (url_key(url),),
         ).fetchone()
         return Page(*row) if row is not None else None
 

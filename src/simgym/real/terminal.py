@@ -26,7 +26,8 @@ from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
 from simgym.real.base import RealExecutor
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, ShellSession, isolation
+from simgym.real.sandbox import Limits, Sandbox, SandboxError, isolation
+from simgym.real.shell import ShellSession
 
 BACKEND_NAME = "real-terminal"
 
