@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from simgym.bench.compare import compare_reports, compare_table, load_side, paired_reports
+from simgym.bench.compare_runs import compare_reports, compare_table, load_side, paired_reports
 from simgym.bench.data import BenchRow
 from simgym.bench.infer import prediction_row
 from simgym.bench.judge import (

@@ -22,7 +22,7 @@ from typing import Any
 from simgym.bench.data import BenchRow, clean_observation
 from simgym.bench.messages import build_messages
 from simgym.bench.metrics import EDIT_METHOD, rule_metrics
-from simgym.bench.runner import RunSummary, now, run_pool, with_retries
+from simgym.bench.pool import RunSummary, now, run_pool, with_retries
 from simgym.bench.store import RowWriter, prepare_resume
 from simgym.core.worldmodel import Prediction, WorldModel
 

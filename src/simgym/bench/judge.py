@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.bench.data import clean_observation, row_from_record
-from simgym.bench.runner import RunSummary, now, run_pool, with_retries
+from simgym.bench.pool import RunSummary, now, run_pool, with_retries
 from simgym.bench.store import RowWriter, prepare_resume
 from simgym.core.worldmodel import WorldModel
 

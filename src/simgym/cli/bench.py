@@ -373,7 +373,7 @@ def compare(
     markdown: Annotated[Path | None, typer.Option(help="write a Markdown table")] = None,
 ) -> None:
     """Two runs side by side with per-domain deltas (B - A)."""
-    from simgym.bench.compare import (
+    from simgym.bench.compare_runs import (
         FIELDS,
         compare_reports,
         compare_table,
