@@ -493,11 +493,15 @@ async def run_judge(
     retry_failed: bool = True,
     restart: bool = False,
     fsync: bool = False,
+    on_start: Callable[[int], None] | None = None,
     **options: Any,
 ) -> RunSummary:
     """Resume or start ``out``, then grade every prediction not finished there.
-    ``options`` are those of :func:`judge_rows`."""
+    ``on_start`` gets the number of rows left; ``options`` are those of
+    :func:`judge_rows`."""
     todo, _ = plan_judge(predictions, out, retry_failed=retry_failed, restart=restart)
+    if on_start is not None:
+        on_start(len(todo))
     with RowWriter(out, fsync=fsync) as writer:
         summary = await judge_rows(todo, judge, writer, **options)
     summary.selected = len(predictions)
