@@ -82,6 +82,12 @@ def test_unreadable_answers_fail_with_a_reason(answer, reason):
     assert not verdict.ok and reason in verdict.error
 
 
+def test_scores_out_of_ten_are_rescaled_and_cut_off_reasoning_is_not_read():
+    grades = '"factuality": 3, "consistency": 5, "realism": 4, "quality": 4}'
+    assert parse_judge_output('{"format": "8/10", ' + grades).scores["format"] == 4
+    assert not parse_judge_output('<think>maybe {"format": 4, ' + grades).ok
+
+
 def test_judge_prompt_per_family_and_request_layout():
     prompts = {d: load_prompt(d) for d in ("mcp", "search", "terminal", "swe", "web", "zzz")}
     assert prompts["terminal"].system == prompts["swe"].system
