@@ -11,6 +11,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -148,7 +149,7 @@ def _print_summary(what: str, summary: Any, out: Path) -> None:
         errors.print(f"  {count} x {message}", highlight=False)
 
 
-def _resuming(progress: RowProgress, total: int, out: Path) -> Any:
+def _resuming(progress: RowProgress, total: int, out: Path) -> Callable[[int], None]:
     """An ``on_start`` that says how many rows a resumed run skips and sizes the bar."""
 
     def start(todo: int) -> None:
