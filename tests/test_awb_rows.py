@@ -17,7 +17,6 @@ tests check that simgym's exporter writes rows it can read and that simgym's rea
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +144,10 @@ def test_rows_in_the_old_layout_are_still_read_and_completed(tmp_path: Path) -> 
         assert as_bytes(reference_request(row.sample())) == as_bytes(reference_request(after))
 
 
-def test_rows_rebuilt_without_the_exporter_have_the_same_layout(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    _, _, out = _terminal_episode(tmp_path)
-    exported = load_rows(out)
-    monkeypatch.setitem(sys.modules, "simgym.data.export", None)  # an older tree
-    rebuilt = load_rows(out)
-    assert [r.prompt for r in rebuilt] == [r.prompt for r in exported]
-    for row in rebuilt:
+def test_rows_read_from_a_trajectory_are_the_exported_rows(tmp_path: Path) -> None:
+    trajectory, _, out = _terminal_episode(tmp_path)
+    loaded = load_rows(out)
+    assert [r.sample() for r in loaded] == awb_rows(trajectory)
+    for row in loaded:
         assert len(row.prompt) == row.turn_idx
         assert as_bytes(reference_request(row.sample())) == as_bytes(build_messages(row))

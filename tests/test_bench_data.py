@@ -1,7 +1,6 @@
 """Benchmark rows: the official file format, its quirks, and the request built from a row."""
 
 import json
-import sys
 import warnings
 from pathlib import Path
 
@@ -131,7 +130,7 @@ def test_select_rows_filters_and_samples_per_domain():
         select_rows(rows, domains=["web"])
 
 
-def test_simgym_trajectories_become_rows(tmp_path, monkeypatch):
+def test_simgym_trajectories_become_rows(tmp_path):
     def screen(messages):
         command = "ls" if "ls" in messages[-1]["content"] else "pwd"
         output = "notes.txt" if command == "ls" else "/home/dev"
@@ -156,8 +155,3 @@ def test_simgym_trajectories_become_rows(tmp_path, monkeypatch):
     messages = build_messages(rows[1])
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert messages[2]["content"].startswith("**Environment Observation:**")
-    # Without the exporter module the rows are rebuilt here, with the same content.
-    monkeypatch.setitem(sys.modules, "simgym.data.export", None)
-    rebuilt = load_rows(tmp_path / "t.jsonl")
-    assert [build_messages(r) for r in rebuilt] == [build_messages(r) for r in rows]
-    assert [r.reference for r in rebuilt] == [r.reference for r in rows]

@@ -18,7 +18,7 @@ import simgym
 from simgym.bench.data import load_rows, select_rows
 from simgym.bench.infer import plan_infer, run_infer
 from simgym.bench.judge import run_judge
-from simgym.bench.runner import is_transient
+from simgym.bench.pool import is_transient
 from simgym.bench.store import load_results, read_rows
 from simgym.cli.bench import bench_app, build_backend, request_settings
 from simgym.core.errors import WorldModelError

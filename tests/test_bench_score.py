@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from simgym.bench.compare import compare_reports, compare_table, load_side, paired_reports
+from simgym.bench.compare_runs import compare_reports, compare_table, load_side, paired_reports
 from simgym.bench.data import BenchRow
 from simgym.bench.infer import prediction_row
 from simgym.bench.judge import (
@@ -80,6 +80,12 @@ def test_lenient_answers(answer):
 def test_unreadable_answers_fail_with_a_reason(answer, reason):
     verdict = parse_judge_output(answer)
     assert not verdict.ok and reason in verdict.error
+
+
+def test_scores_out_of_ten_are_rescaled_and_cut_off_reasoning_is_not_read():
+    grades = '"factuality": 3, "consistency": 5, "realism": 4, "quality": 4}'
+    assert parse_judge_output('{"format": "8/10", ' + grades).scores["format"] == 4
+    assert not parse_judge_output('<think>maybe {"format": 4, ' + grades).ok
 
 
 def test_judge_prompt_per_family_and_request_layout():

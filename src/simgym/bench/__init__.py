@@ -13,7 +13,7 @@ Rows are read from the official per-domain JSONL files (``{domain}_test.jsonl``)
 rows in the same layout written by simgym, or from simgym trajectory files.
 """
 
-from simgym.bench.compare import compare_reports
+from simgym.bench.compare_runs import compare_reports
 from simgym.bench.data import BenchRow, load_rows, select_rows
 from simgym.bench.infer import run_infer
 from simgym.bench.judge import parse_judge_output, run_judge

@@ -221,59 +221,19 @@ def _is_trajectory(record: dict[str, Any]) -> bool:
 
 
 def rows_from_trajectory(record: dict[str, Any], where: str = "") -> list[BenchRow]:
-    """One row per simulated turn of a simgym trajectory: what ``simgym export`` writes
-    (:func:`simgym.data.export.awb_rows`), built here directly so a trajectory file can
-    be benchmarked without exporting it first."""
+    """One row per simulated turn of a simgym trajectory, as ``simgym export`` writes them
+    (:func:`simgym.data.export.awb_rows`), so a trajectory file can be benchmarked
+    without exporting it first."""
     from simgym.core.types import Trajectory
+    from simgym.data.export import awb_rows
 
     try:
         trajectory = Trajectory.model_validate(record)
-        samples = _awb_rows(trajectory)
+        samples = awb_rows(trajectory)
     except (ValueError, SimgymError) as exc:
         warnings.warn(f"{where}: skipping trajectory: {exc}", stacklevel=2)
         return []
     return [row_from_record(sample, where) for sample in samples]
-
-
-def _awb_rows(trajectory: Any) -> list[dict[str, Any]]:
-    try:
-        from simgym.data.export import awb_rows
-    except ImportError:  # an older tree without the exporter: rebuild the rows here
-        return _contract_rows(trajectory)
-    return awb_rows(trajectory)
-
-
-def _contract_rows(trajectory: Any) -> list[dict[str, Any]]:
-    """The rows rebuilt from the message contract (system prompt from the domain's own
-    template and the recorded scenario)."""
-    from simgym.core.domain import get_domain
-
-    domain = get_domain(trajectory.domain)
-    system = domain.system_prompt(domain.scenario(trajectory.scenario or None))
-    turns = [t for t in trajectory.turns if t.in_history]
-    prompts = [
-        contract.user_message(
-            n,
-            t.action_text,
-            instruction=trajectory.task.instruction if n == 1 else None,
-            control=t.control,
-        )["content"]
-        for n, t in enumerate(turns, 1)
-    ]
-    responses = [contract.assistant_message(t.observation.text)["content"] for t in turns]
-    return [
-        {
-            "task": trajectory.domain,
-            "id": f"{trajectory.episode_id}",
-            "prompt": prompts[:n],  # up to and including this turn, as the exporter writes
-            "response": responses[:n],
-            "current_prompt": prompts[n - 1],
-            "system_str": system,
-            "turn_idx": n,
-            "total_turns": len(turns),
-        }
-        for n in range(1, len(turns) + 1)
-    ]
 
 
 def deduplicate(rows: list[BenchRow]) -> list[BenchRow]:

@@ -22,7 +22,7 @@ from typing import Any
 from simgym.bench.data import BenchRow, clean_observation
 from simgym.bench.messages import build_messages
 from simgym.bench.metrics import EDIT_METHOD, rule_metrics
-from simgym.bench.runner import RunSummary, now, run_pool, with_retries
+from simgym.bench.pool import RunSummary, now, run_pool, with_retries
 from simgym.bench.store import RowWriter, prepare_resume
 from simgym.core.worldmodel import Prediction, WorldModel
 
@@ -32,6 +32,7 @@ OFFICIAL_MAX_TOKENS = 32768
 OFFICIAL_TEMPERATURE = 0.6
 
 OnResult = Callable[[dict[str, Any]], None]
+OnStart = Callable[[int], None]  # called with the number of rows left to do
 
 
 def plan_infer(
@@ -167,10 +168,14 @@ async def run_infer(
     retry_failed: bool = True,
     restart: bool = False,
     fsync: bool = False,
+    on_start: OnStart | None = None,
     on_result: OnResult | None = None,
 ) -> RunSummary:
-    """Resume or start ``out``, then predict every row not finished there."""
+    """Resume or start ``out``, then predict every row not finished there. ``on_start``
+    gets the number of rows left once resuming is planned; ``on_result`` each row."""
     todo, finished = plan_infer(rows, out, retry_failed=retry_failed, restart=restart)
+    if on_start is not None:
+        on_start(len(todo))
     with RowWriter(out, fsync=fsync) as writer:
         summary = await infer_rows(
             todo,

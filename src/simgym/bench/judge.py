@@ -19,7 +19,6 @@ and hash) and the reference script's flat fields (``format`` ... ``quality``,
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import string
@@ -30,11 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from simgym.bench.data import clean_observation, row_from_record
-from simgym.bench.runner import RunSummary, now, run_pool, with_retries
+from simgym.bench.pool import RunSummary, now, run_pool, with_retries
 from simgym.bench.store import RowWriter, prepare_resume
 from simgym.core.worldmodel import WorldModel
+from simgym.rewards.answers import json_objects, read_number, strip_reasoning
 
 DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
+SCALE = 5.0  # each dimension is graded 1-5
 PROMPTS = Path(__file__).parent / "prompts"
 FAMILIES = {
     "mcp": "tool",
@@ -156,32 +157,22 @@ class JudgeVerdict:
         return sum(self.scores.values()) / len(self.scores) if self.ok else None
 
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_CODE = re.compile(r"```[A-Za-z]*\s*\n?(.*?)```", re.DOTALL)
-_TAGGED = re.compile(r"<(\w*evaluation\w*)>(.*?)</\1>", re.DOTALL | re.IGNORECASE)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _LOOSE = r'["\']?{dim}(?:[ _-]?score)?["\']?\s*[:=]\s*["\']?([0-9]+(?:\.[0-9]+)?)'
 
 
 def parse_judge_output(raw: str) -> JudgeVerdict:
     """Read five 1-5 scores from a judge's answer.
 
-    Reasoning (``<think>``) is dropped; then JSON is looked for in tagged blocks, code
-    fences and every balanced ``{...}``, accepting keys such as ``Format``,
-    ``format_score`` or a nested ``scores`` object, numbers written as strings, and
-    trailing commas. As a last resort ``format: 4``-style pairs are read from the text.
-    All five dimensions must be present and within 1-5.
+    Reasoning is dropped and JSON found as :mod:`simgym.rewards.answers` does, accepting
+    keys such as ``Format``, ``format_score`` or a nested ``scores`` object, and numbers
+    written as strings (``"4"``, ``"4/5"``). As a last resort ``format: 4``-style pairs
+    are read from the text. All five dimensions must be present and within 1-5.
     """
-    text = _THINK.sub("", raw or "")
-    if "</think>" in text.lower():
-        text = text[text.lower().rfind("</think>") + len("</think>") :]
+    text = strip_reasoning(raw)
     if not text.strip():
         return JudgeVerdict(error="the judge answered nothing")
     problems: list[str] = []
-    for candidate in _json_candidates(text):
-        value = _loads(candidate)
-        if not isinstance(value, dict):
-            continue
+    for value in json_objects(text):
         verdict = _from_object(value)
         if verdict.ok:
             return verdict
@@ -193,65 +184,10 @@ def parse_judge_output(raw: str) -> JudgeVerdict:
     return JudgeVerdict(error=f"unreadable judge answer: {reason}")
 
 
-def _json_candidates(text: str) -> list[str]:
-    found = [m.group(2) for m in _TAGGED.finditer(text)]
-    found += [m.group(1) for m in _CODE.finditer(text)]
-    found += _balanced_objects(text)
-    return found
-
-
-def _balanced_objects(text: str) -> list[str]:
-    """Every outermost ``{...}`` span, skipping braces inside JSON strings."""
-    spans, depth, start, in_string, escaped = [], 0, -1, False, False
-    for i, ch in enumerate(text):
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"' and depth:
-            in_string = True
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                spans.append(text[start : i + 1])
-    return spans
-
-
-def _loads(candidate: str) -> Any:
-    for attempt in (candidate, _TRAILING_COMMA.sub(r"\1", candidate)):
-        try:
-            return json.loads(attempt.strip())
-        except (json.JSONDecodeError, ValueError):
-            continue
-    return None
-
-
 def _dimension(key: str) -> str | None:
     word = re.sub(r"[^a-z]", "", str(key).lower())
     word = word.removesuffix("score")
     return word if word in DIMENSIONS else None
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        match = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(?:/\s*5)?\s*$", value)
-        return float(match.group(1)) if match else None
-    if isinstance(value, dict):  # {"score": 4, "reason": "..."}
-        for key in ("score", "value", "rating"):
-            if key in value:
-                return _number(value[key])
-    return None
 
 
 def _from_object(value: dict[str, Any]) -> JudgeVerdict:
@@ -263,7 +199,7 @@ def _from_object(value: dict[str, Any]) -> JudgeVerdict:
         for key, raw in source.items():
             dim = _dimension(key)
             if dim and dim not in scores:
-                number = _number(raw)
+                number = read_number(raw, SCALE)
                 if number is not None:
                     scores[dim] = number
     verdict = _checked(scores)
@@ -493,11 +429,15 @@ async def run_judge(
     retry_failed: bool = True,
     restart: bool = False,
     fsync: bool = False,
+    on_start: Callable[[int], None] | None = None,
     **options: Any,
 ) -> RunSummary:
     """Resume or start ``out``, then grade every prediction not finished there.
-    ``options`` are those of :func:`judge_rows`."""
+    ``on_start`` gets the number of rows left; ``options`` are those of
+    :func:`judge_rows`."""
     todo, _ = plan_judge(predictions, out, retry_failed=retry_failed, restart=restart)
+    if on_start is not None:
+        on_start(len(todo))
     with RowWriter(out, fsync=fsync) as writer:
         summary = await judge_rows(todo, judge, writer, **options)
     summary.selected = len(predictions)

@@ -11,6 +11,7 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -99,9 +100,10 @@ def request_settings(
 
 
 class RowProgress:
-    """A progress bar with rate, ETA and failures, fed one finished row at a time."""
+    """A progress bar with rate, ETA and failures, fed one finished row at a time (the
+    total may come later, through :meth:`start`)."""
 
-    def __init__(self, label: str, total: int, failed: Any) -> None:
+    def __init__(self, label: str, total: int | None, failed: Any) -> None:
         self._failed = failed
         self.progress = Progress(
             TextColumn(f"[bold]{label}"),
@@ -116,7 +118,12 @@ class RowProgress:
         )
         self.bar = self.progress.add_task(label, total=total, rate="", failed=0)
         self.failures = 0
-        self.start = time.perf_counter()
+        self.start_time = time.perf_counter()
+
+    def start(self, total: int) -> None:
+        """Set the total once known; the rate counts from here."""
+        self.progress.update(self.bar, total=total)
+        self.start_time = time.perf_counter()
 
     def __enter__(self) -> RowProgress:
         self.progress.__enter__()
@@ -128,7 +135,7 @@ class RowProgress:
     def __call__(self, row: dict[str, Any]) -> None:
         self.failures += bool(self._failed(row))
         done = self.progress.tasks[0].completed + 1
-        rate = done / max(time.perf_counter() - self.start, 1e-9)
+        rate = done / max(time.perf_counter() - self.start_time, 1e-9)
         self.progress.update(self.bar, advance=1, rate=f"{rate:.2f} rows/s", failed=self.failures)
 
 
@@ -140,6 +147,17 @@ def _print_summary(what: str, summary: Any, out: Path) -> None:
     )
     for message, count in sorted(summary.errors.items(), key=lambda kv: -kv[1])[:5]:
         errors.print(f"  {count} x {message}", highlight=False)
+
+
+def _resuming(progress: RowProgress, total: int, out: Path) -> Callable[[int], None]:
+    """An ``on_start`` that says how many rows a resumed run skips and sizes the bar."""
+
+    def start(todo: int) -> None:
+        if total - todo:
+            errors.print(f"resuming: {total - todo} of {total} rows already in {out}")
+        progress.start(todo)
+
+    return start
 
 
 def _warnings_to_stderr() -> None:
@@ -194,15 +212,10 @@ def infer(
 ) -> None:
     """Predict the next observation of every benchmark row (resumable)."""
     from simgym.bench.data import load_rows, select_rows
-    from simgym.bench.infer import infer_rows, plan_infer
-    from simgym.bench.store import RowWriter
+    from simgym.bench.infer import run_infer
 
     _warnings_to_stderr()
     rows = select_rows(load_rows(data), domains=domains, limit=limit, seed=seed)
-    todo, finished = plan_infer(rows, out, retry_failed=retry_failed, restart=restart)
-    skipped = len(rows) - len(todo)
-    if skipped:
-        errors.print(f"resuming: {skipped} of {len(rows)} rows already in {out}")
     backend = build_backend(
         world_model,
         base_url=base_url,
@@ -217,26 +230,25 @@ def infer(
 
     async def main():
         try:
-            with (
-                RowWriter(out, fsync=fsync) as writer,
-                RowProgress("infer", len(todo), lambda r: r["status"] != "ok") as progress,
-            ):
-                return await infer_rows(
-                    todo,
+            with RowProgress("infer", None, lambda r: r["status"] != "ok") as progress:
+                return await run_infer(
+                    rows,
                     backend,
-                    writer,
+                    out,
                     concurrency=concurrency,
                     max_tokens=tokens,
                     temperature=temp,
                     retries=retries,
+                    retry_failed=retry_failed,
+                    restart=restart,
+                    fsync=fsync,
+                    on_start=_resuming(progress, len(rows), out),
                     on_result=progress,
                 )
         finally:
             await backend.aclose()
 
-    summary = asyncio.run(main())
-    summary.selected, summary.skipped = len(rows), skipped
-    _print_summary("infer", summary, out)
+    _print_summary("infer", asyncio.run(main()), out)
 
 
 @bench_app.command()
@@ -285,15 +297,11 @@ def judge(
 ) -> None:
     """Grade each prediction against the real observation (resumable). The judge's API
     key comes from SIMGYM_JUDGE_API_KEY, else OPENAI_API_KEY."""
-    from simgym.bench.judge import judge_rows, plan_judge
-    from simgym.bench.store import RowWriter, load_results
+    from simgym.bench.judge import run_judge
+    from simgym.bench.store import load_results
 
     _warnings_to_stderr()
     rows = load_results(predictions)
-    todo, _ = plan_judge(rows, out, retry_failed=retry_failed, restart=restart)
-    skipped = len(rows) - len(todo)
-    if skipped:
-        errors.print(f"resuming: {skipped} of {len(rows)} rows already in {out}")
     backend = build_backend(
         judge_backend,
         base_url=judge_base_url,
@@ -309,14 +317,15 @@ def judge(
 
     async def main():
         try:
-            with (
-                RowWriter(out, fsync=fsync) as writer,
-                RowProgress("judge", len(todo), lambda r: r["judge"]["status"] != "ok") as progress,
-            ):
-                return await judge_rows(
-                    todo,
+            with RowProgress("judge", None, lambda r: r["judge"]["status"] != "ok") as progress:
+                return await run_judge(
+                    rows,
                     backend,
-                    writer,
+                    out,
+                    retry_failed=retry_failed,
+                    restart=restart,
+                    fsync=fsync,
+                    on_start=_resuming(progress, len(rows), out),
                     concurrency=concurrency,
                     attempts=attempts,
                     max_tokens=tokens,
@@ -329,9 +338,7 @@ def judge(
         finally:
             await backend.aclose()
 
-    summary = asyncio.run(main())
-    summary.selected, summary.skipped = len(rows), skipped
-    _print_summary("judge", summary, out)
+    _print_summary("judge", asyncio.run(main()), out)
 
 
 @bench_app.command()
@@ -373,7 +380,7 @@ def compare(
     markdown: Annotated[Path | None, typer.Option(help="write a Markdown table")] = None,
 ) -> None:
     """Two runs side by side with per-domain deltas (B - A)."""
-    from simgym.bench.compare import (
+    from simgym.bench.compare_runs import (
         FIELDS,
         compare_reports,
         compare_table,

@@ -4,7 +4,7 @@ The judge sees the instruction, the rubric (``task.metadata["rubric"]``: a strin
 list of criteria), a transcript of the agent's actions and the observations they got
 (each observation capped, the middle of a long episode left out to fit ``max_chars``),
 and the final answer. It is asked for one JSON object with a 0-10 score per criterion and
-overall. :func:`parse_verdict` reads that leniently (JSON anywhere in the text, or a
+overall. :func:`parse_verdict` reads that leniently (:mod:`simgym.rewards.answers`, or a
 "score: N" line); an answer it cannot read is asked for again once, and a judge that
 still fails, or cannot be reached, scores 0.0 with ``details["error"]``: a judge problem
 never raises out of :meth:`RubricJudge.score`.
@@ -22,6 +22,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory, Turn
+from simgym.rewards.answers import json_objects, read_number, scaled, strip_reasoning
 from simgym.rewards.base import RewardResult
 from simgym.worldmodels.chat import ChatClient, env_value, usage_of
 
@@ -54,48 +55,10 @@ class JudgeError(SimgymError):
 
 # -- reading verdicts -------------------------------------------------------------------
 
-_THINK = re.compile(r"<think>.*?(?:</think>|$)", re.DOTALL | re.IGNORECASE)
 _SCORE_LINE = re.compile(
     r"\bscore\b[\s*_\"']*(?:is|of|[:=])?[\s*_\"']*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?",
     re.IGNORECASE,
 )
-
-
-def _number(value: Any) -> float | None:
-    """A score from a JSON value: a number, or a string like "7" or "7/10" (scaled)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        found = re.fullmatch(r"\s*(-?\d+(?:\.\d+)?)\s*(?:/\s*(\d+(?:\.\d+)?))?\s*", value)
-        if found:
-            return _scaled(found.group(1), found.group(2))
-    return None
-
-
-def _scaled(score: str, out_of: str | None) -> float:
-    value = float(score)
-    if out_of and float(out_of) > 0:
-        value = value / float(out_of) * SCALE
-    return value
-
-
-def _json_objects(text: str) -> list[dict[str, Any]]:
-    """Every JSON object that can be decoded from some ``{`` in ``text``."""
-    decoder = json.JSONDecoder()
-    found = []
-    start = text.find("{")
-    while start != -1:
-        try:
-            obj, end = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            start = text.find("{", start + 1)
-            continue
-        if isinstance(obj, dict):
-            found.append(obj)
-        start = text.find("{", end)
-    return found
 
 
 def _criteria_scores(value: Any) -> list[float]:
@@ -104,7 +67,7 @@ def _criteria_scores(value: Any) -> list[float]:
         items = list(value.values())
     scores = []
     for item in items:
-        score = _number(item.get("score")) if isinstance(item, dict) else _number(item)
+        score = read_number(item, SCALE)
         if score is not None:
             scores.append(score)
     return scores
@@ -120,10 +83,10 @@ def parse_verdict(text: str, n_criteria: int = 1) -> dict[str, Any]:
     judge scored every one (a model's own overall number is less reliable than its
     per-criterion marks); else the overall score. Raises ``ValueError`` when no score can
     be read."""
-    body = _THINK.sub("", text or "").strip()
-    for obj in reversed(_json_objects(body)):
+    body = strip_reasoning(text).strip()
+    for obj in reversed(json_objects(body)):
         criteria = [_clamp(s) for s in _criteria_scores(obj.get("criteria"))]
-        overall = _number(obj.get("score"))
+        overall = read_number(obj.get("score"), SCALE)
         if n_criteria > 1 and len(criteria) == n_criteria:
             score = sum(criteria) / len(criteria)
         elif overall is not None:
@@ -141,7 +104,7 @@ def parse_verdict(text: str, n_criteria: int = 1) -> dict[str, Any]:
         }
     lines = _SCORE_LINE.findall(body)
     if lines:
-        score = _clamp(_scaled(*lines[-1]))
+        score = _clamp(scaled(*lines[-1], SCALE))
         return {"score": score, "criteria": [], "reason": None, "value": score / SCALE}
     raise ValueError("no JSON verdict with a score and no 'score: N' line")
 
