@@ -60,8 +60,8 @@ from simgym.data.factory.records import (
     scan_raw,
     split_of,
 )
-from simgym.data.factory.runner import EpisodeTimeout, arun_factory, quotas_for, run_factory
-from simgym.data.factory.runner import _stamp as _stamp
+from simgym.data.factory.schedule import EpisodeTimeout, arun_factory, quotas_for, run_factory
+from simgym.data.factory.schedule import _stamp as _stamp
 from simgym.data.factory.search import plan_search
 from simgym.data.factory.sites import Site, make_site, write_sites
 from simgym.data.factory.swe import SWE_UNITS, plan_swe
