@@ -27,7 +27,7 @@ How TRL (1.16) drives it, and what simgym does at each point:
   column (the task as JSON) starts a new episode, and ``reset`` returns the first user
   message: the instruction and what the environment shows at the start. The ``num_generations``
   rollouts of one task share its scenario seed (derived from the task id as in
-  :func:`simgym.rollout.runner.plan_episodes`), so the world answers the same action alike.
+  :func:`simgym.rollout.episode.episode_seed`), so the world answers the same action alike.
 - After the rollout TRL calls ``get_reward()``, which closes the episode, scores it with the
   simgym reward (:func:`simgym.rewards.build_reward`; ``reward=None`` uses each task's own
   reward from its metadata), records the score on the trajectory and appends the trajectory
@@ -72,6 +72,7 @@ from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.types import Action, Task, ToolSpec, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
+from simgym.rollout.episode import episode_seed, score_trajectory
 
 ANSWER_TOOL = "submit_answer"
 
@@ -452,15 +453,7 @@ class SimgymTRL:
                 f"reset() got a row without a 'task' column (columns: {sorted(row)}); "
                 "use the spec's train_dataset, or add the task as JSON"
             )
-        try:
-            if isinstance(raw, Task):
-                task = raw
-            elif isinstance(raw, str):
-                task = Task.model_validate_json(raw)
-            else:
-                task = Task.model_validate(raw)
-        except ValueError as exc:
-            raise SimgymError(f"the row's 'task' is not a valid task: {exc}") from None
+        task = Task.coerce(raw, text="json", invalid="the row's 'task' is not a valid task")
         if task.domain is None:
             if self.default_domain is None:
                 raise SimgymError(f"task {task.id!r} names no domain")
@@ -468,9 +461,7 @@ class SimgymTRL:
         return task
 
     def _seed(self, task: Task) -> int:
-        from simgym.rollout.runner import plan_episodes
-
-        return plan_episodes([task], 1, self.seed)[0].seed
+        return episode_seed(task, self.seed)
 
     def _next_sample(self, task_id: str) -> int:
         with self._lock:
@@ -501,21 +492,11 @@ class SimgymTRL:
 
     def _score(self, trajectory: Trajectory, reward: Any) -> float | None:
         """Score with ``reward``; record the part (and the total for the main reward)."""
-        try:
-            result = run_sync(reward.score(trajectory))
-        except Exception as exc:  # a broken judge must not stop training or lose the episode
-            trajectory.metrics.setdefault("reward_errors", {})[reward.name] = (
-                f"{type(exc).__name__}: {exc}"
-            )
+        main = reward is self.reward
+        result = run_sync(score_trajectory(trajectory, reward, main=main, errors_by_name=True))
+        if result is None:
             return None
-        if reward is self.reward:
-            trajectory.total_reward += result.value
-            trajectory.reward_parts.update(dict(result.parts) or {reward.name: result.value})
-            if result.details:
-                trajectory.metrics["reward_details"] = result.details
-            return trajectory.total_reward
-        trajectory.reward_parts[reward.name] = result.value
-        return result.value
+        return trajectory.total_reward if main else result.value
 
     def _write(self, trajectory: Trajectory) -> None:
         if self.trajectories is None:
@@ -708,17 +689,9 @@ def _read_tasks(tasks: Iterable[Task | dict[str, Any] | str], domain: str | None
     out: list[Task] = []
     seen: set[str] = set()
     for raw in tasks:
-        if isinstance(raw, str):
-            task = Task(instruction=raw)
-        elif isinstance(raw, dict):
-            try:
-                task = Task.model_validate(raw)
-            except ValueError as exc:
-                raise SimgymError(f"invalid task: {exc}") from None
-        elif isinstance(raw, Task):
-            task = raw
-        else:
-            raise SimgymError(f"a task must be a Task, dict or string, not {type(raw).__name__}")
+        if raw is None:
+            raise SimgymError("a task is a Task, a dict or a string, not None")
+        task = Task.coerce(raw)
         if task.domain is None:
             if domain is None:
                 raise SimgymError(f"task {task.id!r} names no domain and no default was given")

@@ -79,7 +79,8 @@ from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import EpisodeStateError, SimgymError
 from simgym.core.types import StepResult, Task, ToolSpec, Trajectory, new_id
-from simgym.core.worldmodel import WorldModel, create_world_model
+from simgym.core.worldmodel import WorldModel, create_world_model, require_shareable
+from simgym.rollout.episode import episode_seed, score_trajectory
 
 try:
     from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, register
@@ -271,7 +272,7 @@ class _World:
             settings.scenario,
             **settings.env_options,
         )
-        self.seed = _episode_seed(task, settings.env_options.get("seed"))
+        self.seed = episode_seed(task, settings.env_options.get("seed"))
         self.lock = asyncio.Lock()  # verl runs a turn's calls concurrently; steps are serial
         self.conversation: list[dict[str, Any]] | None = None  # verl's live message list
         self.group_id: str | None = None
@@ -329,7 +330,12 @@ class _World:
             trajectory.group_id = self.group_id
             if self.conversation is not None:
                 trajectory.agent_messages = _plain(self.conversation)
-            await _score(trajectory, _reward(self.settings))
+            if await score_trajectory(trajectory, _reward(self.settings)) is None:
+                logger.warning(
+                    "simgym: scoring episode %s failed: %s",
+                    trajectory.episode_id,
+                    trajectory.metrics.get("reward_error"),
+                )
             writer = _writer(self.settings.trajectories)
             if writer is not None:
                 writer.write(trajectory)
@@ -620,12 +626,7 @@ def verl_rows(
     domain = get_domain(settings.domain)
     rows = []
     for index, raw in enumerate(tasks):
-        task = raw if isinstance(raw, Task) else Task.model_validate(dict(raw))
-        if task.domain not in (None, domain.name):
-            raise SimgymError(
-                f"task {task.id!r} is for the {task.domain} domain, the tools for {domain.name}"
-            )
-        task = task.model_copy(update={"domain": domain.name})
+        task = Task.coerce(raw, domain.name, bind=True)
         scenario = domain.scenario(task.scenario or settings.scenario)
         first = domain.initial_observation(scenario)
         user = task.instruction.strip() or "Explore the environment."
@@ -712,12 +713,7 @@ def _backend(settings: VerlToolSettings) -> WorldModel:
             backend = _imported(spec, options)
         else:
             backend = create_world_model(spec, **options)
-        if getattr(backend, "start_episode", None) is not None:
-            # A real executor holds one live world at a time; trajectories would trample it.
-            raise SimgymError(
-                f"world model {spec!r} is a real environment that holds one world at a time; "
-                "verl trajectories share one backend per process"
-            )
+        require_shareable(backend, "verl trajectories share one backend per process", name=spec)
         _BACKENDS[key] = backend
     return _BACKENDS[key]
 
@@ -748,20 +744,6 @@ def _reward(settings: VerlToolSettings) -> Any:
     return _REWARDS[key]
 
 
-async def _score(trajectory: Trajectory, reward: Any) -> None:
-    """Add the episode's reward to the trajectory (a broken judge is recorded, not fatal)."""
-    try:
-        result = await reward.score(trajectory)
-    except Exception as exc:
-        trajectory.metrics["reward_error"] = f"{type(exc).__name__}: {exc}"
-        logger.warning("simgym: scoring episode %s failed: %s", trajectory.episode_id, exc)
-        return
-    trajectory.total_reward += result.value
-    trajectory.reward_parts = dict(result.parts) or {reward.name: result.value}
-    if result.details:
-        trajectory.metrics["reward_details"] = result.details
-
-
 def _writer(path: str | None) -> Any:
     if path is None:
         return None
@@ -773,32 +755,12 @@ def _writer(path: str | None) -> Any:
     return _WRITERS[resolved]
 
 
-def _episode_seed(task: Task, base: int | None) -> int:
-    """The seed simgym's own rollouts give this task, so a task's worlds agree."""
-    from simgym.rollout.runner import plan_episodes
-
-    return plan_episodes([task], 1, base)[0].seed
-
-
 def _task_from(options: Mapping[str, Any] | None, domain: str) -> Task | None:
     """The task in a tool's create kwargs (a Task, its dict, or its JSON), if any."""
     raw = (options or {}).get("task")
     if raw is None:
         return None
-    try:
-        if isinstance(raw, Task):
-            task = raw
-        elif isinstance(raw, str):
-            task = Task.model_validate_json(raw)
-        elif isinstance(raw, Mapping):
-            task = Task.model_validate(dict(raw))
-        else:
-            raise SimgymError(f"a task must be JSON or a mapping, not {type(raw).__name__}")
-    except ValidationError as exc:
-        raise SimgymError(f"invalid task in tools_kwargs: {exc}") from None
-    if task.domain not in (None, domain):
-        raise SimgymError(f"task {task.id!r} is for the {task.domain} domain, not {domain}")
-    return task.model_copy(update={"domain": domain})
+    return Task.coerce(raw, domain, text="json", bind=True, invalid="invalid task in tools_kwargs")
 
 
 def _task_from_row(kwargs: Mapping[str, Any], tools: Sequence[SimgymTool]) -> Task | None:
