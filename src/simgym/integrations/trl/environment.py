@@ -10,7 +10,7 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.types import ToolSpec, Trajectory
-from simgym.integrations.trl.methods import _answer_method, _check_tool_name, tool_method
+from simgym.integrations.trl.methods import answer_method, check_tool_name, tool_method
 
 if TYPE_CHECKING:
     from simgym.integrations.trl.spec import SimgymTRL
@@ -79,7 +79,7 @@ class SimgymEnvironment:
         if ended:
             return ended
         assert self._env is not None
-        return _step_text(self._env, {"name": tool, "arguments": arguments})
+        return step_text(self._env, {"name": tool, "arguments": arguments})
 
     def _answer(self, answer: str) -> str:
         ended = self._ended()
@@ -150,14 +150,14 @@ def build_environment_class(
         "tool_specs": tuple(tools),
     }
     for tool in tools:
-        _check_tool_name(tool.name, domain)
+        check_tool_name(tool.name, domain)
         members[tool.name] = tool_method(tool, qualname=f"{class_name}.{tool.name}")
     if spec.answer_tool is not None:
-        members[spec.answer_tool] = _answer_method(spec.answer_tool, class_name)
+        members[spec.answer_tool] = answer_method(spec.answer_tool, class_name)
     return type(class_name, (SimgymEnvironment,), members)
 
 
-def _step_text(env: SimEnv, action: Any) -> str:
+def step_text(env: SimEnv, action: Any) -> str:
     """One step, as the text a tool method returns (with a note when it ended the run)."""
     result = run_sync(env.step(action))
     text = result.observation.text

@@ -106,7 +106,7 @@ def tool_method(tool: ToolSpec, *, qualname: str | None = None) -> Callable[...,
     return call
 
 
-def _answer_method(name: str, class_name: str) -> Callable[..., str]:
+def answer_method(name: str, class_name: str) -> Callable[..., str]:
     def answer(self: SimgymEnvironment, answer: str) -> str:
         return self._answer(answer)
 
@@ -121,7 +121,7 @@ def _answer_method(name: str, class_name: str) -> Callable[..., str]:
     return answer
 
 
-def _check_tool_name(name: str, domain: str) -> None:
+def check_tool_name(name: str, domain: str) -> None:
     if not name or name.startswith("_"):
         raise SimgymError(
             f"the {domain} tool {name!r} cannot be offered through TRL, which hides "

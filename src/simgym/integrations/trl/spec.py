@@ -20,8 +20,8 @@ from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.integrations.trl.environment import (
     ANSWERED,
     SimgymEnvironment,
-    _step_text,
     build_environment_class,
+    step_text,
 )
 from simgym.integrations.trl.methods import tool_functions
 from simgym.rollout.episode import episode_seed, score_trajectory
@@ -203,7 +203,7 @@ class SimgymTRL:
                 wire = getattr(functions[action.name], "wire_names", {})
                 shown = {v: k for k, v in wire.items()}
                 arguments = {shown.get(k, k): v for k, v in action.arguments.items()}
-                text = _step_text(env, action)
+                text = step_text(env, action)
                 messages += _exchange(action.name, arguments, text)
                 trajectory = env.trajectory
                 if trajectory is not None and (trajectory.done or trajectory.truncated):

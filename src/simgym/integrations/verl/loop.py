@@ -11,10 +11,10 @@ from simgym.integrations.verl._verl import AgentData, AgentLoopOutput, ToolAgent
 from simgym.integrations.verl.settings import AGENT_LOOP, AGENT_LOOP_CLASS
 from simgym.integrations.verl.tool import SimgymTool
 from simgym.integrations.verl.worlds import (
-    _fallback_task,
-    _task_from,
+    fallback_task,
     finish_trajectory,
     open_world,
+    task_from,
 )
 
 
@@ -63,7 +63,7 @@ class SimgymAgentLoop(ToolAgentLoop):
         return output
 
     async def _handle_pending_state(self, agent_data: AgentData, sampling_params: dict[str, Any]):
-        task = self._task or _fallback_task(
+        task = self._task or fallback_task(
             self._simgym_tools[0].settings.domain, agent_data.messages
         )
         world = open_world(agent_data, self._simgym_tools[0].settings, task)
@@ -78,7 +78,7 @@ def _task_from_row(kwargs: Mapping[str, Any], tools: Sequence[SimgymTool]) -> Ta
     tools_kwargs = kwargs.get("tools_kwargs") or {}
     for tool in tools:
         entry = tools_kwargs.get(tool.name) or {}
-        task = _task_from(entry.get("create_kwargs"), tool.settings.domain)
+        task = task_from(entry.get("create_kwargs"), tool.settings.domain)
         if task is not None:
             return task
     return None

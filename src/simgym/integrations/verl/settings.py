@@ -27,7 +27,7 @@ NO_ANSWER = "verl's loop ended before the policy gave a final reply (a turn or l
 PLAIN_LOOP = "verl's tool_agent loop dropped the trajectory without a final reply"
 
 
-_ENV_OPTIONS = frozenset(inspect.signature(SimEnv.__init__).parameters) - {
+ENV_OPTIONS = frozenset(inspect.signature(SimEnv.__init__).parameters) - {
     "self",
     "domain",
     "world_model",

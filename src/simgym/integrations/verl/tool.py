@@ -18,19 +18,19 @@ from simgym.integrations.verl._verl import (
 )
 from simgym.integrations.verl.schema import verl_tool_schema
 from simgym.integrations.verl.settings import (
-    _ENV_OPTIONS,
+    ENV_OPTIONS,
     NO_ANSWER,
     TOOL_CLASS,
     WORLD_ATTR,
     VerlToolSettings,
 )
 from simgym.integrations.verl.worlds import (
-    _WORLDS,
-    _fallback_task,
-    _reward,
-    _task_from,
-    _World,
+    WORLDS,
+    World,
+    episode_reward,
+    fallback_task,
     open_world,
+    task_from,
 )
 
 
@@ -47,13 +47,13 @@ class SimgymTool(BaseTool):
             raise SimgymError(f"invalid simgym tool config: {exc}") from None
         self.domain = get_domain(self.settings.domain)
         self.scenario = self.domain.scenario(self.settings.scenario)
-        unknown = sorted(set(self.settings.env_options) - _ENV_OPTIONS)
+        unknown = sorted(set(self.settings.env_options) - ENV_OPTIONS)
         if unknown:
             raise SimgymError(
-                f"unknown env_options {unknown}; known: {', '.join(sorted(_ENV_OPTIONS))}"
+                f"unknown env_options {unknown}; known: {', '.join(sorted(ENV_OPTIONS))}"
             )
         self._specs = {spec.name: spec for spec in self.domain.agent_tools(self.scenario)}
-        _reward(self.settings)  # a bad reward spec fails here, when verl loads the tools
+        episode_reward(self.settings)  # a bad reward spec fails here, when verl loads the tools
         super().__init__(config, tool_schema)
         if self.name not in self._specs:
             raise SimgymError(
@@ -112,13 +112,13 @@ class SimgymTool(BaseTool):
         ``answer=``, the episode first ends with that answer (and is scored and written)."""
         instance = self._instances.get(instance_id)
         key = (instance.key if instance is not None else None) or instance_id
-        world = _WORLDS.get(key)
+        world = WORLDS.get(key)
         if world is None:
             raise SimgymError(f"no open world for tool instance {instance_id!r}")
         answer = kwargs.get("answer")
         if answer is None:
             return await world.peek_reward()
-        _WORLDS.pop(key, None)
+        WORLDS.pop(key, None)
         return (await world.end(str(answer), NO_ANSWER)).total_reward
 
     async def release(self, instance_id: str, **kwargs: Any) -> None:
@@ -128,7 +128,7 @@ class SimgymTool(BaseTool):
         instance = self._instances.pop(instance_id, None)
         if instance is None or instance.key is not None:
             return
-        world = _WORLDS.pop(instance_id, None)
+        world = WORLDS.pop(instance_id, None)
         if world is not None:
             answer = kwargs.get("answer")
             await world.end(
@@ -147,30 +147,30 @@ class _Instance:
 
 def _world_for(
     tool: SimgymTool, instance_id: str, instance: _Instance, agent_data: Any
-) -> _World | str:
+) -> World | str:
     """The world this call belongs to, opened on the trajectory's first call; or an error
     text for the policy."""
     try:
-        task = _task_from(instance.options, tool.settings.domain)
+        task = task_from(instance.options, tool.settings.domain)
     except SimgymError as exc:
         return f"[simgym error] {exc}"
     if agent_data is not None:
         key = getattr(agent_data, WORLD_ATTR, None)
         if key is None:
             if task is None:
-                task = _fallback_task(tool.settings.domain, getattr(agent_data, "messages", None))
+                task = fallback_task(tool.settings.domain, getattr(agent_data, "messages", None))
             world = open_world(agent_data, tool.settings, task, loop_name="tool_agent")
             instance.key = world.key
             return world
         instance.key = key
     else:
         key = instance_id
-    world = _WORLDS.get(key)
+    world = WORLDS.get(key)
     if world is None and agent_data is not None:
         return "[simgym error] this trajectory's episode has already been closed"
     if world is None:
-        task = task or _fallback_task(tool.settings.domain, None)
-        world = _WORLDS[key] = _World(key, tool.settings, task, "direct")
+        task = task or fallback_task(tool.settings.domain, None)
+        world = WORLDS[key] = World(key, tool.settings, task, "direct")
         return world
     if world.settings.world_key() != tool.settings.world_key():
         return (

@@ -35,7 +35,7 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _TURN_MARKERS = re.compile(r"<\|[A-Za-z0-9_]+\|>|</s>|<end_of_turn>")
 
 
-class _World:
+class World:
     """One trajectory's simulated environment and how it ends."""
 
     def __init__(self, key: str, settings: VerlToolSettings, task: Task, loop_name: str) -> None:
@@ -82,7 +82,7 @@ class _World:
             await self._start()
             trajectory = self.env.trajectory
             assert trajectory is not None
-            result = await _reward(self.settings).score(trajectory)
+            result = await episode_reward(self.settings).score(trajectory)
             return float(result.value)
 
     async def end(self, answer: str | None, reason: str, *, read_reply: bool = True) -> Trajectory:
@@ -107,7 +107,7 @@ class _World:
             trajectory.group_id = self.group_id
             if self.conversation is not None:
                 trajectory.agent_messages = _plain(self.conversation)
-            if await score_trajectory(trajectory, _reward(self.settings)) is None:
+            if await score_trajectory(trajectory, episode_reward(self.settings)) is None:
                 logger.warning(
                     "simgym: scoring episode %s failed: %s",
                     trajectory.episode_id,
@@ -120,7 +120,7 @@ class _World:
             return trajectory
 
 
-_WORLDS: dict[str, _World] = {}  # open worlds of this process, by trajectory key
+WORLDS: dict[str, World] = {}  # open worlds of this process, by trajectory key
 
 
 _PENDING: set[asyncio.Task] = set()  # worlds being ended after verl dropped their trajectory
@@ -128,15 +128,15 @@ _PENDING: set[asyncio.Task] = set()  # worlds being ended after verl dropped the
 
 def open_world(
     agent_data: Any, settings: VerlToolSettings, task: Task, *, loop_name: str = AGENT_LOOP
-) -> _World:
+) -> World:
     """Open a world for the trajectory that ``agent_data`` (verl's per-trajectory state)
     stands for, and tie its end to that object: when verl drops it, the world is ended
     (scored and written) unless :func:`finish_trajectory` ended it first."""
-    if getattr(agent_data, WORLD_ATTR, None) in _WORLDS:
+    if getattr(agent_data, WORLD_ATTR, None) in WORLDS:
         raise SimgymError("this trajectory already has a simulated world")
-    world = _World(new_id("verl-"), settings, task, loop_name)
+    world = World(new_id("verl-"), settings, task, loop_name)
     world.conversation = getattr(agent_data, "messages", None)
-    _WORLDS[world.key] = world
+    WORLDS[world.key] = world
     setattr(agent_data, WORLD_ATTR, world.key)
     weakref.finalize(agent_data, _dropped, world.key)
     return world
@@ -152,7 +152,7 @@ async def finish_trajectory(
     """End the world of a verl trajectory now: finish with ``answer`` (default, with
     ``read_reply``: the conversation's final reply; none: close as truncated with
     ``reason``), score, write. Returns the trajectory, or None if it opened no world."""
-    world = _WORLDS.pop(getattr(agent_data, WORLD_ATTR, None) or "", None)
+    world = WORLDS.pop(getattr(agent_data, WORLD_ATTR, None) or "", None)
     if world is None:
         return None
     return await world.end(answer, reason, read_reply=read_reply)
@@ -167,7 +167,7 @@ async def wait_closed() -> None:
 def _dropped(key: str) -> None:
     """verl let go of a trajectory whose world is still open: end it (a finalizer, so it
     must not raise and cannot await)."""
-    world = _WORLDS.pop(key, None)
+    world = WORLDS.pop(key, None)
     if world is None:
         return
     try:
@@ -182,7 +182,7 @@ def _dropped(key: str) -> None:
         asyncio.run(_end_quietly(world))
 
 
-async def _end_quietly(world: _World) -> None:
+async def _end_quietly(world: World) -> None:
     try:
         await world.end(None, PLAIN_LOOP)
     except Exception:  # a finalizer's error has nowhere to go but the log
@@ -249,7 +249,7 @@ def _imported(spec: str, options: dict[str, Any]) -> WorldModel:
     raise SimgymError(f"{spec} is neither a world model nor a factory that returns one")
 
 
-def _reward(settings: VerlToolSettings) -> Any:
+def episode_reward(settings: VerlToolSettings) -> Any:
     from simgym.rewards import build_reward
 
     key = json.dumps(settings.reward, sort_keys=True)
@@ -269,7 +269,7 @@ def _writer(path: str | None) -> Any:
     return _WRITERS[resolved]
 
 
-def _task_from(options: Mapping[str, Any] | None, domain: str) -> Task | None:
+def task_from(options: Mapping[str, Any] | None, domain: str) -> Task | None:
     """The task in a tool's create kwargs (a Task, its dict, or its JSON), if any."""
     raw = (options or {}).get("task")
     if raw is None:
@@ -277,7 +277,7 @@ def _task_from(options: Mapping[str, Any] | None, domain: str) -> Task | None:
     return Task.coerce(raw, domain, text="json", bind=True, invalid="invalid task in tools_kwargs")
 
 
-def _fallback_task(domain: str, messages: Sequence[Mapping[str, Any]] | None) -> Task:
+def fallback_task(domain: str, messages: Sequence[Mapping[str, Any]] | None) -> Task:
     """A row without a task: the instruction is the conversation's first user message."""
     for message in messages or []:
         if message.get("role") == "user" and isinstance(message.get("content"), str):
