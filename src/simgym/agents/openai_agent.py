@@ -16,7 +16,7 @@ from typing import Any
 
 from simgym.agents.base import AgentError, Decision, EpisodeView
 from simgym.core.types import Usage
-from simgym.worldmodels.chat import ChatClient, env_value, usage_of
+from simgym.worldmodels.chat import ChatClient, usage_of
 
 SYSTEM_PROMPT = """You are an agent working in a {domain} environment. Reach the goal the \
 user gives you by calling the tools you are offered, one step at a time, and read each \
@@ -44,16 +44,13 @@ class OpenAIAgent:
         tool_choice: str | dict[str, Any] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        base_url = base_url or env_value("SIMGYM_AGENT_BASE_URL")
-        if not base_url:
-            raise AgentError(
-                "the openai agent needs a server: pass base_url= (CLI: --agent-base-url) "
-                "or set SIMGYM_AGENT_BASE_URL"
-            )
-        self.chat = ChatClient(
+        self.chat = ChatClient.from_env(
+            "SIMGYM_AGENT_",
             base_url,
-            model or env_value("SIMGYM_AGENT_MODEL"),
-            api_key or env_value("SIMGYM_AGENT_API_KEY", "OPENAI_API_KEY"),
+            model,
+            api_key,
+            missing="the openai agent needs a server: pass base_url= (CLI: --agent-base-url) "
+            "or set SIMGYM_AGENT_BASE_URL",
             timeout=timeout,
             max_retries=max_retries,
             max_concurrency=max_concurrency,

@@ -43,7 +43,7 @@ from simgym.core.types import (
     Turn,
     new_id,
 )
-from simgym.core.worldmodel import Messages, Prediction, WorldModel
+from simgym.core.worldmodel import LiveWorld, Messages, Prediction, WorldModel
 
 if TYPE_CHECKING:
     from simgym.core.sync import SyncEnv
@@ -233,7 +233,7 @@ class SimEnv:
         """
         self._close_episode(truncate=True, error="reset before the episode ended")
         await self._release()
-        task = _as_task(task, self.domain.name)
+        task = Task.coerce(task, self.domain.name)
         if scenario is not None:
             self._scenario = self.domain.scenario(scenario)
         elif task.scenario:
@@ -257,9 +257,8 @@ class SimEnv:
             system = f"{system.rstrip()}\n\n{STATE_INSTRUCTIONS}"
         self._messages = [{"role": "system", "content": system}]
         first_text = self.domain.initial_observation(self._scenario)
-        start = getattr(self.world_model, "start_episode", None)
-        if start is not None:  # a real executor builds the world and shows its first screen
-            shown = await start(self._scenario, task)
+        if isinstance(self.world_model, LiveWorld):  # a real world: built, its first screen
+            shown = await self.world_model.start_episode(self._scenario, task)
             first_text = first_text if shown is None else shown
             self._started = True
         first = Observation(text=first_text, kind="initial")
@@ -569,9 +568,8 @@ class SimEnv:
         """Let a real executor tear its world down once the episode is over."""
         if self._started and self._finished:
             self._started = False
-            end = getattr(self.world_model, "end_episode", None)
-            if end is not None:
-                await end()
+            if isinstance(self.world_model, LiveWorld):
+                await self.world_model.end_episode()
 
     def _perturbation(self, index: int, action: Action | None) -> Perturbation | None:
         """This turn's fault, if the plan picks one. Invalid and final actions are left
@@ -759,18 +757,6 @@ def _with_control(message: dict[str, str], note: str) -> dict[str, str]:
 
 class _NoObservation(WorldModelError):
     """The world model answered, but every attempt was empty after parsing."""
-
-
-def _as_task(task: Task | str | dict[str, Any] | None, domain: str) -> Task:
-    if task is None:
-        return Task(domain=domain)
-    if isinstance(task, str):
-        return Task(instruction=task, domain=domain)
-    if isinstance(task, dict):
-        task = Task.model_validate(task)
-    if task.domain is None:
-        task = task.model_copy(update={"domain": domain})
-    return task
 
 
 def _error_observation(message: str) -> Observation:

@@ -18,6 +18,10 @@ class ActionError(SimgymError, ValueError):
     """An action that is malformed, too large, or not allowed by the scenario."""
 
 
+class TaskError(SimgymError, ValueError):
+    """A task that cannot be read, or that is for another domain."""
+
+
 class ScenarioError(SimgymError, ValueError):
     """A scenario that does not fit the domain's schema."""
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simgym.core.errors import ActionError
+from simgym.core.errors import ActionError, TaskError
 from simgym.core.safeload import loads_json
 
 TRAJECTORY_SCHEMA_VERSION = 1
@@ -38,6 +39,44 @@ class Task(BaseModel):
     domain: str | None = None
     scenario: dict[str, Any] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def coerce(
+        cls,
+        value: Task | str | Mapping[str, Any] | None,
+        domain: str | None = None,
+        *,
+        text: Literal["instruction", "json"] = "instruction",
+        bind: bool = False,
+        invalid: str = "invalid task",
+    ) -> Task:
+        """A task from what callers hand in: a Task, its dict, a string (an instruction,
+        or with ``text="json"`` the task as JSON, as dataset rows carry it), or None (an
+        empty task). ``domain`` fills in a task that names none; with ``bind`` a task for
+        another domain is an error. Raises :class:`TaskError`, its message led by
+        ``invalid`` when the value is not a task at all."""
+        try:
+            if value is None:
+                task = cls()
+            elif isinstance(value, cls):
+                task = value
+            elif isinstance(value, str):
+                task = cls.model_validate_json(value) if text == "json" else cls(instruction=value)
+            elif isinstance(value, Mapping):
+                task = cls.model_validate(dict(value))
+            else:
+                kind = type(value).__name__
+                raise TaskError(f"{invalid}: a task is a Task, a dict or a string, not {kind}")
+        except ValidationError as exc:
+            raise TaskError(f"{invalid}: {exc}") from None
+        if domain is None or (task.domain is not None and not bind):
+            return task
+        if task.domain not in (None, domain):
+            raise TaskError(
+                f"task {task.id!r} is for domain {task.domain!r}, not {domain!r}: play it in "
+                f"the {task.domain} domain, or leave its domain out"
+            )
+        return task.model_copy(update={"domain": domain})
 
 
 class ToolSpec(BaseModel):

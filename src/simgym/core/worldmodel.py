@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 from simgym.core.contract import parse_output
 from simgym.core.errors import SimgymError
 from simgym.core.registry import Registry
-from simgym.core.types import Usage
+from simgym.core.types import Task, Usage
 
 Messages = list[dict[str, str]]
 
@@ -53,11 +53,7 @@ class WorldModel(Protocol):
     ``prefix`` is text the observation is known to start with (a terminal echoes the
     command); backends that can pre-fill the answer use it, others ignore it.
 
-    A backend that is a *real* environment (a sandboxed shell, a live MCP server) may also
-    define ``async start_episode(scenario, task) -> str | None`` (build the world; return
-    its first observation, or None for the domain's default) and ``async end_episode()``;
-    ``SimEnv`` calls them around each episode. Such executors hold one world at a time, so
-    give each environment its own.
+    A backend that is a *real* environment also follows :class:`LiveWorld`.
     """
 
     name: str
@@ -77,6 +73,35 @@ class WorldModel(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class LiveWorld(Protocol):
+    """A world model that keeps a real world per episode (a sandboxed shell, a browser, a
+    live MCP server): ``SimEnv`` builds it before the episode and tears it down after.
+
+    It holds one world at a time, so each environment needs its own instance; adapters
+    that share one backend between sessions refuse it (:func:`require_shareable`).
+    """
+
+    async def start_episode(self, scenario: BaseModel | dict[str, Any], task: Task) -> str | None:
+        """Build the episode's world; return its first observation (None: the domain's)."""
+        ...
+
+    async def end_episode(self) -> None:
+        """Tear the world down (safe to call when none is up)."""
+        ...
+
+
+def require_shareable(world_model: Any, shared_by: str, name: str | None = None) -> None:
+    """Refuse a :class:`LiveWorld` where ``shared_by`` (e.g. "verl trajectories share one
+    backend per process") would let episodes trample its one world."""
+    if isinstance(world_model, LiveWorld):
+        shown = name if name is not None else getattr(world_model, "name", "?")
+        raise SimgymError(
+            f"world model {shown!r} is a real environment that holds one world at a time; "
+            f"{shared_by}"
+        )
 
 
 BackendFactory = Callable[..., WorldModel]

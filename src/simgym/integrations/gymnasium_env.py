@@ -54,8 +54,9 @@ from simgym.core.safeload import loads_json
 from simgym.core.sync import run_sync
 from simgym.core.types import Action, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
-from simgym.integrations.common import as_task, as_tasks
+from simgym.integrations.common import as_tasks
 from simgym.rewards import build_reward
+from simgym.rollout.episode import score_trajectory
 
 try:
     import gymnasium
@@ -233,7 +234,7 @@ class SimgymTextEnv(gymnasium.Env[str, str]):
         if task is not None and task_id is not None:
             raise SimgymError("give the task option or task_id, not both")
         if task is not None:
-            return as_task(task, self.domain.name)
+            return Task.coerce(task, self.domain.name, bind=True)
         if task_id is not None:
             for served in self.tasks:
                 if served.id == task_id:
@@ -263,16 +264,8 @@ class SimgymTextEnv(gymnasium.Env[str, str]):
         run_sync(self.sim.close(reason))
         value = None
         if self.reward is not None:
-            try:
-                result = run_sync(self.reward.score(trajectory))
-            except Exception as exc:  # a broken judge must not lose the episode
-                trajectory.metrics["reward_error"] = f"{type(exc).__name__}: {exc}"
-            else:
-                value = result.value
-                trajectory.total_reward += result.value
-                trajectory.reward_parts = dict(result.parts) or {self.reward.name: result.value}
-                if result.details:
-                    trajectory.metrics["reward_details"] = result.details
+            result = run_sync(score_trajectory(trajectory, self.reward))
+            value = None if result is None else result.value
         if self.writer is not None:
             self.writer.write(trajectory)
         return value

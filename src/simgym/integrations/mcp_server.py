@@ -62,8 +62,8 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import loads_json
 from simgym.core.types import StepResult, Task
-from simgym.core.worldmodel import WorldModel
-from simgym.integrations.common import agent_safe, as_task
+from simgym.core.worldmodel import WorldModel, require_shareable
+from simgym.integrations.common import agent_safe
 from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
 
 try:
@@ -121,14 +121,9 @@ class SimMCPServer:
         **env_options: Any,
     ) -> None:
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
-        if getattr(world_model, "start_episode", None) is not None:
-            # A real executor holds one live world at a time; sessions would trample it.
-            raise SimgymError(
-                f"world model {world_model.name!r} is a real environment that holds one "
-                "world at a time; the MCP server shares one backend between sessions"
-            )
+        require_shareable(world_model, "the MCP server shares one backend between sessions")
         self.world_model = world_model
-        self.task = as_task(task, self.domain.name)
+        self.task = Task.coerce(task, self.domain.name, bind=True)
         self.scenario = self.domain.scenario(
             scenario if scenario is not None else (self.task.scenario or None)
         )

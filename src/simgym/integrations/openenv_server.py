@@ -85,14 +85,15 @@ from simgym.core.errors import ActionError, SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.trajectories import TrajectoryWriter
 from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
-from simgym.core.worldmodel import WorldModel, create_world_model
-from simgym.integrations.common import agent_safe, as_task, as_tasks
+from simgym.core.worldmodel import WorldModel, create_world_model, require_shareable
+from simgym.integrations.common import agent_safe, as_tasks
 from simgym.integrations.http_guard import (
     BearerAuth,
     require_token_off_loopback,
     send_json_error,
 )
 from simgym.rewards import RewardResult, build_reward
+from simgym.rollout.episode import score_trajectory
 
 try:
     from fastapi import FastAPI, HTTPException
@@ -284,12 +285,7 @@ class SimgymService:
         **env_options: Any,
     ) -> None:
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
-        if getattr(world_model, "start_episode", None) is not None:
-            # A real executor holds one live world at a time; sessions would trample it.
-            raise SimgymError(
-                f"world model {world_model.name!r} is a real environment that holds one "
-                "world at a time; the OpenEnv server shares one backend between sessions"
-            )
+        require_shareable(world_model, "the OpenEnv server shares one backend between sessions")
         self.world_model = world_model
         self.scenario = self.domain.scenario(scenario)
         self.tasks = as_tasks(task, self.domain.name)
@@ -318,7 +314,7 @@ class SimgymService:
         if task is not None and task_id is not None:
             raise SimgymError("give task or task_id, not both")
         if task is not None:
-            return as_task(task, self.domain.name)
+            return Task.coerce(task, self.domain.name, bind=True)
         if task_id is not None:
             for served in self.tasks:
                 if served.id == task_id:
@@ -337,16 +333,7 @@ class SimgymService:
         """Add the reward to a finished episode (as a rollout does); ``None`` if none."""
         if self.reward is None:
             return None
-        try:
-            result = await self.reward.score(trajectory)
-        except Exception as exc:  # a broken judge must not lose the episode
-            trajectory.metrics["reward_error"] = f"{type(exc).__name__}: {exc}"
-            return None
-        trajectory.total_reward += result.value
-        trajectory.reward_parts = dict(result.parts) or {self.reward.name: result.value}
-        if result.details:
-            trajectory.metrics["reward_details"] = result.details
-        return result
+        return await score_trajectory(trajectory, self.reward)
 
     def write(self, trajectory: Trajectory) -> None:
         # An episode without a step holds nothing but the task; anyone who can reach the

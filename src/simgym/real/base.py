@@ -3,9 +3,10 @@ the action for real.
 
 A real executor subclasses :class:`RealExecutor` and implements ``run_action(text)``
 (execute the rendered action, return the observation) plus ``start_episode`` /
-``end_episode``. The base turns that into ``predict``: it times the call, wraps the
-result, and answers a retried turn from memory, because the environment re-asks when a
-format check fails and running an action twice would change the world.
+``end_episode`` (:class:`~simgym.core.worldmodel.LiveWorld`). The base turns that into
+``predict``: it times the call, wraps the result, and answers a retried turn from memory,
+because the environment re-asks when a format check fails and running an action twice
+would change the world.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory, Turn
 from simgym.rewards.answers import json_objects, read_number, scaled, strip_reasoning
 from simgym.rewards.base import RewardResult
-from simgym.worldmodels.chat import ChatClient, env_value, usage_of
+from simgym.worldmodels.chat import ChatClient, usage_of
 
 SCALE = 10.0
 
@@ -202,24 +202,22 @@ class RubricJudge:
         max_concurrency: int = 16,
         name: str | None = None,
     ) -> None:
-        base_url = base_url or env_value("SIMGYM_JUDGE_BASE_URL")
-        if not base_url:
-            raise SimgymError(
-                "the judge reward needs a model server: pass base_url= or set SIMGYM_JUDGE_BASE_URL"
-            )
-        if attempts < 1:
-            raise SimgymError("judge attempts must be at least 1")
-        self.rubric = None if rubric is None else _rubric_or_error(rubric)
-        self.chat = ChatClient(
+        self.chat = ChatClient.from_env(
+            "SIMGYM_JUDGE_",
             base_url,
-            model or env_value("SIMGYM_JUDGE_MODEL"),
-            api_key or env_value("SIMGYM_JUDGE_API_KEY", "OPENAI_API_KEY"),
+            model,
+            api_key,
+            missing="the judge reward needs a model server: pass base_url= or set "
+            "SIMGYM_JUDGE_BASE_URL",
             timeout=timeout,
             max_retries=max_retries,
             max_concurrency=max_concurrency,
             error=JudgeError,
             label="judge",
         )
+        if attempts < 1:
+            raise SimgymError("judge attempts must be at least 1")
+        self.rubric = None if rubric is None else _rubric_or_error(rubric)
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.max_chars = max_chars

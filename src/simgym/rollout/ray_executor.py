@@ -39,7 +39,8 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
-from simgym.rollout.runner import EpisodeJob, EpisodeRunner, OnDone, RolloutConfig
+from simgym.rollout.episode import EpisodeJob
+from simgym.rollout.executors import EpisodeRunner, OnDone, RolloutConfig
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _OPTIONS = {"num_workers", "num_cpus", "address", "retries", "start_timeout", "init_options"}

@@ -72,6 +72,35 @@ class ChatClient:
         self.label = label
         self._per_loop: dict[int, tuple[openai.AsyncOpenAI, asyncio.Semaphore]] = {}
 
+    @classmethod
+    def from_env(
+        cls,
+        prefix: str,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        *,
+        base_url_fallback: str | None = None,
+        missing: str,
+        error: type[Exception] = RuntimeError,
+        **options: Any,
+    ) -> ChatClient:
+        """A client whose unset arguments come from ``{prefix}BASE_URL``, ``{prefix}MODEL``
+        and ``{prefix}API_KEY`` (then ``OPENAI_API_KEY``), so every role (world model,
+        agent, judge) reads its server the same way. Raises ``error(missing)`` when no
+        base URL is found (``base_url_fallback`` names one more variable to try)."""
+        names = [f"{prefix}BASE_URL"] + ([base_url_fallback] if base_url_fallback else [])
+        base_url = base_url or env_value(*names)
+        if not base_url:
+            raise error(missing)
+        return cls(
+            base_url,
+            model or env_value(f"{prefix}MODEL"),
+            api_key or env_value(f"{prefix}API_KEY", "OPENAI_API_KEY"),
+            error=error,
+            **options,
+        )
+
     def _client(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         import openai  # here, not at module level: it takes most of simgym's import time
 

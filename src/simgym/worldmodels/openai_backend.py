@@ -11,7 +11,7 @@ from typing import Any
 
 from simgym.core.errors import WorldModelError
 from simgym.core.worldmodel import Messages, Prediction
-from simgym.worldmodels.chat import ChatClient, env_value, usage_of
+from simgym.worldmodels.chat import ChatClient, usage_of
 
 
 class OpenAIWorldModel:
@@ -37,16 +37,14 @@ class OpenAIWorldModel:
         stop: list[str] | None = None,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
-        base_url = base_url or env_value("SIMGYM_BASE_URL", "OPENAI_BASE_URL")
-        if not base_url:
-            raise WorldModelError(
-                "the openai world model needs a server: pass base_url= (CLI: --base-url) "
-                "or set SIMGYM_BASE_URL, e.g. http://127.0.0.1:8000/v1"
-            )
-        self.chat = ChatClient(
+        self.chat = ChatClient.from_env(
+            "SIMGYM_",
             base_url,
-            model or env_value("SIMGYM_MODEL"),
-            api_key or env_value("SIMGYM_API_KEY", "OPENAI_API_KEY"),
+            model,
+            api_key,
+            base_url_fallback="OPENAI_BASE_URL",
+            missing="the openai world model needs a server: pass base_url= (CLI: --base-url) "
+            "or set SIMGYM_BASE_URL, e.g. http://127.0.0.1:8000/v1",
             timeout=timeout,
             max_retries=max_retries,
             max_concurrency=max_concurrency,
