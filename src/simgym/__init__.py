@@ -128,7 +128,7 @@ def __dir__() -> list[str]:
     return sorted({*globals(), *_EXPORTS, *_SUBPACKAGES})
 
 
-__version__ = "0.1.0"
+from simgym.core.version import __version__ as __version__  # noqa: E402
 
 __all__ = [
     "Action",

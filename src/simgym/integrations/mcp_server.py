@@ -62,6 +62,7 @@ from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import loads_json
 from simgym.core.types import StepResult, Task
+from simgym.core.version import __version__
 from simgym.core.worldmodel import WorldModel, require_shareable
 from simgym.integrations.common import agent_safe
 from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
@@ -209,7 +210,6 @@ class SimMCPServer:
     def build(self, *, per_session: bool) -> Server:
         """The low-level MCP server. ``per_session``: a world per HTTP session (else one
         world for the whole process, as over stdio)."""
-        import simgym
 
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
             return types.ListToolsResult(tools=self.tools())
@@ -220,7 +220,7 @@ class SimMCPServer:
 
         server: Server[Any] = Server(
             self.name,
-            version=simgym.__version__,
+            version=__version__,
             instructions=self.instructions() or None,
             on_list_tools=list_tools,
             on_call_tool=call_tool,

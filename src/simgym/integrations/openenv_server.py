@@ -78,13 +78,13 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-import simgym
 from simgym.core.domain import Domain, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import ActionError, SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.trajectories import TrajectoryWriter
 from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
+from simgym.core.version import __version__
 from simgym.core.worldmodel import WorldModel, create_world_model, require_shareable
 from simgym.integrations.common import agent_safe, as_tasks
 from simgym.integrations.http_guard import (
@@ -554,7 +554,7 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             name=f"simgym-{self.service.domain.name}",
             description=f"{self.service.domain.description} Simulated by a language world "
             f"model ({backend}).",
-            version=simgym.__version__,
+            version=__version__,
         )
 
     def close(self) -> None:
