@@ -56,7 +56,7 @@ from simgym.core.types import Action, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.integrations.common import as_tasks
 from simgym.rewards import build_reward
-from simgym.rollout.episode import score_trajectory
+from simgym.rollout.episode import conclude_episode
 
 try:
     import gymnasium
@@ -261,14 +261,10 @@ class SimgymTextEnv(gymnasium.Env[str, str]):
         if self._concluded or trajectory is None:
             return None
         self._concluded = True
-        run_sync(self.sim.close(reason))
-        value = None
-        if self.reward is not None:
-            result = run_sync(score_trajectory(trajectory, self.reward))
-            value = None if result is None else result.value
-        if self.writer is not None:
-            self.writer.write(trajectory)
-        return value
+        result = run_sync(
+            conclude_episode(self.sim, reward=self.reward, writer=self.writer, reason=reason)
+        )
+        return None if result is None else result.value
 
     def _flag_space(self, text: str, info: dict[str, Any]) -> None:
         if not self.observation_space.contains(text):

@@ -93,7 +93,7 @@ from simgym.integrations.http_guard import (
     send_json_error,
 )
 from simgym.rewards import RewardResult, build_reward
-from simgym.rollout.episode import score_trajectory
+from simgym.rollout.episode import conclude_episode
 
 try:
     from fastapi import FastAPI, HTTPException
@@ -329,12 +329,6 @@ class SimgymService:
             turn = next(self._turns)
         return self.tasks[turn % len(self.tasks)]
 
-    async def score(self, trajectory: Trajectory) -> RewardResult | None:
-        """Add the reward to a finished episode (as a rollout does); ``None`` if none."""
-        if self.reward is None:
-            return None
-        return await score_trajectory(trajectory, self.reward)
-
     def write(self, trajectory: Trajectory) -> None:
         # An episode without a step holds nothing but the task; anyone who can reach the
         # server could otherwise fill the disk one POST /reset at a time.
@@ -511,14 +505,11 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             if self._concluded:
                 return None
             self._concluded = True
-        trajectory = self.sim.trajectory
-        assert trajectory is not None
-        await self.sim.close(reason)
         if self.ended is None:
             self.ended = reason or "the episode ended"
-        result = await self.service.score(trajectory)
-        self.service.write(trajectory)
-        return result
+        return await conclude_episode(
+            self.sim, reward=self.service.reward, writer=self.service, reason=reason
+        )
 
     def reset(
         self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any

@@ -1,5 +1,6 @@
 """What every way of running an episode shares: which episodes a task set makes, the
-seed each gets, and how a finished episode is scored.
+seed each gets, and how an episode ends (:func:`conclude_episode`: finish or close it,
+score it, write it).
 
 Rollouts, the Gymnasium and OpenEnv wrappers and the verl and TRL adapters all end an
 episode the same way, so a trajectory means the same thing whichever of them wrote it.
@@ -8,14 +9,15 @@ episode the same way, so a trajectory means the same thing whichever of them wro
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Task, Trajectory
 
 if TYPE_CHECKING:
+    from simgym.core.env import SimEnv
     from simgym.rewards import Reward, RewardResult
 
 
@@ -88,4 +90,37 @@ async def score_trajectory(
     trajectory.reward_parts.update(dict(result.parts) or {reward.name: result.value})
     if result.details:
         trajectory.metrics["reward_details"] = result.details
+    return result
+
+
+async def conclude_episode(
+    env: SimEnv,
+    *,
+    reward: Reward | None = None,
+    writer: Any = None,
+    reason: str | None = None,
+    answer: str | None = None,
+    annotate: Callable[[Trajectory], None] | None = None,
+) -> RewardResult | None:
+    """End ``env``'s episode the one way every runner and adapter does: finish it with
+    ``answer`` when it is still running and there is one, else close it (as truncated with
+    ``reason`` if it was still running; an answer given after the end is kept on the
+    trajectory); let ``annotate`` add who played it; score it with ``reward``; write it
+    with ``writer`` (anything with ``write(trajectory)``). Returns the reward's result, or
+    ``None`` without a reward or when scoring failed (recorded in ``metrics``)."""
+    trajectory = env.trajectory
+    if trajectory is None:
+        raise SimgymError("no episode to conclude: call reset() first")
+    over = trajectory.done or trajectory.truncated
+    if answer is not None and not over:
+        await env.finish(answer)
+    else:
+        await env.close(None if over else reason)
+        if answer is not None and trajectory.answer is None:
+            trajectory.answer = answer  # a reply after a final action or the turn limit
+    if annotate is not None:
+        annotate(trajectory)
+    result = None if reward is None else await score_trajectory(trajectory, reward)
+    if writer is not None:
+        writer.write(trajectory)
     return result

@@ -21,7 +21,7 @@ from simgym.core.errors import SimgymError
 from simgym.core.types import Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.rewards import Reward, build_reward
-from simgym.rollout.episode import EpisodeJob, score_trajectory
+from simgym.rollout.episode import EpisodeJob, conclude_episode
 
 OnDone = Callable[[Trajectory], None]
 
@@ -93,15 +93,17 @@ class EpisodeRunner:
             await env.close(reason=f"agent failed: {exc}")
         finally:
             await env.close(reason="the rollout stopped before the episode ended")
-        trajectory = env.trajectory
-        assert trajectory is not None
-        trajectory.agent = self.agent.describe()
-        trajectory.group_id = job.task.id if job.sample is not None else None
-        trajectory.sample = job.sample
-        if session is not None:
-            trajectory.agent_messages = list(session.messages)
-        await score_trajectory(trajectory, self.reward)
-        return trajectory
+
+        def annotate(trajectory: Trajectory) -> None:
+            trajectory.agent = self.agent.describe()
+            trajectory.group_id = job.task.id if job.sample is not None else None
+            trajectory.sample = job.sample
+            if session is not None:
+                trajectory.agent_messages = list(session.messages)
+
+        await conclude_episode(env, reward=self.reward, annotate=annotate)
+        assert env.trajectory is not None
+        return env.trajectory
 
     async def _play(self, env: SimEnv, session: AgentSession, observation: str) -> None:
         tokens = 0

@@ -24,7 +24,7 @@ from simgym.integrations.verl.settings import (
     WORLD_ATTR,
     VerlToolSettings,
 )
-from simgym.rollout.episode import episode_seed, score_trajectory
+from simgym.rollout.episode import conclude_episode, episode_seed
 
 logger = logging.getLogger("simgym.integrations.verl")
 
@@ -96,26 +96,27 @@ class World:
             assert trajectory is not None
             if answer is None and read_reply and self.conversation is not None:
                 answer = final_reply(self.conversation, self.special_tokens)
-            over = trajectory.done or trajectory.truncated
-            if answer is not None and not over:
-                await self.env.finish(answer)
-            else:
-                await self.env.close(None if over else reason)
-                if answer is not None and trajectory.answer is None:
-                    trajectory.answer = answer  # the reply after a final action or limit
-            trajectory.agent = {"name": "verl", "agent_loop": self.loop_name}
-            trajectory.group_id = self.group_id
-            if self.conversation is not None:
-                trajectory.agent_messages = _plain(self.conversation)
-            if await score_trajectory(trajectory, episode_reward(self.settings)) is None:
+
+            def annotate(trajectory: Trajectory) -> None:
+                trajectory.agent = {"name": "verl", "agent_loop": self.loop_name}
+                trajectory.group_id = self.group_id
+                if self.conversation is not None:
+                    trajectory.agent_messages = _plain(self.conversation)
+
+            await conclude_episode(
+                self.env,
+                reward=episode_reward(self.settings),
+                writer=_writer(self.settings.trajectories),
+                reason=reason,
+                answer=answer,
+                annotate=annotate,
+            )
+            if "reward_error" in trajectory.metrics:
                 logger.warning(
                     "simgym: scoring episode %s failed: %s",
                     trajectory.episode_id,
-                    trajectory.metrics.get("reward_error"),
+                    trajectory.metrics["reward_error"],
                 )
-            writer = _writer(self.settings.trajectories)
-            if writer is not None:
-                writer.write(trajectory)
             self.ended = trajectory
             return trajectory
 
