@@ -12,6 +12,7 @@ Every error has one shape, ``{"error": {"code", "message", "details"}}``: 400 br
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from simgym.real.backoffice.store import ApiError, Bank, Caller
 
+logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 BODY_ATTRIBUTE_LIMIT = 4096
 IDEMPOTENT_OPERATIONS = ("create_customer", "open_account", "create_loan", "run_kyc")
@@ -84,11 +86,13 @@ class TracingMiddleware:
             return {"type": "http.disconnect"}
 
         status = {"code": 500}
+        started = {"yes": False}
         sent: list[bytes] = []
 
         async def capture(message):
             if message["type"] == "http.response.start":
                 status["code"] = message["status"]
+                started["yes"] = True
             elif message["type"] == "http.response.body":
                 sent.append(message.get("body", b""))
             await send(message)
@@ -112,7 +116,16 @@ class TracingMiddleware:
             if span is not None:
                 span.record_exception(exc)
                 span.set_attribute("error.type", type(exc).__qualname__)
-            raise
+            if started["yes"]:
+                raise
+            # a bug, not a refusal: still one clean JSON answer, never a dropped connection
+            logger.exception("unhandled error on %s %s", method, scope["path"])
+            payload = json.dumps(error_body("internal_error", "internal error",
+                                            kind=type(exc).__name__)).encode()
+            await capture({"type": "http.response.start", "status": 500,
+                           "headers": [(b"content-type", b"application/json"),
+                                       (b"content-length", str(len(payload)).encode())]})
+            await capture({"type": "http.response.body", "body": payload})
         finally:
             if span is not None:
                 self._finish(span, scope, headers, body, too_large, status["code"], sent)

@@ -108,7 +108,7 @@ CREATE TABLE IF NOT EXISTS idempotency (
 class ApiError(Exception):
     """A refusal with an HTTP status and a stable JSON body."""
 
-    def __init__(self, status: int, code: str, message: str, **details: Any) -> None:
+    def __init__(self, status: int, code: str, message: str, /, **details: Any) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.details = status, code, message, details
 
@@ -219,6 +219,9 @@ class Bank:
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA foreign_keys = ON")
+        if path != ":memory:":  # a commit per request: WAL keeps it from syncing each time
+            self._db.execute("PRAGMA journal_mode = WAL")
+            self._db.execute("PRAGMA synchronous = NORMAL")
         self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
 
