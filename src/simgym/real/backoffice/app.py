@@ -28,9 +28,17 @@ logger = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 BODY_ATTRIBUTE_LIMIT = 4096
 IDEMPOTENT_OPERATIONS = ("create_customer", "open_account", "create_loan", "run_kyc")
-_STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden",
-                 404: "not_found", 405: "method_not_allowed", 409: "conflict",
-                 413: "body_too_large", 422: "validation_failed", 500: "internal_error"}
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "body_too_large",
+    422: "validation_failed",
+    500: "internal_error",
+}
 
 
 def error_body(code: str, message: str, **details: Any) -> dict[str, Any]:
@@ -46,8 +54,9 @@ class TracingMiddleware:
     conventions, the caller and both bodies (cut at ``body_limit`` characters). It also
     refuses bodies larger than ``max_body`` bytes before the app sees them."""
 
-    def __init__(self, app, provider: TracerProvider | None, *, max_body: int,
-                 body_limit: int) -> None:
+    def __init__(
+        self, app, provider: TracerProvider | None, *, max_body: int, body_limit: int
+    ) -> None:
         self.app = app
         self.tracer = provider.get_tracer("simgym.real.backoffice") if provider else None
         self.max_body, self.body_limit = max_body, body_limit
@@ -56,8 +65,9 @@ class TracingMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
-                   for k, v in scope.get("headers", [])}
+        headers = {
+            k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])
+        }
         chunks, size, too_large = [], 0, False
         declared = headers.get("content-length", "")
         if declared.isdigit() and int(declared) > self.max_body:
@@ -103,12 +113,23 @@ class TracingMiddleware:
             span = self.tracer.start_span(method, kind=SpanKind.SERVER)
         try:
             if too_large:
-                payload = json.dumps(error_body(
-                    "body_too_large", f"the request body exceeds {self.max_body} bytes",
-                    limit=self.max_body)).encode()
-                await capture({"type": "http.response.start", "status": 413,
-                               "headers": [(b"content-type", b"application/json"),
-                                           (b"content-length", str(len(payload)).encode())]})
+                payload = json.dumps(
+                    error_body(
+                        "body_too_large",
+                        f"the request body exceeds {self.max_body} bytes",
+                        limit=self.max_body,
+                    )
+                ).encode()
+                await capture(
+                    {
+                        "type": "http.response.start",
+                        "status": 413,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(payload)).encode()),
+                        ],
+                    }
+                )
                 await capture({"type": "http.response.body", "body": payload})
             else:
                 await self.app(scope, replay, capture)
@@ -120,11 +141,19 @@ class TracingMiddleware:
                 raise
             # a bug, not a refusal: still one clean JSON answer, never a dropped connection
             logger.exception("unhandled error on %s %s", method, scope["path"])
-            payload = json.dumps(error_body("internal_error", "internal error",
-                                            kind=type(exc).__name__)).encode()
-            await capture({"type": "http.response.start", "status": 500,
-                           "headers": [(b"content-type", b"application/json"),
-                                       (b"content-length", str(len(payload)).encode())]})
+            payload = json.dumps(
+                error_body("internal_error", "internal error", kind=type(exc).__name__)
+            ).encode()
+            await capture(
+                {
+                    "type": "http.response.start",
+                    "status": 500,
+                    "headers": [
+                        (b"content-type", b"application/json"),
+                        (b"content-length", str(len(payload)).encode()),
+                    ],
+                }
+            )
             await capture({"type": "http.response.body", "body": payload})
         finally:
             if span is not None:
@@ -155,9 +184,12 @@ class TracingMiddleware:
             attributes["url.query"] = scope["query_string"].decode("latin-1")
         if "user-agent" in headers:
             attributes["user_agent.original"] = headers["user-agent"]
-        for header, name in (("x-session", "backoffice.session"), ("x-actor", "backoffice.actor"),
-                             ("x-role", "backoffice.role"),
-                             ("idempotency-key", "backoffice.idempotency_key")):
+        for header, name in (
+            ("x-session", "backoffice.session"),
+            ("x-actor", "backoffice.actor"),
+            ("x-role", "backoffice.role"),
+            ("idempotency-key", "backoffice.idempotency_key"),
+        ):
             if header in headers:
                 attributes[name] = headers[header]
         if "x-session" in headers:
@@ -167,15 +199,16 @@ class TracingMiddleware:
         request_text = "" if too_large else body.decode("utf-8", errors="replace")
         request_text, cut_in = _cut(request_text, self.body_limit)
         response = b"".join(sent)
-        response_text, cut_out = _cut(response.decode("utf-8", errors="replace"),
-                                      self.body_limit)
-        attributes.update({
-            "backoffice.request.body": request_text,
-            "backoffice.request.body.truncated": cut_in or too_large,
-            "backoffice.response.body": response_text,
-            "backoffice.response.body.truncated": cut_out,
-            "http.response.body.size": len(response),
-        })
+        response_text, cut_out = _cut(response.decode("utf-8", errors="replace"), self.body_limit)
+        attributes.update(
+            {
+                "backoffice.request.body": request_text,
+                "backoffice.request.body.truncated": cut_in or too_large,
+                "backoffice.response.body": response_text,
+                "backoffice.response.body.truncated": cut_out,
+                "http.response.body.size": len(response),
+            }
+        )
         if code >= 400:
             try:
                 attributes["backoffice.error.code"] = json.loads(response)["error"]["code"]
@@ -190,34 +223,46 @@ class TracingMiddleware:
 
 def _caller(request: Request) -> Caller:
     headers = request.headers
-    return Caller(headers.get("x-actor", "").strip(), headers.get("x-role", "").strip(),
-                  headers.get("x-session"))
+    return Caller(
+        headers.get("x-actor", "").strip(),
+        headers.get("x-role", "").strip(),
+        headers.get("x-session"),
+    )
 
 
 async def _json(request: Request, *, required: bool = True) -> Any:
     raw = await request.body()
     if not raw.strip():
         if required:
-            raise ApiError(422, "validation_failed", "a JSON body is required",
-                           fields=[{"field": "", "problem": "required"}])
+            raise ApiError(
+                422,
+                "validation_failed",
+                "a JSON body is required",
+                fields=[{"field": "", "problem": "required"}],
+            )
         return None
     try:
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "invalid_json", "the request body is not valid JSON",
-                       problem=str(exc)[:200]) from None
+        raise ApiError(
+            400, "invalid_json", "the request body is not valid JSON", problem=str(exc)[:200]
+        ) from None
 
 
-def create_app(bank: Bank | str = ":memory:", *, tracer: TracerProvider | None = None,
-               max_body: int = MAX_BODY_BYTES,
-               body_limit: int = BODY_ATTRIBUTE_LIMIT) -> FastAPI:
+def create_app(
+    bank: Bank | str = ":memory:",
+    *,
+    tracer: TracerProvider | None = None,
+    max_body: int = MAX_BODY_BYTES,
+    body_limit: int = BODY_ATTRIBUTE_LIMIT,
+) -> FastAPI:
     """The service over ``bank`` (a :class:`Bank` or a SQLite path)."""
     bank = bank if isinstance(bank, Bank) else Bank(bank)
-    app = FastAPI(title="simgym back office", version="1.0.0", docs_url=None,
-                  redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="simgym back office", version="1.0.0", docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.bank = bank
-    app.add_middleware(TracingMiddleware, provider=tracer, max_body=max_body,
-                       body_limit=body_limit)
+    app.add_middleware(TracingMiddleware, provider=tracer, max_body=max_body, body_limit=body_limit)
 
     @app.exception_handler(ApiError)
     async def _api_error(_request: Request, err: ApiError):
@@ -226,20 +271,28 @@ def create_app(bank: Bank | str = ":memory:", *, tracer: TracerProvider | None =
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, err: StarletteHTTPException):
         code = _STATUS_CODES.get(err.status_code, "http_error")
-        return JSONResponse(error_body(code, str(err.detail)), status_code=err.status_code,
-                            headers=getattr(err, "headers", None))
+        return JSONResponse(
+            error_body(code, str(err.detail)),
+            status_code=err.status_code,
+            headers=getattr(err, "headers", None),
+        )
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(_request: Request, err: RequestValidationError):
-        fields = [{"field": ".".join(str(p) for p in e.get("loc", ())[1:]),
-                   "problem": e.get("msg", "")} for e in err.errors()]
-        return JSONResponse(error_body("validation_failed", "the request has invalid fields",
-                                       fields=fields), status_code=422)
+        fields = [
+            {"field": ".".join(str(p) for p in e.get("loc", ())[1:]), "problem": e.get("msg", "")}
+            for e in err.errors()
+        ]
+        return JSONResponse(
+            error_body("validation_failed", "the request has invalid fields", fields=fields),
+            status_code=422,
+        )
 
     @app.exception_handler(Exception)
     async def _crash(_request: Request, err: Exception):
-        return JSONResponse(error_body("internal_error", "internal error",
-                                       kind=type(err).__name__), status_code=500)
+        return JSONResponse(
+            error_body("internal_error", "internal error", kind=type(err).__name__), status_code=500
+        )
 
     def answer(result: tuple[int, Any]) -> JSONResponse:
         status, body = result
@@ -304,8 +357,9 @@ def create_app(bank: Bank | str = ":memory:", *, tracer: TracerProvider | None =
         return await idempotent(request, "create_loan", call)
 
     @app.get("/loans")
-    async def list_loans(request: Request, status: str | None = None,
-                         customer_id: str | None = None):
+    async def list_loans(
+        request: Request, status: str | None = None, customer_id: str | None = None
+    ):
         return answer(bank.list_loans(_caller(request), status, customer_id))
 
     @app.get("/loans/{loan_id}")

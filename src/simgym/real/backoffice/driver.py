@@ -43,17 +43,56 @@ from simgym.real.backoffice.store import (
 )
 from simgym.real.backoffice.telemetry import tracer_provider
 
-ACTORS = {"operator": ("alice", "bob", "carol"), "reviewer": ("rita", "raj"),
-          "manager": ("maya", "marc"), "auditor": ("aaron",)}
-FIRST = ("Anna", "Ben", "Chloe", "David", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jonas",
-         "Keiko", "Luca", "Mara", "Nils", "Olga", "Pavel")
-LAST = ("Adler", "Berg", "Costa", "Dubois", "Eriksen", "Fischer", "Garcia", "Horvat",
-        "Ivanova", "Jansen", "Kowalski", "Lindqvist")
+ACTORS = {
+    "operator": ("alice", "bob", "carol"),
+    "reviewer": ("rita", "raj"),
+    "manager": ("maya", "marc"),
+    "auditor": ("aaron",),
+}
+FIRST = (
+    "Anna",
+    "Ben",
+    "Chloe",
+    "David",
+    "Elif",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jonas",
+    "Keiko",
+    "Luca",
+    "Mara",
+    "Nils",
+    "Olga",
+    "Pavel",
+)
+LAST = (
+    "Adler",
+    "Berg",
+    "Costa",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Garcia",
+    "Horvat",
+    "Ivanova",
+    "Jansen",
+    "Kowalski",
+    "Lindqvist",
+)
 COUNTRIES = ("DE", "FR", "NL", "ES", "IT", "AT", "PL", "SE")
 SCENARIOS = {  # name -> weight
-    "onboarding": 2, "loan_approved": 3, "loan_rejected": 2, "loan_withdrawn": 1,
-    "loan_escalated": 2, "permission_errors": 1, "invalid_transitions": 1,
-    "bad_requests": 1, "audit_review": 1, "retried_requests": 1,
+    "onboarding": 2,
+    "loan_approved": 3,
+    "loan_rejected": 2,
+    "loan_withdrawn": 1,
+    "loan_escalated": 2,
+    "permission_errors": 1,
+    "invalid_transitions": 1,
+    "bad_requests": 1,
+    "audit_review": 1,
+    "retried_requests": 1,
 }
 
 
@@ -69,8 +108,12 @@ class _Server:
         self.port = self.sock.getsockname()[1]
         config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]},
-                                       daemon=True, name="backoffice-uvicorn")
+        self.thread = threading.Thread(
+            target=self.server.run,
+            kwargs={"sockets": [self.sock]},
+            daemon=True,
+            name="backoffice-uvicorn",
+        )
 
     def __enter__(self) -> str:
         self.thread.start()
@@ -97,16 +140,26 @@ class Session:
     def who(self, role: str) -> tuple[str, str]:
         return self.rng.choice(ACTORS[role]), role
 
-    def call(self, as_: tuple[str, str] | None, operation: str, method: str, route: str,
-             body: Any = None, *, raw: bytes | None = None, headers: dict | None = None,
-             **params: str) -> tuple[int, Any]:
+    def call(
+        self,
+        as_: tuple[str, str] | None,
+        operation: str,
+        method: str,
+        route: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict | None = None,
+        **params: str,
+    ) -> tuple[int, Any]:
         path = route.format(**params)
         sent: dict[str, str] = {"X-Session": self.sid, **(headers or {})}
         actor, role = as_ if as_ else ("", "")
         if as_:
             sent.update({"X-Actor": actor, "X-Role": role})
-        content = raw if raw is not None else (
-            json.dumps(body).encode() if body is not None else None)
+        content = (
+            raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        )
         if content is not None:
             sent["Content-Type"] = "application/json"
         stamp = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
@@ -123,10 +176,22 @@ class Session:
         else:
             request = body
         self.seq += 1
-        self.log({"session": self.sid, "seq": self.seq, "time": stamp, "actor": actor,
-                  "role": role, "operation": operation, "method": method, "route": route,
-                  "path": path, "request": request, "status": response.status_code,
-                  "response": answer})
+        self.log(
+            {
+                "session": self.sid,
+                "seq": self.seq,
+                "time": stamp,
+                "actor": actor,
+                "role": role,
+                "operation": operation,
+                "method": method,
+                "route": route,
+                "path": path,
+                "request": request,
+                "status": response.status_code,
+                "response": answer,
+            }
+        )
         return response.status_code, answer
 
     # ---- building blocks -------------------------------------------------------------
@@ -134,15 +199,23 @@ class Session:
         rng = self.rng
         first, last = rng.choice(FIRST), rng.choice(LAST)
         if documents is None:
-            documents = rng.choices([list(REQUIRED_DOCUMENTS), ["id_card"], [],
-                                     ["passport", "id_card", "proof_of_address"]],
-                                    weights=[6, 2, 1, 1])[0]
-        body = {"name": f"{first} {last}",
-                "email": f"{first}.{last}{rng.randint(1, 99)}@example.com".lower(),
-                "date_of_birth": f"{rng.randint(1950, 2000)}-{rng.randint(1, 12):02d}-"
-                                 f"{rng.randint(1, 28):02d}",
-                "country": rng.choice(SANCTIONED_COUNTRIES if sanctioned else COUNTRIES),
-                "documents": documents}
+            documents = rng.choices(
+                [
+                    list(REQUIRED_DOCUMENTS),
+                    ["id_card"],
+                    [],
+                    ["passport", "id_card", "proof_of_address"],
+                ],
+                weights=[6, 2, 1, 1],
+            )[0]
+        body = {
+            "name": f"{first} {last}",
+            "email": f"{first}.{last}{rng.randint(1, 99)}@example.com".lower(),
+            "date_of_birth": f"{rng.randint(1950, 2000)}-{rng.randint(1, 12):02d}-"
+            f"{rng.randint(1, 28):02d}",
+            "country": rng.choice(SANCTIONED_COUNTRIES if sanctioned else COUNTRIES),
+            "documents": documents,
+        }
         operator = self.who("operator")
         if rng.random() < 0.15:  # a typo first: the form is sent again, corrected
             broken = dict(body)
@@ -162,41 +235,71 @@ class Session:
             return None, None
         operator = self.who("operator")
         if rng.random() < 0.1:  # impatient: the account before KYC
-            self.call(operator, "open_account", "POST", "/accounts",
-                      {"customer_id": cid, "account_type": "checking"})
-        _, check = self.call(operator, "run_kyc", "POST", "/kyc/{customer_id}",
-                             customer_id=cid)
+            self.call(
+                operator,
+                "open_account",
+                "POST",
+                "/accounts",
+                {"customer_id": cid, "account_type": "checking"},
+            )
+        _, check = self.call(operator, "run_kyc", "POST", "/kyc/{customer_id}", customer_id=cid)
         if check.get("reason") == "missing_documents" and rng.random() < 0.85:
-            self.call(operator, "add_documents", "POST", "/customers/{customer_id}/documents",
-                      {"documents": check["missing_documents"]}, customer_id=cid)
-            _, check = self.call(self.who(rng.choice(["operator", "reviewer"])), "run_kyc",
-                                 "POST", "/kyc/{customer_id}", customer_id=cid)
+            self.call(
+                operator,
+                "add_documents",
+                "POST",
+                "/customers/{customer_id}/documents",
+                {"documents": check["missing_documents"]},
+                customer_id=cid,
+            )
+            _, check = self.call(
+                self.who(rng.choice(["operator", "reviewer"])),
+                "run_kyc",
+                "POST",
+                "/kyc/{customer_id}",
+                customer_id=cid,
+            )
         if check.get("result") != "passed":
             return cid, None
         status, account = self.call(
-            operator, "open_account", "POST", "/accounts",
-            {"customer_id": cid, "account_type": rng.choice(["checking", "savings"]),
-             "currency": rng.choice(["EUR", "EUR", "USD", "GBP"])})
+            operator,
+            "open_account",
+            "POST",
+            "/accounts",
+            {
+                "customer_id": cid,
+                "account_type": rng.choice(["checking", "savings"]),
+                "currency": rng.choice(["EUR", "EUR", "USD", "GBP"]),
+            },
+        )
         return cid, account["id"] if status == 201 else None
 
     def new_loan(self, cid: str, aid: str | None, amount: int | None = None):
         rng = self.rng
         operator = self.who("operator")
-        body = {"customer_id": cid,
-                "amount": amount or rng.choice([5_000, 12_000, 25_000, 40_000, 48_000]),
-                "term_months": rng.choice([12, 24, 36, 60, 120]),
-                "purpose": rng.choice(["home", "car", "education", "business", "personal"])}
+        body = {
+            "customer_id": cid,
+            "amount": amount or rng.choice([5_000, 12_000, 25_000, 40_000, 48_000]),
+            "term_months": rng.choice([12, 24, 36, 60, 120]),
+            "purpose": rng.choice(["home", "car", "education", "business", "personal"]),
+        }
         if aid:
             body["account_id"] = aid
         if rng.random() < 0.15:  # out of range, then fixed
-            self.call(operator, "create_loan", "POST", "/loans",
-                      {**body, "amount": rng.choice([0, -500, 900_000, "10k"])})
+            self.call(
+                operator,
+                "create_loan",
+                "POST",
+                "/loans",
+                {**body, "amount": rng.choice([0, -500, 900_000, "10k"])},
+            )
         status, loan = self.call(operator, "create_loan", "POST", "/loans", body)
         return (loan["id"], operator) if status == 201 else (None, operator)
 
     def move(self, as_, action: str, lid: str, body: Any = None) -> tuple[int, Any]:
-        return self.call(as_, f"{action}_loan", "POST", f"/loans/{{loan_id}}/{action}", body,
-                         loan_id=lid)
+        return self.call(
+            as_, f"{action}_loan", "POST", f"/loans/{{loan_id}}/{action}", body, loan_id=lid
+        )
 
     def to_review(self, lid: str, operator) -> bool:
         status, _ = self.move(operator, "submit", lid)
@@ -208,19 +311,24 @@ class Session:
         return status == 200
 
     def look(self, lid: str) -> None:
-        self.call(self.who(self.rng.choice(list(ACTORS))), "get_loan", "GET",
-                  "/loans/{loan_id}", loan_id=lid)
+        self.call(
+            self.who(self.rng.choice(list(ACTORS))),
+            "get_loan",
+            "GET",
+            "/loans/{loan_id}",
+            loan_id=lid,
+        )
 
 
 # ---- scenarios -------------------------------------------------------------------------
 def _onboarding(s: Session) -> None:
     cid, aid = s.onboard(sanctioned=s.rng.random() < 0.15)
     if cid:
-        s.call(s.who("operator"), "get_customer", "GET", "/customers/{customer_id}",
-               customer_id=cid)
+        s.call(
+            s.who("operator"), "get_customer", "GET", "/customers/{customer_id}", customer_id=cid
+        )
     if aid:
-        s.call(s.who("manager"), "get_account", "GET", "/accounts/{account_id}",
-               account_id=aid)
+        s.call(s.who("manager"), "get_account", "GET", "/accounts/{account_id}", account_id=aid)
 
 
 def _loan_decided(s: Session, approve: bool) -> None:
@@ -239,9 +347,16 @@ def _loan_decided(s: Session, approve: bool) -> None:
         decider = s.who(s.rng.choice(["reviewer", "manager"]))
         if s.rng.random() < 0.3:  # the reason is mandatory
             s.move(decider, "reject", lid, {})
-        s.move(decider, "reject", lid,
-               {"reason": s.rng.choice(["insufficient income", "high debt ratio",
-                                        "incomplete employment history"])})
+        s.move(
+            decider,
+            "reject",
+            lid,
+            {
+                "reason": s.rng.choice(
+                    ["insufficient income", "high debt ratio", "incomplete employment history"]
+                )
+            },
+        )
     s.look(lid)
 
 
@@ -273,12 +388,26 @@ def _loan_escalated(s: Session) -> None:
 def _permission_errors(s: Session) -> None:
     cid, aid = s.onboard(documents=list(REQUIRED_DOCUMENTS))
     auditor = s.who("auditor")
-    s.call(auditor, "create_customer", "POST", "/customers",
-           {"name": "Audit Probe", "email": "probe@example.com", "date_of_birth": "1970-01-01",
-            "country": "DE"})
+    s.call(
+        auditor,
+        "create_customer",
+        "POST",
+        "/customers",
+        {
+            "name": "Audit Probe",
+            "email": "probe@example.com",
+            "date_of_birth": "1970-01-01",
+            "country": "DE",
+        },
+    )
     s.call(s.who("operator"), "get_audit", "GET", "/audit")
-    s.call(("intern", "trainee"), "get_customer", "GET", "/customers/{customer_id}",
-           customer_id=cid or "cust-0")
+    s.call(
+        ("intern", "trainee"),
+        "get_customer",
+        "GET",
+        "/customers/{customer_id}",
+        customer_id=cid or "cust-0",
+    )
     if cid:
         lid, operator = s.new_loan(cid, aid)
         if lid:
@@ -310,8 +439,13 @@ def _bad_requests(s: Session) -> None:
     s.call(operator, "unknown", "GET", "/customers")  # listing customers is not offered
     s.call(operator, "unknown", "POST", "/loans/loan-1/escalate")
     s.call(operator, "unknown", "GET", "/nowhere")
-    s.call(operator, "create_customer", "POST", "/customers",
-           raw=json.dumps({"name": "x" * 70_000}).encode())
+    s.call(
+        operator,
+        "create_customer",
+        "POST",
+        "/customers",
+        raw=json.dumps({"name": "x" * 70_000}).encode(),
+    )
     s.call(None, "create_loan", "POST", "/loans", {"customer_id": "cust-1"})
     s.call(operator, "list_loans", "GET", "/loans?status=lost")
     s.call(s.who("auditor"), "get_audit", "GET", "/audit?limit=0")
@@ -345,11 +479,18 @@ def _retried_requests(s: Session) -> None:
         s.move(s.who("reviewer"), "approve", lid)  # retried after a lost answer: 409
 
 
-PLAYS = {"onboarding": _onboarding, "loan_approved": lambda s: _loan_decided(s, True),
-         "loan_rejected": lambda s: _loan_decided(s, False), "loan_withdrawn": _loan_withdrawn,
-         "loan_escalated": _loan_escalated, "permission_errors": _permission_errors,
-         "invalid_transitions": _invalid_transitions, "bad_requests": _bad_requests,
-         "audit_review": _audit_review, "retried_requests": _retried_requests}
+PLAYS = {
+    "onboarding": _onboarding,
+    "loan_approved": lambda s: _loan_decided(s, True),
+    "loan_rejected": lambda s: _loan_decided(s, False),
+    "loan_withdrawn": _loan_withdrawn,
+    "loan_escalated": _loan_escalated,
+    "permission_errors": _permission_errors,
+    "invalid_transitions": _invalid_transitions,
+    "bad_requests": _bad_requests,
+    "audit_review": _audit_review,
+    "retried_requests": _retried_requests,
+}
 
 
 def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
@@ -357,9 +498,16 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
     (paths, requests, status counts, scenario counts)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    paths = {name: out / name for name in
-             ("traces.otlp.jsonl", "ocel.json", "ocel.sqlite", "sessions.jsonl",
-              "backoffice.db")}
+    paths = {
+        name: out / name
+        for name in (
+            "traces.otlp.jsonl",
+            "ocel.json",
+            "ocel.sqlite",
+            "sessions.jsonl",
+            "backoffice.db",
+        )
+    }
     for path in paths.values():
         path.unlink(missing_ok=True)
     provider = tracer_provider(paths["traces.otlp.jsonl"])
@@ -370,13 +518,19 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
     played: Counter[str] = Counter()
     lines = 0
     try:
-        with _Server(app) as base_url, httpx.Client(
-                base_url=base_url, timeout=30,
+        with (
+            _Server(app) as base_url,
+            httpx.Client(
+                base_url=base_url,
+                timeout=30,
                 # headers and body go out in two writes: without NODELAY each request
                 # waits for a delayed ACK (about 40 ms)
                 transport=httpx.HTTPTransport(
-                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)])) as client, \
-                open(paths["sessions.jsonl"], "w", encoding="utf-8") as log_file:
+                    socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+                ),
+            ) as client,
+            open(paths["sessions.jsonl"], "w", encoding="utf-8") as log_file,
+        ):
 
             def log(row: dict[str, Any]) -> None:
                 nonlocal lines
@@ -387,8 +541,9 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
             names, weights = list(SCENARIOS), list(SCENARIOS.values())
             for i in range(n):
                 scenario = rng.choices(names, weights=weights)[0]
-                session = Session(client, f"s{seed}-{i:04d}",
-                                  random.Random(rng.getrandbits(64)), log)
+                session = Session(
+                    client, f"s{seed}-{i:04d}", random.Random(rng.getrandbits(64)), log
+                )
                 PLAYS[scenario](session)
                 played[scenario] += 1
     finally:
@@ -397,6 +552,11 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
     bank.close()
     write_ocel_json(ocel, paths["ocel.json"])
     write_ocel_sqlite(ocel, paths["ocel.sqlite"])
-    return {"paths": {k: str(v) for k, v in paths.items()}, "requests": lines,
-            "statuses": dict(sorted(statuses.items())), "scenarios": dict(played),
-            "events": len(ocel["events"]), "objects": len(ocel["objects"])}
+    return {
+        "paths": {k: str(v) for k, v in paths.items()},
+        "requests": lines,
+        "statuses": dict(sorted(statuses.items())),
+        "scenarios": dict(played),
+        "events": len(ocel["events"]),
+        "objects": len(ocel["objects"]),
+    }

@@ -28,13 +28,26 @@ from typing import Any
 from simgym.real.backoffice.store import Bank
 
 OBJECT_TYPES: dict[str, dict[str, str]] = {
-    "customer": {"name": "string", "email": "string", "country": "string",
-                 "documents": "string", "kyc_status": "string"},
-    "account": {"account_type": "string", "currency": "string", "status": "string",
-                "balance": "integer"},
+    "customer": {
+        "name": "string",
+        "email": "string",
+        "country": "string",
+        "documents": "string",
+        "kyc_status": "string",
+    },
+    "account": {
+        "account_type": "string",
+        "currency": "string",
+        "status": "string",
+        "balance": "integer",
+    },
     "kyc_check": {"result": "string", "reason": "string"},
-    "loan_application": {"amount": "integer", "term_months": "integer", "purpose": "string",
-                         "status": "string"},
+    "loan_application": {
+        "amount": "integer",
+        "term_months": "integer",
+        "purpose": "string",
+        "status": "string",
+    },
 }
 _CALLER = {"actor": "string", "role": "string", "session": "string"}
 _MOVE = {"from_status": "string", "to_status": "string", "reason": "string"}
@@ -43,16 +56,20 @@ EVENT_TYPES: dict[str, dict[str, str]] = {
     "add_documents": {**_CALLER, "added": "string"},
     "run_kyc": {**_CALLER, "result": "string", "reason": "string"},
     "open_account": {**_CALLER, "account_type": "string", "currency": "string"},
-    "create_loan": {**_CALLER, "amount": "integer", "term_months": "integer",
-                    "purpose": "string"},
+    "create_loan": {**_CALLER, "amount": "integer", "term_months": "integer", "purpose": "string"},
     "submit_loan": {**_CALLER, **_MOVE},
     "review_loan": {**_CALLER, **_MOVE},
     "approve_loan": {**_CALLER, **_MOVE},
     "reject_loan": {**_CALLER, **_MOVE},
     "withdraw_loan": {**_CALLER, **_MOVE},
 }
-_SQL_TYPES = {"string": "TEXT", "integer": "INTEGER", "float": "REAL", "boolean": "INTEGER",
-              "time": "TIMESTAMP"}
+_SQL_TYPES = {
+    "string": "TEXT",
+    "integer": "INTEGER",
+    "float": "REAL",
+    "boolean": "INTEGER",
+    "time": "TIMESTAMP",
+}
 
 
 def _scalar(value: Any) -> Any:
@@ -70,35 +87,54 @@ def build_ocel(bank: Bank) -> dict[str, Any]:
         if entry["outcome"] != "ok" or entry["operation"] not in EVENT_TYPES:
             continue
         declared = EVENT_TYPES[entry["operation"]]
-        values = {"actor": entry["actor"], "role": entry["role"],
-                  "session": entry["session"] or "", **entry["attributes"]}
-        events.append({
-            "id": f"ev-{entry['seq']}",
-            "type": entry["operation"],
-            "time": entry["time"],
-            "attributes": [{"name": k, "value": _scalar(values[k])}
-                           for k in declared if k in values],
-            "relationships": [{"objectId": o["object_id"], "qualifier": o["qualifier"]}
-                              for o in entry["objects"]],
-        })
+        values = {
+            "actor": entry["actor"],
+            "role": entry["role"],
+            "session": entry["session"] or "",
+            **entry["attributes"],
+        }
+        events.append(
+            {
+                "id": f"ev-{entry['seq']}",
+                "type": entry["operation"],
+                "time": entry["time"],
+                "attributes": [
+                    {"name": k, "value": _scalar(values[k])} for k in declared if k in values
+                ],
+                "relationships": [
+                    {"objectId": o["object_id"], "qualifier": o["qualifier"]}
+                    for o in entry["objects"]
+                ],
+            }
+        )
     objects: dict[str, dict[str, Any]] = {}
     for change in history["changes"]:
-        obj = objects.setdefault(change["object_id"], {
-            "id": change["object_id"], "type": change["object_type"],
-            "attributes": [], "relationships": []})
-        obj["attributes"].append({"name": change["field"], "time": change["time"],
-                                  "value": _scalar(change["value"])})
+        obj = objects.setdefault(
+            change["object_id"],
+            {
+                "id": change["object_id"],
+                "type": change["object_type"],
+                "attributes": [],
+                "relationships": [],
+            },
+        )
+        obj["attributes"].append(
+            {"name": change["field"], "time": change["time"], "value": _scalar(change["value"])}
+        )
     for relation in history["relations"]:
         if relation["source_id"] in objects:
             objects[relation["source_id"]]["relationships"].append(
-                {"objectId": relation["target_id"], "qualifier": relation["qualifier"]})
+                {"objectId": relation["target_id"], "qualifier": relation["qualifier"]}
+            )
     return {
-        "objectTypes": [{"name": name, "attributes": [{"name": a, "type": t}
-                                                      for a, t in attrs.items()]}
-                        for name, attrs in OBJECT_TYPES.items()],
-        "eventTypes": [{"name": name, "attributes": [{"name": a, "type": t}
-                                                     for a, t in attrs.items()]}
-                       for name, attrs in EVENT_TYPES.items()],
+        "objectTypes": [
+            {"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
+            for name, attrs in OBJECT_TYPES.items()
+        ],
+        "eventTypes": [
+            {"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
+            for name, attrs in EVENT_TYPES.items()
+        ],
         "objects": list(objects.values()),
         "events": events,
     }
@@ -148,22 +184,29 @@ def _write_tables(db: sqlite3.Connection, ocel: dict[str, Any]) -> None:
     for kind in ocel["eventTypes"]:
         table = "event_" + type_map(kind["name"])
         event_attrs[kind["name"]] = [(a["name"], a["type"]) for a in kind["attributes"]]
-        columns = "".join(f", {_q(a)} {_SQL_TYPES.get(t, 'TEXT')}"
-                          for a, t in event_attrs[kind["name"]])
-        db.execute(f"CREATE TABLE {_q(table)} (ocel_id TEXT PRIMARY KEY, "
-                   f"ocel_time TIMESTAMP{columns})")
-        db.execute("INSERT INTO event_map_type VALUES (?, ?)",
-                   (kind["name"], type_map(kind["name"])))
+        columns = "".join(
+            f", {_q(a)} {_SQL_TYPES.get(t, 'TEXT')}" for a, t in event_attrs[kind["name"]]
+        )
+        db.execute(
+            f"CREATE TABLE {_q(table)} (ocel_id TEXT PRIMARY KEY, ocel_time TIMESTAMP{columns})"
+        )
+        db.execute(
+            "INSERT INTO event_map_type VALUES (?, ?)", (kind["name"], type_map(kind["name"]))
+        )
     object_attrs: dict[str, list[tuple[str, str]]] = {}
     for kind in ocel["objectTypes"]:
         table = "object_" + type_map(kind["name"])
         object_attrs[kind["name"]] = [(a["name"], a["type"]) for a in kind["attributes"]]
-        columns = "".join(f", {_q(a)} {_SQL_TYPES.get(t, 'TEXT')}"
-                          for a, t in object_attrs[kind["name"]])
-        db.execute(f"CREATE TABLE {_q(table)} (ocel_id TEXT, ocel_time TIMESTAMP, "
-                   f"ocel_changed_field TEXT{columns})")
-        db.execute("INSERT INTO object_map_type VALUES (?, ?)",
-                   (kind["name"], type_map(kind["name"])))
+        columns = "".join(
+            f", {_q(a)} {_SQL_TYPES.get(t, 'TEXT')}" for a, t in object_attrs[kind["name"]]
+        )
+        db.execute(
+            f"CREATE TABLE {_q(table)} (ocel_id TEXT, ocel_time TIMESTAMP, "
+            f"ocel_changed_field TEXT{columns})"
+        )
+        db.execute(
+            "INSERT INTO object_map_type VALUES (?, ?)", (kind["name"], type_map(kind["name"]))
+        )
 
     for event in ocel["events"]:
         db.execute("INSERT INTO event VALUES (?, ?)", (event["id"], event["type"]))
@@ -172,10 +215,12 @@ def _write_tables(db: sqlite3.Connection, ocel: dict[str, Any]) -> None:
         db.execute(
             f"INSERT INTO {_q('event_' + type_map(event['type']))} VALUES "
             f"(?, ?{', ?' * len(names)})",
-            (event["id"], event["time"], *(values.get(n) for n in names)))
-        db.executemany("INSERT OR IGNORE INTO event_object VALUES (?, ?, ?)",
-                       [(event["id"], r["objectId"], r["qualifier"])
-                        for r in event["relationships"]])
+            (event["id"], event["time"], *(values.get(n) for n in names)),
+        )
+        db.executemany(
+            "INSERT OR IGNORE INTO event_object VALUES (?, ?, ?)",
+            [(event["id"], r["objectId"], r["qualifier"]) for r in event["relationships"]],
+        )
 
     for obj in ocel["objects"]:
         db.execute("INSERT INTO object VALUES (?, ?)", (obj["id"], obj["type"]))
@@ -192,6 +237,7 @@ def _write_tables(db: sqlite3.Connection, ocel: dict[str, Any]) -> None:
             for changed, value in values.items():
                 row = [value if n == changed else None for n in names]
                 db.execute(insert, (obj["id"], time, changed, *row))
-        db.executemany("INSERT OR IGNORE INTO object_object VALUES (?, ?, ?)",
-                       [(obj["id"], r["objectId"], r["qualifier"])
-                        for r in obj["relationships"]])
+        db.executemany(
+            "INSERT OR IGNORE INTO object_object VALUES (?, ?, ?)",
+            [(obj["id"], r["objectId"], r["qualifier"]) for r in obj["relationships"]],
+        )

@@ -189,16 +189,21 @@ class _Fields:
         for name in unknown:
             self.bad(name, "unknown field")
         if self.problems:
-            raise ApiError(422, "validation_failed", "the request has invalid fields",
-                           fields=self.problems)
+            raise ApiError(
+                422, "validation_failed", "the request has invalid fields", fields=self.problems
+            )
 
     allowed: frozenset[str] = frozenset()
 
 
 def _fields(body: Any, *allowed: str) -> _Fields:
     if not isinstance(body, dict):
-        raise ApiError(422, "validation_failed", "the request body must be a JSON object",
-                       fields=[{"field": "", "problem": "must be an object"}])
+        raise ApiError(
+            422,
+            "validation_failed",
+            "the request body must be a JSON object",
+            fields=[{"field": "", "problem": "must be an object"}],
+        )
     checker = _Fields(body)
     checker.allowed = frozenset(allowed)
     return checker
@@ -243,8 +248,9 @@ class Bank:
                 if err.status in (403, 409):
                     self._db.execute("BEGIN IMMEDIATE")
                     kind, oid = err.details.get("object_type"), err.details.get("object_id")
-                    self._audit(who, operation, "refused", err.status, kind, oid, [],
-                                {"code": err.code})
+                    self._audit(
+                        who, operation, "refused", err.status, kind, oid, [], {"code": err.code}
+                    )
                     self._db.execute("COMMIT")
                 raise
             except BaseException:
@@ -262,45 +268,80 @@ class Bank:
         if caller.role not in allowed:
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._audit(caller, operation, "refused", 403, None, None, [],
-                            {"code": "forbidden"})
+                self._audit(
+                    caller, operation, "refused", 403, None, None, [], {"code": "forbidden"}
+                )
                 self._db.execute("COMMIT")
-            raise ApiError(403, "forbidden", f"role {caller.role!r} may not {operation}",
-                           operation=operation, role=caller.role, allowed_roles=list(allowed))
+            raise ApiError(
+                403,
+                "forbidden",
+                f"role {caller.role!r} may not {operation}",
+                operation=operation,
+                role=caller.role,
+                allowed_roles=list(allowed),
+            )
         return caller
 
     def _next_id(self, kind: str, prefix: str) -> str:
         self._db.execute(
-            "INSERT INTO counter(kind, n) VALUES (?, 1) "
-            "ON CONFLICT(kind) DO UPDATE SET n = n + 1", (kind,))
+            "INSERT INTO counter(kind, n) VALUES (?, 1) ON CONFLICT(kind) DO UPDATE SET n = n + 1",
+            (kind,),
+        )
         (n,) = self._db.execute("SELECT n FROM counter WHERE kind = ?", (kind,)).fetchone()
         return f"{prefix}-{n}"
 
-    def _audit(self, caller: Caller, operation: str, outcome: str, status: int,
-               object_type: str | None, object_id: str | None,
-               objects: list[tuple[str, str]], attributes: dict[str, Any],
-               time: str | None = None) -> None:
+    def _audit(
+        self,
+        caller: Caller,
+        operation: str,
+        outcome: str,
+        status: int,
+        object_type: str | None,
+        object_id: str | None,
+        objects: list[tuple[str, str]],
+        attributes: dict[str, Any],
+        time: str | None = None,
+    ) -> None:
         self._db.execute(
             "INSERT INTO audit(time, session, actor, role, operation, outcome, status, "
             "object_type, object_id, objects, attributes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (time or now(), caller.session, caller.actor, caller.role, operation, outcome,
-             status, object_type, object_id, json.dumps(objects), json.dumps(attributes)))
+            (
+                time or now(),
+                caller.session,
+                caller.actor,
+                caller.role,
+                operation,
+                outcome,
+                status,
+                object_type,
+                object_id,
+                json.dumps(objects),
+                json.dumps(attributes),
+            ),
+        )
 
     def _changed(self, time: str, object_type: str, object_id: str, values: dict[str, Any]):
         self._db.executemany(
             "INSERT INTO object_change(time, object_type, object_id, field, value) "
             "VALUES (?,?,?,?,?)",
-            [(time, object_type, object_id, k, json.dumps(v)) for k, v in values.items()])
+            [(time, object_type, object_id, k, json.dumps(v)) for k, v in values.items()],
+        )
 
     def _relate(self, source: str, target: str, qualifier: str) -> None:
-        self._db.execute("INSERT OR IGNORE INTO object_relation VALUES (?,?,?)",
-                         (source, target, qualifier))
+        self._db.execute(
+            "INSERT OR IGNORE INTO object_relation VALUES (?,?,?)", (source, target, qualifier)
+        )
 
     def _row(self, table: str, object_id: str, kind: str) -> sqlite3.Row:
         row = self._db.execute(f"SELECT * FROM {table} WHERE id = ?", (object_id,)).fetchone()
         if row is None:
-            raise ApiError(404, "not_found", f"{kind} {object_id} does not exist",
-                           object_type=kind, object_id=object_id)
+            raise ApiError(
+                404,
+                "not_found",
+                f"{kind} {object_id} does not exist",
+                object_type=kind,
+                object_id=object_id,
+            )
         return row
 
     # ---- idempotent retries ----------------------------------------------------------
@@ -310,22 +351,28 @@ class Bank:
         if row is None:
             return None
         if row["operation"] != operation:
-            raise ApiError(409, "idempotency_key_reused",
-                           "this Idempotency-Key was used for another operation",
-                           first_operation=row["operation"])
+            raise ApiError(
+                409,
+                "idempotency_key_reused",
+                "this Idempotency-Key was used for another operation",
+                first_operation=row["operation"],
+            )
         return row["status"], json.loads(row["body"])
 
     def remember(self, key: str, operation: str, status: int, body: dict[str, Any]) -> None:
         with self._lock:
-            self._db.execute("INSERT OR IGNORE INTO idempotency VALUES (?,?,?,?)",
-                             (key, operation, status, json.dumps(body)))
+            self._db.execute(
+                "INSERT OR IGNORE INTO idempotency VALUES (?,?,?,?)",
+                (key, operation, status, json.dumps(body)),
+            )
 
     # ---- views -----------------------------------------------------------------------
     def _customer_view(self, row: sqlite3.Row) -> dict[str, Any]:
         out = dict(row)
         out["documents"] = json.loads(out["documents"])
         accounts = self._db.execute(
-            "SELECT id FROM account WHERE customer_id = ? ORDER BY created_at, id", (row["id"],))
+            "SELECT id FROM account WHERE customer_id = ? ORDER BY created_at, id", (row["id"],)
+        )
         out["account_ids"] = [r["id"] for r in accounts]
         return out
 
@@ -355,13 +402,33 @@ class Bank:
         t = now()
         cid = self._next_id("customer", "cust")
         docs = sorted(set(documents))
-        self._db.execute("INSERT INTO customer VALUES (?,?,?,?,?,?,?,?,?)",
-                         (cid, name, email, born, country, json.dumps(docs), "pending",
-                          who.actor, t))
-        self._changed(t, "customer", cid, {"name": name, "email": email, "country": country,
-                                           "documents": docs, "kyc_status": "pending"})
-        self._audit(who, "create_customer", "ok", 201, "customer", cid, [(cid, "customer")],
-                    {"country": country, "documents": len(docs)}, t)
+        self._db.execute(
+            "INSERT INTO customer VALUES (?,?,?,?,?,?,?,?,?)",
+            (cid, name, email, born, country, json.dumps(docs), "pending", who.actor, t),
+        )
+        self._changed(
+            t,
+            "customer",
+            cid,
+            {
+                "name": name,
+                "email": email,
+                "country": country,
+                "documents": docs,
+                "kyc_status": "pending",
+            },
+        )
+        self._audit(
+            who,
+            "create_customer",
+            "ok",
+            201,
+            "customer",
+            cid,
+            [(cid, "customer")],
+            {"country": country, "documents": len(docs)},
+            t,
+        )
         return 201, self._customer_view(self._row("customer", cid, "customer"))
 
     def get_customer(self, caller: Caller, customer_id: str):
@@ -380,11 +447,21 @@ class Bank:
             row = self._row("customer", customer_id, "customer")
             docs = sorted(set(json.loads(row["documents"])) | set(documents))
             t = now()
-            self._db.execute("UPDATE customer SET documents = ? WHERE id = ?",
-                             (json.dumps(docs), customer_id))
+            self._db.execute(
+                "UPDATE customer SET documents = ? WHERE id = ?", (json.dumps(docs), customer_id)
+            )
             self._changed(t, "customer", customer_id, {"documents": docs})
-            self._audit(who, "add_documents", "ok", 200, "customer", customer_id,
-                        [(customer_id, "customer")], {"added": ",".join(sorted(documents))}, t)
+            self._audit(
+                who,
+                "add_documents",
+                "ok",
+                200,
+                "customer",
+                customer_id,
+                [(customer_id, "customer")],
+                {"added": ",".join(sorted(documents))},
+                t,
+            )
             return 200, self._customer_view(self._row("customer", customer_id, "customer"))
 
         return self._run(caller, "add_documents", work)
@@ -393,9 +470,13 @@ class Bank:
         def work(who):
             row = self._row("customer", customer_id, "customer")
             if row["kyc_status"] == "passed":
-                raise ApiError(409, "kyc_already_passed",
-                               f"customer {customer_id} has already passed KYC",
-                               object_type="customer", object_id=customer_id)
+                raise ApiError(
+                    409,
+                    "kyc_already_passed",
+                    f"customer {customer_id} has already passed KYC",
+                    object_type="customer",
+                    object_id=customer_id,
+                )
             docs = set(json.loads(row["documents"]))
             missing = [d for d in REQUIRED_DOCUMENTS if d not in docs]
             if row["country"] in SANCTIONED_COUNTRIES:
@@ -406,17 +487,27 @@ class Bank:
                 result, reason = "passed", None
             t = now()
             kid = self._next_id("kyc_check", "kyc")
-            self._db.execute("INSERT INTO kyc_check VALUES (?,?,?,?,?,?,?)",
-                             (kid, customer_id, result, reason, json.dumps(missing),
-                              who.actor, t))
-            self._db.execute("UPDATE customer SET kyc_status = ? WHERE id = ?",
-                             (result, customer_id))
+            self._db.execute(
+                "INSERT INTO kyc_check VALUES (?,?,?,?,?,?,?)",
+                (kid, customer_id, result, reason, json.dumps(missing), who.actor, t),
+            )
+            self._db.execute(
+                "UPDATE customer SET kyc_status = ? WHERE id = ?", (result, customer_id)
+            )
             self._changed(t, "kyc_check", kid, {"result": result, "reason": reason or ""})
             self._changed(t, "customer", customer_id, {"kyc_status": result})
             self._relate(kid, customer_id, "checks")
-            self._audit(who, "run_kyc", "ok", 201, "kyc_check", kid,
-                        [(kid, "check"), (customer_id, "subject")],
-                        {"result": result, "reason": reason or ""}, t)
+            self._audit(
+                who,
+                "run_kyc",
+                "ok",
+                201,
+                "kyc_check",
+                kid,
+                [(kid, "check"), (customer_id, "subject")],
+                {"result": result, "reason": reason or ""},
+                t,
+            )
             return 201, self._kyc_view(self._row("kyc_check", kid, "kyc_check"))
 
         return self._run(caller, "run_kyc", work)
@@ -431,27 +522,48 @@ class Bank:
             f.done()
             customer = self._row("customer", customer_id, "customer")
             if customer["kyc_status"] != "passed":
-                raise ApiError(409, "kyc_required",
-                               f"customer {customer_id} has not passed KYC",
-                               object_type="customer", object_id=customer_id,
-                               kyc_status=customer["kyc_status"])
+                raise ApiError(
+                    409,
+                    "kyc_required",
+                    f"customer {customer_id} has not passed KYC",
+                    object_type="customer",
+                    object_id=customer_id,
+                    kyc_status=customer["kyc_status"],
+                )
             t = now()
             aid = self._next_id("account", "acct")
-            self._db.execute("INSERT INTO account VALUES (?,?,?,?,?,?,?,?)",
-                             (aid, customer_id, kind, currency, 0, "open", who.actor, t))
-            self._changed(t, "account", aid, {"account_type": kind, "currency": currency,
-                                              "status": "open", "balance": 0})
+            self._db.execute(
+                "INSERT INTO account VALUES (?,?,?,?,?,?,?,?)",
+                (aid, customer_id, kind, currency, 0, "open", who.actor, t),
+            )
+            self._changed(
+                t,
+                "account",
+                aid,
+                {"account_type": kind, "currency": currency, "status": "open", "balance": 0},
+            )
             self._relate(aid, customer_id, "owned_by")
-            self._audit(who, "open_account", "ok", 201, "account", aid,
-                        [(aid, "account"), (customer_id, "owner")],
-                        {"account_type": kind, "currency": currency}, t)
+            self._audit(
+                who,
+                "open_account",
+                "ok",
+                201,
+                "account",
+                aid,
+                [(aid, "account"), (customer_id, "owner")],
+                {"account_type": kind, "currency": currency},
+                t,
+            )
             return 201, dict(self._row("account", aid, "account"))
 
         return self._run(caller, "open_account", work)
 
     def get_account(self, caller: Caller, account_id: str):
-        return self._run(caller, "get_account",
-                         lambda _who: (200, dict(self._row("account", account_id, "account"))))
+        return self._run(
+            caller,
+            "get_account",
+            lambda _who: (200, dict(self._row("account", account_id, "account"))),
+        )
 
     # ---- loans -----------------------------------------------------------------------
     def create_loan(self, caller: Caller, body: Any):
@@ -469,38 +581,74 @@ class Bank:
             if account_id is not None:
                 account = self._row("account", account_id, "account")
                 if account["customer_id"] != customer_id:
-                    raise ApiError(422, "validation_failed", "the request has invalid fields",
-                                   fields=[{"field": "account_id",
-                                            "problem": "belongs to another customer"}])
+                    raise ApiError(
+                        422,
+                        "validation_failed",
+                        "the request has invalid fields",
+                        fields=[{"field": "account_id", "problem": "belongs to another customer"}],
+                    )
             t = now()
             lid = self._next_id("loan", "loan")
-            self._db.execute("INSERT INTO loan VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                             (lid, customer_id, account_id, amount, term, purpose, "draft",
-                              None, who.actor, t, t))
-            self._changed(t, "loan_application", lid,
-                          {"amount": amount, "term_months": term, "purpose": purpose,
-                           "status": "draft"})
+            self._db.execute(
+                "INSERT INTO loan VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    lid,
+                    customer_id,
+                    account_id,
+                    amount,
+                    term,
+                    purpose,
+                    "draft",
+                    None,
+                    who.actor,
+                    t,
+                    t,
+                ),
+            )
+            self._changed(
+                t,
+                "loan_application",
+                lid,
+                {"amount": amount, "term_months": term, "purpose": purpose, "status": "draft"},
+            )
             self._relate(lid, customer_id, "applicant")
             objects = [(lid, "loan"), (customer_id, "applicant")]
             if account_id is not None:
                 self._relate(lid, account_id, "disbursement_account")
                 objects.append((account_id, "disbursement_account"))
-            self._audit(who, "create_loan", "ok", 201, "loan_application", lid, objects,
-                        {"amount": amount, "term_months": term, "purpose": purpose}, t)
+            self._audit(
+                who,
+                "create_loan",
+                "ok",
+                201,
+                "loan_application",
+                lid,
+                objects,
+                {"amount": amount, "term_months": term, "purpose": purpose},
+                t,
+            )
             return 201, dict(self._row("loan", lid, "loan_application"))
 
         return self._run(caller, "create_loan", work)
 
     def get_loan(self, caller: Caller, loan_id: str):
-        return self._run(caller, "get_loan",
-                         lambda _who: (200, dict(self._row("loan", loan_id, "loan_application"))))
+        return self._run(
+            caller,
+            "get_loan",
+            lambda _who: (200, dict(self._row("loan", loan_id, "loan_application"))),
+        )
 
     def list_loans(self, caller: Caller, status: str | None, customer_id: str | None):
         def work(_who):
             if status is not None and status not in LOAN_STATUSES:
-                raise ApiError(422, "validation_failed", "the request has invalid fields",
-                               fields=[{"field": "status",
-                                        "problem": f"must be one of {', '.join(LOAN_STATUSES)}"}])
+                raise ApiError(
+                    422,
+                    "validation_failed",
+                    "the request has invalid fields",
+                    fields=[
+                        {"field": "status", "problem": f"must be one of {', '.join(LOAN_STATUSES)}"}
+                    ],
+                )
             sql, args = "SELECT * FROM loan WHERE 1=1", []
             if status is not None:
                 sql, args = sql + " AND status = ?", [*args, status]
@@ -527,40 +675,60 @@ class Bank:
             loan = self._row("loan", loan_id, "loan_application")
             sources, target = TRANSITIONS[action]
             if loan["status"] not in sources:
-                raise ApiError(409, "invalid_transition",
-                               f"cannot {action} a loan application in status "
-                               f"{loan['status']}",
-                               object_type="loan_application", object_id=loan_id,
-                               status=loan["status"], action=action,
-                               allowed_from=list(sources))
+                raise ApiError(
+                    409,
+                    "invalid_transition",
+                    f"cannot {action} a loan application in status {loan['status']}",
+                    object_type="loan_application",
+                    object_id=loan_id,
+                    status=loan["status"],
+                    action=action,
+                    allowed_from=list(sources),
+                )
             if action == "submit":
                 customer = self._row("customer", loan["customer_id"], "customer")
                 if customer["kyc_status"] != "passed":
-                    raise ApiError(409, "kyc_required",
-                                   f"customer {loan['customer_id']} has not passed KYC",
-                                   object_type="loan_application", object_id=loan_id,
-                                   kyc_status=customer["kyc_status"])
+                    raise ApiError(
+                        409,
+                        "kyc_required",
+                        f"customer {loan['customer_id']} has not passed KYC",
+                        object_type="loan_application",
+                        object_id=loan_id,
+                        kyc_status=customer["kyc_status"],
+                    )
             if action == "approve":
                 if who.role != "manager" and loan["amount"] > REVIEWER_APPROVAL_LIMIT:
-                    raise ApiError(403, "approval_limit_exceeded",
-                                   f"loans above {REVIEWER_APPROVAL_LIMIT} need a manager",
-                                   object_type="loan_application", object_id=loan_id,
-                                   amount=loan["amount"], limit=REVIEWER_APPROVAL_LIMIT)
+                    raise ApiError(
+                        403,
+                        "approval_limit_exceeded",
+                        f"loans above {REVIEWER_APPROVAL_LIMIT} need a manager",
+                        object_type="loan_application",
+                        object_id=loan_id,
+                        amount=loan["amount"],
+                        limit=REVIEWER_APPROVAL_LIMIT,
+                    )
                 if who.actor == loan["created_by"]:
-                    raise ApiError(403, "four_eyes",
-                                   "the creator of a loan application may not approve it",
-                                   object_type="loan_application", object_id=loan_id)
+                    raise ApiError(
+                        403,
+                        "four_eyes",
+                        "the creator of a loan application may not approve it",
+                        object_type="loan_application",
+                        object_id=loan_id,
+                    )
             t = now()
             self._db.execute(
                 "UPDATE loan SET status = ?, decision_reason = COALESCE(?, decision_reason), "
-                "updated_at = ? WHERE id = ?", (target, reason, t, loan_id))
+                "updated_at = ? WHERE id = ?",
+                (target, reason, t, loan_id),
+            )
             self._changed(t, "loan_application", loan_id, {"status": target})
             attributes: dict[str, Any] = {"from_status": loan["status"], "to_status": target}
             if reason:
                 attributes["reason"] = reason
             objects = [(loan_id, "loan"), (loan["customer_id"], "applicant")]
-            self._audit(who, operation, "ok", 200, "loan_application", loan_id, objects,
-                        attributes, t)
+            self._audit(
+                who, operation, "ok", 200, "loan_application", loan_id, objects, attributes, t
+            )
             return 200, dict(self._row("loan", loan_id, "loan_application"))
 
         return self._run(caller, operation, work)
@@ -569,13 +737,17 @@ class Bank:
     def get_audit(self, caller: Caller, since: int = 0, limit: int = 100):
         def work(_who):
             if limit < 1 or limit > 1000 or since < 0:
-                raise ApiError(422, "validation_failed", "the request has invalid fields",
-                               fields=[{"field": "limit", "problem": "must be 1..1000"}])
+                raise ApiError(
+                    422,
+                    "validation_failed",
+                    "the request has invalid fields",
+                    fields=[{"field": "limit", "problem": "must be 1..1000"}],
+                )
             rows = self._db.execute(
-                "SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (since, limit))
+                "SELECT * FROM audit WHERE seq > ? ORDER BY seq LIMIT ?", (since, limit)
+            )
             entries = [self._audit_view(r) for r in rows]
-            return 200, {"entries": entries,
-                         "next": entries[-1]["seq"] if entries else since}
+            return 200, {"entries": entries, "next": entries[-1]["seq"] if entries else since}
 
         return self._run(caller, "get_audit", work)
 
@@ -591,12 +763,18 @@ class Bank:
         """Everything the OCEL export needs: audit entries, attribute changes, relations,
         and the object ids of each type."""
         with self._lock:
-            audit = [self._audit_view(r) for r in
-                     self._db.execute("SELECT * FROM audit ORDER BY seq")]
-            changes = [dict(r) for r in
-                       self._db.execute("SELECT * FROM object_change ORDER BY seq")]
-            relations = [dict(r) for r in self._db.execute(
-                "SELECT * FROM object_relation ORDER BY source_id, target_id, qualifier")]
+            audit = [
+                self._audit_view(r) for r in self._db.execute("SELECT * FROM audit ORDER BY seq")
+            ]
+            changes = [
+                dict(r) for r in self._db.execute("SELECT * FROM object_change ORDER BY seq")
+            ]
+            relations = [
+                dict(r)
+                for r in self._db.execute(
+                    "SELECT * FROM object_relation ORDER BY source_id, target_id, qualifier"
+                )
+            ]
         for change in changes:
             change["value"] = json.loads(change["value"])
         return {"audit": audit, "changes": changes, "relations": relations}

@@ -101,12 +101,18 @@ class OtlpJsonFileExporter(SpanExporter):
         return True
 
 
-def tracer_provider(path: str | Path, *, batch: bool = True,
-                    attributes: dict[str, Any] | None = None) -> TracerProvider:
+def tracer_provider(
+    path: str | Path, *, batch: bool = True, attributes: dict[str, Any] | None = None
+) -> TracerProvider:
     """A tracer provider of its own (the global one is left alone) exporting to ``path``."""
-    resource = Resource.create({"service.name": SERVICE_NAME,
-                                "service.version": SERVICE_VERSION,
-                                "service.namespace": "simgym", **(attributes or {})})
+    resource = Resource.create(
+        {
+            "service.name": SERVICE_NAME,
+            "service.version": SERVICE_VERSION,
+            "service.namespace": "simgym",
+            **(attributes or {}),
+        }
+    )
     provider = TracerProvider(resource=resource)
     exporter = OtlpJsonFileExporter(path)
     processor = BatchSpanProcessor(exporter) if batch else SimpleSpanProcessor(exporter)
