@@ -166,12 +166,17 @@ _ID_SEGMENT = re.compile(
     r"^(\d+|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|[0-9a-fA-F]{12,}|[A-Za-z]*[-_]?\d[\w-]*)$"
 )
 
+_VERSION = re.compile(r"^v\d+(\.\d+)*$")  # "/api/v2/..." is a version, not an id
+
 
 def templatize(path: str) -> str:
     """A route template from a concrete path: id-like segments (numbers, UUIDs, long hex,
-    words with digits like "L-1001") become "{id}"; the query is dropped."""
+    words with digits like "L-1001", but not versions like "v2") become "{id}"; the query
+    is dropped."""
     path = path.split("?", 1)[0].split("#", 1)[0] or "/"
-    parts = ["{id}" if _ID_SEGMENT.match(p) else p for p in path.split("/")]
+    parts = [
+        "{id}" if _ID_SEGMENT.match(p) and not _VERSION.match(p) else p for p in path.split("/")
+    ]
     return "/".join(parts)
 
 
