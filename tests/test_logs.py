@@ -121,7 +121,9 @@ def _loan_traces(path: Path) -> Path:
         }
         lid = f"L-{i}"
         state = {"id": lid, "status": "submitted", **loan}
-        svc.call(f"s{i}", email, "applicant", "POST", "/loans", "/loans", 201, loan, state, ms=20 + i)
+        svc.call(
+            f"s{i}", email, "applicant", "POST", "/loans", "/loans", 201, loan, state, ms=20 + i
+        )
         approved = {**state, "status": "approved" if i != 4 else "rejected"}
         verb = "approve" if i != 4 else "reject"
         svc.call(f"s{i}", "olga@bank.test", "officer", "POST", f"/loans/{{loan_id}}/{verb}",
@@ -182,25 +184,47 @@ def test_otlp_reader_on_sdk_spans(tmp_path: Path) -> None:
 
 def test_ocel_json_and_sqlite(tmp_path: Path) -> None:
     doc = {
-        "objectTypes": [{"name": "order", "attributes": [{"name": "status", "type": "string"}]},
-                        {"name": "item", "attributes": []}],  # fmt: skip
-        "eventTypes": [{"name": "place order", "attributes": [{"name": "resource", "type": "string"}]},
-                       {"name": "pay order", "attributes": []}],  # fmt: skip
+        "objectTypes": [
+            {"name": "order", "attributes": [{"name": "status", "type": "string"}]},
+            {"name": "item", "attributes": []},
+        ],  # fmt: skip
+        "eventTypes": [
+            {"name": "place order", "attributes": [{"name": "resource", "type": "string"}]},
+            {"name": "pay order", "attributes": []},
+        ],  # fmt: skip
         "objects": [
-            {"id": "o1", "type": "order", "attributes": [
-                {"name": "status", "time": "2025-01-01T00:00:00Z", "value": "placed"},
-                {"name": "status", "time": "2025-01-02T00:00:00Z", "value": "paid"}],
-             "relationships": [{"objectId": "i1", "qualifier": "contains"}]},
+            {
+                "id": "o1",
+                "type": "order",
+                "attributes": [
+                    {"name": "status", "time": "2025-01-01T00:00:00Z", "value": "placed"},
+                    {"name": "status", "time": "2025-01-02T00:00:00Z", "value": "paid"},
+                ],
+                "relationships": [{"objectId": "i1", "qualifier": "contains"}],
+            },
             {"id": "i1", "type": "item", "attributes": []},
         ],  # fmt: skip
         "events": [
-            {"id": "e1", "type": "place order", "time": "2025-01-01T00:00:00Z",
-             "attributes": [{"name": "resource", "value": "ann@shop.test"},
-                            {"name": "channel", "value": "web"}],
-             "relationships": [{"objectId": "o1", "qualifier": "order"},
-                               {"objectId": "i1", "qualifier": "item"}]},
-            {"id": "e2", "type": "pay order", "time": "2025-01-02T00:00:00Z",
-             "attributes": [], "relationships": [{"objectId": "o1", "qualifier": "order"}]},
+            {
+                "id": "e1",
+                "type": "place order",
+                "time": "2025-01-01T00:00:00Z",
+                "attributes": [
+                    {"name": "resource", "value": "ann@shop.test"},
+                    {"name": "channel", "value": "web"},
+                ],
+                "relationships": [
+                    {"objectId": "o1", "qualifier": "order"},
+                    {"objectId": "i1", "qualifier": "item"},
+                ],
+            },
+            {
+                "id": "e2",
+                "type": "pay order",
+                "time": "2025-01-02T00:00:00Z",
+                "attributes": [],
+                "relationships": [{"objectId": "o1", "qualifier": "order"}],
+            },
             {"id": "e3"},
         ],  # fmt: skip
     }
@@ -361,8 +385,12 @@ def test_trajectories_reader(tmp_path: Path) -> None:
         domain="mcp",
         agent={"name": "react"},
         turns=[
-            Turn(index=0, action=Action.tool_call("refund", {"order": "A1"}),
-                 observation=Observation(text="refunded"), latency_s=0.5),  # fmt: skip
+            Turn(
+                index=0,
+                action=Action.tool_call("refund", {"order": "A1"}),
+                observation=Observation(text="refunded"),
+                latency_s=0.5,
+            ),  # fmt: skip
             Turn(index=1, action=Action.say("done"), observation=Observation(text="", error="x")),
         ],
     )
@@ -452,3 +480,206 @@ def test_templatize() -> None:
     assert templatize("/loans/L-1001/approve?x=1") == "/loans/{id}/approve"
     assert templatize("/users/3f2a9b1c-1111-2222-3333-444455556666") == "/users/{id}"
     assert templatize("/api/v1/items") == "/api/v1/items"  # "v1" is a word with a digit
+
+
+# --------------------------------------------------------------------------- the world
+
+
+def test_world_from_loan_traces(tmp_path: Path) -> None:
+    traces = _loan_traces(tmp_path / "traces.jsonl")
+    report = ImportReport()
+    out = tmp_path / "world"
+    manifest = build_world(read_logs([traces], report), out, report=report)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "entities.json",
+        "interface.json",
+        "manifest.json",
+        "rules.json",
+        "sessions.jsonl",
+    ]
+    assert manifest["version"] == 1 and manifest["created_at"]
+    assert manifest["sources"][0]["format"] == "otlp"
+    assert manifest["counts"]["records"] == 16 and manifest["counts"]["sessions"] == 5
+    assert manifest["skipped"]["reasons"]["unreadable OTLP line"] == 1
+    assert any("emails" in rule for rule in manifest["masking"]["rules"])
+
+    interface = {
+        op["name"]: op for op in json.loads((out / "interface.json").read_text())["operations"]
+    }
+    create = interface["POST /loans"]
+    assert create["statuses"] == {"201": 4, "422": 1}
+    schema = create["arguments"]
+    assert schema["type"] == "object"
+    assert schema["required"] == ["account_number", "applicant_name", "email", "start_date", "term"]
+    props = schema["properties"]
+    assert props["amount"]["type"] == "integer" and props["amount"]["minimum"] == 1000
+    assert props["term"]["enum"] == ["12m", "24m"]
+    assert props["email"]["format"] == "email" and "enum" not in props["applicant_name"]
+    assert props["start_date"]["format"] == "date"
+    assert create["responses"]["201"]["properties"]["status"]["type"] == "string"
+    assert interface["POST /loans/{loan_id}/approve"]["statuses"] == {"200": 3, "403": 1, "409": 1}
+    assert interface["credit_score"]["system"] == "tool"
+
+    rules = json.loads((out / "rules.json").read_text())
+    loans = rules["life_cycles"]["loan"]
+    assert loans["initial"] == {"submitted": 4}
+    assert loans["transitions"] == [
+        {"from": "submitted", "to": "approved", "count": 3},
+        {"from": "submitted", "to": "rejected", "count": 1},
+    ]
+    assert loans["refused"] == [
+        {
+            "from": "approved",
+            "operation": "POST /loans/{loan_id}/approve",
+            "status": 409,
+            "count": 1,
+        }
+    ]
+    assert rules["permissions"] == [
+        {
+            "operation": "POST /loans/{loan_id}/approve",
+            "role": "applicant",
+            "status": 403,
+            "count": 1,
+            "allowed_roles": ["officer"],
+        }
+    ]
+    assert {"operation": "POST /loans", "field": "amount", "status": 422, "count": 1} in rules[
+        "required_fields"
+    ]
+    perf = {row["operation"]: row for row in rules["performance"]}
+    assert perf["POST /loans"]["error_rate"] == 0.2
+    assert perf["POST /loans"]["p50_ms"] == pytest.approx(22.0)
+    assert perf["GET /loans/{loan_id}"]["p99_ms"] == pytest.approx(5.0)
+    flows = rules["event_flows"]["loan"]
+    assert {"from": "POST /loans", "to": "POST /loans/{loan_id}/approve", "count": 3} in flows
+
+    # masking: nothing personal left anywhere, and one person is one pseudonym everywhere
+    everything = "".join(p.read_text() for p in out.iterdir())
+    for secret in ("alice@bank.test", "Alice Smith", "123456789012", "olga@bank.test"):
+        assert secret not in everything
+    entities = json.loads((out / "entities.json").read_text())["types"]["loan"]
+    assert entities["count"] == 4
+    alice = entities["records"]["L-1"]
+    assert alice["status"] == "approved" and alice["amount"] == 1000
+    assert alice["email"].endswith("@example.com") and alice["applicant_name"].startswith("Person-")
+    assert len(alice["account_number"]) == 12 and alice["account_number"].isdigit()
+    sessions = [json.loads(line) for line in (out / "sessions.jsonl").read_text().splitlines()]
+    s1 = next(s for s in sessions if s["session"] == "s1")
+    created = s1["records"][0]
+    assert created["arguments"]["email"] == alice["email"] == created["response"]["email"]
+    assert created["arguments"]["account_number"] == alice["account_number"]
+    assert created["actor"].startswith("actor-") and created["role"] == "applicant"
+    assert [r["status"] for r in s1["records"]] == [201, 200, 200, 409]  # in time order
+    s3 = next(s for s in sessions if s["session"] == "s3")
+    invalid = s3["records"][-1]
+    assert invalid["status"] == 422
+    assert invalid["arguments"]["applicant_name"] == s3["records"][0]["arguments"]["applicant_name"]
+    # the same log, built again, gives the same pseudonyms
+    again = tmp_path / "again"
+    build_world(read_logs([traces], ImportReport()), again)
+    assert (again / "entities.json").read_text() == (out / "entities.json").read_text()
+
+
+def test_cli_import_and_inspect(tmp_path: Path) -> None:
+    from simgym.cli.main import app
+
+    traces = _loan_traces(tmp_path / "traces.jsonl")
+    runner = CliRunner()
+    help_text = runner.invoke(app, ["logs", "import", "--help"], env={"COLUMNS": "200"}).output
+    for fmt in ("otlp", "ocel", "xes", "har", "mcp", "trajectories", "jsonl", "csv"):
+        assert fmt in help_text
+    out = tmp_path / "world"
+    result = runner.invoke(app, ["logs", "import", str(traces), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "16 records" in result.output and "(otlp)" in result.output
+    assert "unreadable OTLP line" in result.output
+    result = runner.invoke(app, ["logs", "inspect", str(out)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    for text in ("POST /loans/{loan_id}/approve", "loan", "submitted → approved", "applicant"):
+        assert text in result.output
+    bad = runner.invoke(app, ["logs", "import", str(traces), "--out", str(out), "-f", "nope"])
+    assert bad.exit_code == 2 and "unknown format" in bad.output
+    missing = runner.invoke(app, ["logs", "inspect", str(tmp_path / "none")])
+    assert missing.exit_code == 2
+
+
+# --------------------------------------------------------------------------- Chromium HAR
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+PAGE = b"""<!doctype html><title>loans</title><script>
+async function go() {
+  const made = await fetch('/api/loans', {method: 'POST', headers: {'Content-Type':
+    'application/json'}, body: JSON.stringify({amount: 500, email: 'eve@bank.test'})});
+  const loan = await made.json();
+  await fetch('/api/loans/' + loan.id);
+  await fetch('/api/loans/L-404');
+  document.title = 'done';
+}
+go();
+</script>"""
+
+
+class _Api(BaseHTTPRequestHandler):
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def _send(self, status: int, body: bytes, kind: str) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802
+        if self.path == "/":
+            self._send(200, PAGE, "text/html")
+        elif self.path == "/api/loans/L-7":
+            self._send(
+                200, b'{"id": "L-7", "status": "submitted", "amount": 500}', "application/json"
+            )
+        else:
+            self._send(404, b'{"detail": "no such loan"}', "application/json")
+
+    def do_POST(self) -> None:  # noqa: N802
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self._send(201, b'{"id": "L-7", "status": "submitted", "amount": 500}', "application/json")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium at /usr/bin/chromium")
+def test_har_from_chromium(tmp_path: Path) -> None:
+    sync_api = pytest.importorskip("playwright.sync_api")
+    from simgym.real.web import CHROMIUM_ARGS
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Api)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    har = tmp_path / "session.har"
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=list(CHROMIUM_ARGS)
+            )
+            context = browser.new_context(record_har_path=str(har))
+            page = context.new_page()
+            page.goto(f"http://127.0.0.1:{server.server_port}/")
+            page.wait_for_function("document.title === 'done'", timeout=15_000)
+            context.close()  # writes the HAR
+            browser.close()
+    finally:
+        server.shutdown()
+    assert detect_format(har) == "har"
+    records, report = _read(har)
+    api = [r for r in records if r.operation.startswith("/api")]
+    assert [(r.key, r.status) for r in api] == [
+        ("POST /api/loans", 201),
+        ("GET /api/loans/{id}", 200),
+        ("GET /api/loans/{id}", 404),
+    ]
+    assert api[0].arguments == {"amount": 500, "email": "eve@bank.test"}
+    assert api[0].response == {"id": "L-7", "status": "submitted", "amount": 500}
+    assert [(o.type, o.id) for o in api[1].objects] == [("loan", "L-7")]
+    assert api[0].time is not None and api[0].duration_ms is not None
+    world = build_world(iter(records), tmp_path / "w")
+    assert world["counts"]["operations"] >= 3
+    assert "eve@bank.test" not in (tmp_path / "w" / "sessions.jsonl").read_text()
