@@ -510,7 +510,15 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     assert create["statuses"] == {"201": 4, "422": 1}
     schema = create["arguments"]
     assert schema["type"] == "object"
-    assert schema["required"] == ["account_number", "applicant_name", "email", "start_date", "term"]
+    # required: present in every call that succeeded (the 422 call left out "amount")
+    assert schema["required"] == [
+        "account_number",
+        "amount",
+        "applicant_name",
+        "email",
+        "start_date",
+        "term",
+    ]
     props = schema["properties"]
     assert props["amount"]["type"] == "integer" and props["amount"]["minimum"] == 1000
     assert props["term"]["enum"] == ["12m", "24m"]

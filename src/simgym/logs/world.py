@@ -124,7 +124,9 @@ class _Operation:
         if self.method:
             out["method"], out["route"] = self.method, self.operation
         out["calls"] = self.calls
-        out["arguments"] = self.arguments.schema() if self.arguments.count else None
+        # the schema of valid calls: those that succeeded, when any did
+        shape = self.ok_arguments if self.ok_arguments.count else self.arguments
+        out["arguments"] = shape.schema() if shape.count else None
         out["statuses"] = dict(sorted(self.statuses.items()))
         out["responses"] = {k: s.schema() for k, s in sorted(self.responses.items())}
         return out

@@ -71,7 +71,7 @@ def _body(attrs: dict[str, JSON], suffix: str) -> JSON:
 
 def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord | str:
     """The record for one span, or the reason it is not one."""
-    attrs = {**attributes(span.get("attributes", [])), **{}}
+    attrs = attributes(span.get("attributes", []))
     start = int(span.get("startTimeUnixNano", 0) or 0)
     end = int(span.get("endTimeUnixNano", 0) or 0)
     session = str(

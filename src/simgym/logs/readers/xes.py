@@ -82,4 +82,4 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
             elif tag == "trace":
                 element.clear()
     except ParseError as exc:
-        report.skip(f"XML ends early or is malformed ({exc.msg if hasattr(exc, 'msg') else exc})")
+        report.skip(f"XML ends early or is malformed ({exc})")
