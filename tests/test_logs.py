@@ -691,3 +691,67 @@ def test_har_from_chromium(tmp_path: Path) -> None:
     world = build_world(iter(records), tmp_path / "w")
     assert world["counts"]["operations"] >= 3
     assert "eve@bank.test" not in (tmp_path / "w" / "sessions.jsonl").read_text()
+
+
+def test_otlp_collector_style_line(tmp_path: Path) -> None:
+    """The Collector's own JSON: hex ids, enum numbers, 64-bit ints as text."""
+
+    def attr(key: str, value: dict) -> dict:
+        return {"key": key, "value": value}
+
+    span = {
+        "traceId": "5b8efff798038103d269b633813fc60c",
+        "spanId": "eee19b7ec3c1b174",
+        "name": "PUT /claims/{id}",
+        "kind": 2,
+        "startTimeUnixNano": "1700000000000000000",
+        "endTimeUnixNano": "1700000000250000000",
+        "attributes": [
+            attr("http.request.method", {"stringValue": "PUT"}),
+            attr("http.route", {"stringValue": "/claims/{id}"}),
+            attr("url.path", {"stringValue": "/claims/C-9"}),
+            attr("http.response.status_code", {"intValue": "500"}),
+            attr("app.request.body", {"stringValue": '{"note": "x"}'}),
+            attr("tags", {"arrayValue": {"values": [{"stringValue": "a"}, {"intValue": "2"}]}}),
+        ],
+        "status": {"code": 2},
+    }
+    client = {**span, "kind": 3, "spanId": "eee19b7ec3c1b175"}
+    line = {
+        "resourceSpans": [
+            {"resource": {"attributes": []}, "scopeSpans": [{"spans": [span, client]}]}
+        ]
+    }
+    path = tmp_path / "collector.json"
+    path.write_text(json.dumps(line) + "\n")
+    assert detect_format(path) == "otlp"
+    records, report = _read(path)
+    (record,) = records
+    assert record.key == "PUT /claims/{id}" and record.status == 500 and record.error
+    assert record.session == "5b8efff798038103d269b633813fc60c"
+    assert record.arguments == {"note": "x"} and record.duration_ms == pytest.approx(250.0)
+    assert [(o.type, o.id) for o in record.objects] == [("claim", "C-9")]
+    assert report.skipped["HTTP client span (the server's span is the call)"] == 1
+
+
+def test_cli_imports_mixed_formats(tmp_path: Path) -> None:
+    from simgym.cli.main import app
+
+    xes = tmp_path / "claims.xes"
+    xes.write_text(XES)
+    flat = tmp_path / "calls.jsonl"
+    flat.write_text(json.dumps({"session": "z", "operation": "ping", "status": 200}) + "\n")
+    result = CliRunner().invoke(
+        app, ["logs", "import", str(xes), str(flat), "--out", str(tmp_path / "w")]
+    )
+    assert result.exit_code == 0, result.output
+    assert "(xes)" in result.output and "(jsonl)" in result.output
+    manifest = json.loads((tmp_path / "w" / "manifest.json").read_text())
+    assert [s["format"] for s in manifest["sources"]] == ["xes", "jsonl"]
+    assert manifest["counts"]["records"] == 4
+    rules = json.loads((tmp_path / "w" / "rules.json").read_text())
+    assert rules["event_flows"]["case"][0] == {
+        "from": "register claim",
+        "to": "pay claim",
+        "count": 1,
+    }
