@@ -755,3 +755,18 @@ def test_cli_imports_mixed_formats(tmp_path: Path) -> None:
         "to": "pay claim",
         "count": 1,
     }
+
+
+def test_har_cut_short_keeps_what_came_before(tmp_path: Path) -> None:
+    big = "y" * 200_000  # an item larger than the reader's buffer
+    entry = {"request": {"method": "POST", "url": "http://h/api/notes", "postData": {
+             "mimeType": "application/json", "text": json.dumps({"text": big})}},
+             "response": {"status": 201, "content": {"mimeType": "application/json",
+             "text": "e30=", "encoding": "base64"}}}  # fmt: skip
+    text = json.dumps({"log": {"version": "1.2", "entries": [entry, entry]}})
+    path = tmp_path / "cut.har"
+    path.write_text(text[: len(text) - 150_000])
+    records, report = _read(path)
+    assert len(records) == 1 and records[0].arguments == {"text": big}
+    assert records[0].response == {}  # base64 "{}"
+    assert report.skipped["malformed HAR (rest of the entries unread)"] == 1

@@ -64,6 +64,7 @@ def iter_array(path: Path, key: str) -> Iterator[object]:
                 if stripped:
                     raise ValueError(f"unterminated array {key!r} in {path}")
                 return
-            chunk = f.read(_CHUNK)
+            # read at least as much again as is buffered: one huge item costs linear time
+            chunk = f.read(max(_CHUNK, len(stripped)))
             eof = not chunk
             buffer = stripped + chunk
