@@ -732,6 +732,10 @@ def test_otlp_collector_style_line(tmp_path: Path) -> None:
     assert record.arguments == {"note": "x"} and record.duration_ms == pytest.approx(250.0)
     assert [(o.type, o.id) for o in record.objects] == [("claim", "C-9")]
     assert report.skipped["HTTP client span (the server's span is the call)"] == 1
+    pretty = tmp_path / "pretty.json"  # one request, indented: streamed as one document
+    pretty.write_text(json.dumps(line, indent=2))
+    assert detect_format(pretty) == "otlp"
+    assert [r.key for r in _read(pretty)[0]] == ["PUT /claims/{id}"]
 
 
 def test_cli_imports_mixed_formats(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
-from simgym.logs.jsonstream import numbered_lines
+from simgym.logs.jsonstream import iter_array, numbered_lines
 from simgym.logs.model import JSON, ImportReport, LogRecord, maybe_json, route_objects, templatize
 
 _CLIENT = {"SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", 3, 4}
@@ -139,28 +139,45 @@ def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord
     return "span is neither an HTTP server call nor a tool call"
 
 
+def _spans(resource_spans: list, source: str, report: ImportReport) -> Iterator[LogRecord]:
+    for rs in resource_spans:
+        if not isinstance(rs, dict):
+            report.skip("malformed resourceSpans item")
+            continue
+        resource = attributes((rs.get("resource") or {}).get("attributes", []))
+        for ss in rs.get("scopeSpans", rs.get("scope_spans", [])) or []:
+            for span in ss.get("spans", []) or []:
+                report.read += 1
+                try:
+                    made = span_record(span, resource, source)
+                except (TypeError, ValueError, AttributeError, KeyError):
+                    made = "malformed span"
+                if isinstance(made, str):
+                    report.skip(made)
+                else:
+                    yield made
+
+
 def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
-    """Records from an OTLP JSON lines file (each line one export request)."""
-    for number, raw in numbered_lines(path):
+    """Records from an OTLP JSON lines file (each line one export request). A file that
+    is one pretty-printed request (its first line is just "{") is streamed instead, one
+    ``resourceSpans`` item at a time."""
+    lines = numbered_lines(path)
+    for number, raw in lines:
+        if number == 1 and raw.strip() == b"{":
+            lines.close()
+            try:
+                yield from _spans(iter_array(path, "resourceSpans"), path.name, report)
+            except ValueError:
+                report.skip("malformed OTLP JSON document (rest of it unread)")
+            return
         try:
             request = json.loads(raw)
             resource_spans = request.get("resourceSpans", request.get("resource_spans"))
             if not isinstance(resource_spans, list):
                 raise ValueError("no resourceSpans")
-        except ValueError:
+        except (ValueError, AttributeError):
             report.read += 1
             report.skip("unreadable OTLP line")
             continue
-        for rs in resource_spans:
-            resource = attributes((rs.get("resource") or {}).get("attributes", []))
-            for ss in rs.get("scopeSpans", rs.get("scope_spans", [])) or []:
-                for span in ss.get("spans", []) or []:
-                    report.read += 1
-                    try:
-                        made = span_record(span, resource, f"{path.name}:{number}")
-                    except (TypeError, ValueError, AttributeError, KeyError):
-                        made = "malformed span"
-                    if isinstance(made, str):
-                        report.skip(made)
-                    else:
-                        yield made
+        yield from _spans(resource_spans, f"{path.name}:{number}", report)
