@@ -527,6 +527,9 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     assert create["responses"]["201"]["properties"]["status"]["type"] == "string"
     assert interface["POST /loans/{loan_id}/approve"]["statuses"] == {"200": 3, "403": 1, "409": 1}
     assert interface["credit_score"]["system"] == "tool"
+    get = interface["GET /loans/{loan_id}"]  # the old-names span's path joins its template
+    assert get["calls"] == 4 and get["route_names"] == {"/loans/{loan_id}": 3, "/loans/{id}": 1}
+    assert "GET /loans/{id}" not in interface
 
     rules = json.loads((out / "rules.json").read_text())
     loans = rules["life_cycles"]["loan"]
@@ -559,6 +562,7 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     assert perf["POST /loans"]["error_rate"] == 0.2
     assert perf["POST /loans"]["p50_ms"] == pytest.approx(22.0)
     assert perf["GET /loans/{loan_id}"]["p99_ms"] == pytest.approx(5.0)
+    assert perf["GET /loans/{loan_id}"]["calls"] == 4
     flows = rules["event_flows"]["loan"]
     assert {"from": "POST /loans", "to": "POST /loans/{loan_id}/approve", "count": 3} in flows
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Iterable
@@ -83,11 +84,20 @@ def _fields_named(response: JSON) -> list[str]:
     return found
 
 
+_PARAM = re.compile(r"\{[^}]*\}")
+
+
+def _operation_id(record: LogRecord) -> str:
+    """One id for one HTTP operation however its route's parameters were named: a route
+    template ("/loans/{loan_id}") and a path made into one ("/loans/{id}") are the same."""
+    return _PARAM.sub("{}", record.key) if record.method else record.key
+
+
 class _Operation:
     def __init__(self, record: LogRecord) -> None:
         self.system = record.system
         self.method = record.method
-        self.operation = record.operation
+        self.names: Counter[str] = Counter()  # route templates as the logs named them
         self.calls = 0
         self.failed = 0
         self.arguments = Shape()
@@ -99,7 +109,17 @@ class _Operation:
         self.denied: Counter[tuple[str, int]] = Counter()
         self.invalid: list[tuple[int, frozenset[str] | None, list[str]]] = []
 
+    @property
+    def route(self) -> str:
+        """The best name seen: a template with named parameters over generic "{id}"s."""
+        return min(self.names, key=lambda n: (_PARAM.sub("{id}", n) == n, -self.names[n], n))
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} {self.route}" if self.method else self.route
+
     def add(self, r: LogRecord) -> None:
+        self.names[r.operation] += 1
         self.calls += 1
         self.failed += r.failed
         if r.arguments is not None:
@@ -119,10 +139,12 @@ class _Operation:
             keys = frozenset(r.arguments) if isinstance(r.arguments, dict) else None
             self.invalid.append((r.status, keys, _fields_named(r.response)))
 
-    def describe(self, key: str) -> dict[str, JSON]:
-        out: dict[str, JSON] = {"name": key, "system": self.system}
+    def describe(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"name": self.name, "system": self.system}
         if self.method:
-            out["method"], out["route"] = self.method, self.operation
+            out["method"], out["route"] = self.method, self.route
+            if len(self.names) > 1:
+                out["route_names"] = dict(self.names.most_common())
         out["calls"] = self.calls
         # the schema of valid calls: those that succeeded, when any did
         shape = self.ok_arguments if self.ok_arguments.count else self.arguments
@@ -148,7 +170,7 @@ class _Builder:
         r = self.masker.record(record)
         self.records += 1
         self.sessions.add(r.session)
-        key = r.key
+        key = _operation_id(r)
         if key not in self.ops:
             self.ops[key] = _Operation(r)
         self.ops[key].add(r)
@@ -166,6 +188,9 @@ class _Builder:
             self.history[(obj.type, obj.id)].append((when, seq, status, key, r.status))
         return r
 
+    def name(self, key: str) -> str:
+        return self.ops[key].name
+
     def rules(self) -> dict[str, JSON]:
         transitions: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         initial: dict[str, Counter[str]] = defaultdict(Counter)
@@ -177,7 +202,7 @@ class _Builder:
             previous_op: str | None = None
             for _, _, status, op, code in events:
                 if code in (409, 412, 423) and current is not None:
-                    refused[otype][(current, op, code)] += 1
+                    refused[otype][(current, self.name(op), code)] += 1
                 if status is not None and status != current:
                     if current is None:
                         initial[otype][status] += 1
@@ -186,8 +211,8 @@ class _Builder:
                     current = status
                 if code is None or code < 400:
                     if previous_op is not None:
-                        flows[otype][(previous_op, op)] += 1
-                    previous_op = op
+                        flows[otype][(previous_op, self.name(op))] += 1
+                    previous_op = self.name(op)
         life_cycles = {
             otype: {
                 "status_keys": list(STATUS_KEYS),
@@ -204,7 +229,8 @@ class _Builder:
             for otype in sorted(set(transitions) | set(initial) | set(refused))
         }
         permissions, required, performance = [], [], []
-        for key, op in sorted(self.ops.items()):
+        for op in sorted(self.ops.values(), key=lambda o: o.name):
+            key = op.name
             for (role, code), n in sorted(op.denied.items()):
                 permissions.append(
                     {
@@ -302,7 +328,7 @@ def build_world(
         db.close()
         scratch.unlink(missing_ok=True)
 
-    operations = [op.describe(key) for key, op in sorted(builder.ops.items())]
+    operations = sorted((op.describe() for op in builder.ops.values()), key=lambda o: o["name"])
     _write_json(out / "interface.json", {"version": VERSION, "operations": operations})
     entities = {
         otype: {
