@@ -23,7 +23,7 @@ LAYERS: list[set[str]] = [
     {"worldmodels", "real"},
     {"agents", "rewards", "perturb", "worlds", "make"},
     {"rollout"},
-    {"data"},
+    {"data", "logs"},
     {"bench"},
     {"train"},
     {"integrations"},

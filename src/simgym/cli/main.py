@@ -13,6 +13,7 @@ from simgym.cli.data import export, record
 from simgym.cli.doctor import doctor
 from simgym.cli.experience import experience_app
 from simgym.cli.factory import factory
+from simgym.cli.logs import logs_app
 from simgym.cli.mcp import mcp_app
 from simgym.cli.play import domains, play
 from simgym.cli.run import run
@@ -36,6 +37,7 @@ for group, name in (
     (train_app, "train"),
     (experience_app, "experience"),
     (mcp_app, "mcp"),
+    (logs_app, "logs"),
 ):
     app.add_typer(group, name=name)
 

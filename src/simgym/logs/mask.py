@@ -1,0 +1,160 @@
+"""Consistent pseudonyms for personal and account data in imported logs.
+
+The same input always gets the same pseudonym (a keyed hash, so a world built twice from
+one log, or from two logs of one company, names the same customer the same way), and
+the pseudonym keeps the value's shape: an email stays an email, an account number keeps
+its length in digits. :data:`RULES` lists what is masked; a world's manifest repeats it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+
+from simgym.logs.model import JSON, LogRecord, ObjectRef
+
+RULES = [
+    "person names: values of keys name, first_name, last_name, full_name, surname, "
+    "given_name, family_name, display_name, username and any key ending in _name that "
+    "names a person (customer_, applicant_, borrower_, client_, owner_, holder_, "
+    "contact_, employee_, user_) -> 'Person-xxxxxx'",
+    "emails: any email address, in any string -> 'user-xxxxxx@example.com'",
+    "phone numbers: values of keys containing phone, mobile, fax -> digits of the same length",
+    "account-like numbers: values of keys containing account, iban, card, ssn, tax_id, "
+    "routing, acct, and any run of 9 or more digits in a string -> digits of the same "
+    "length (letters kept as letters)",
+    "actors: every actor id -> 'actor-xxxxxx' (roles are kept)",
+    "consistency: the pseudonym is an HMAC-SHA256 of the value under one key; the same "
+    "value is masked the same way everywhere (arguments, responses, entities, object ids)",
+]
+
+_NAME_KEYS = {
+    "name",
+    "firstname",
+    "lastname",
+    "fullname",
+    "surname",
+    "givenname",
+    "familyname",
+    "displayname",
+    "username",
+}
+_PERSON_PREFIXES = (
+    "customer",
+    "applicant",
+    "borrower",
+    "client",
+    "owner",
+    "holder",
+    "contact",
+    "employee",
+    "user",
+    "patient",
+)
+_PHONE = ("phone", "mobile", "fax")
+_ACCOUNT = ("account", "iban", "card", "ssn", "taxid", "routing", "acct")
+_NOT_ACCOUNT = ("accounttype", "cardtype", "accountstatus", "cardstatus")
+EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+_LONG_DIGITS = re.compile(r"(?<![\d.:-])\d{9,}(?![\d.:])")
+
+
+def _norm(key: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", key.lower())
+
+
+def key_kind(key: str | None) -> str | None:
+    """What a key's value is masked as: "name", "phone", "account", or None."""
+    if not key:
+        return None
+    norm = _norm(key)
+    if norm in _NAME_KEYS or (norm.endswith("name") and norm[: -len("name")] in _PERSON_PREFIXES):
+        return "name"
+    if any(p in norm for p in _PHONE):
+        return "phone"
+    if any(a in norm for a in _ACCOUNT) and norm not in _NOT_ACCOUNT:
+        if not norm.endswith(("count", "type", "status", "types")):
+            return "account"
+    return None
+
+
+class Masker:
+    """Masks values with pseudonyms keyed by ``key`` (any text; keep it to reproduce)."""
+
+    def __init__(self, key: str = "simgym") -> None:
+        self._key = key.encode()
+        self.counts: dict[str, int] = {}
+
+    def _digest(self, kind: str, value: str) -> str:
+        self.counts[kind] = self.counts.get(kind, 0) + 1
+        return hmac.new(self._key, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest()
+
+    def pseudonym(self, kind: str, value: str) -> str:
+        digest = self._digest(kind, value)
+        if kind == "name":
+            return f"Person-{digest[:6]}"
+        if kind == "email":
+            return f"user-{digest[:6]}@example.com"
+        if kind == "actor":
+            return f"actor-{digest[:6]}"
+        digits = str(int(digest, 16))
+        out, i = [], 0
+        for ch in value:  # digits of the same length, separators and letters kept in place
+            if ch.isdigit():
+                out.append(digits[i % len(digits)])
+                i += 1
+            else:
+                out.append(ch)
+        return "".join(out)
+
+    def text(self, value: str) -> str:
+        """Emails and long digit runs inside free text."""
+        value = EMAIL.sub(lambda m: self.pseudonym("email", m.group(0)), value)
+        return _LONG_DIGITS.sub(lambda m: self.pseudonym("account", m.group(0)), value)
+
+    def value(self, value: JSON, key: str | None = None) -> JSON:
+        """A JSON value with what :data:`RULES` names masked (``key``: the key it is under)."""
+        kind = key_kind(key)
+        if isinstance(value, dict):
+            return {k: self.value(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.value(v, key) for v in value]
+        if isinstance(value, str):
+            if EMAIL.fullmatch(value.strip()):
+                return self.pseudonym("email", value.strip())
+            if kind == "name":
+                return self.pseudonym("name", value)
+            if kind in ("phone", "account"):
+                return self.pseudonym(kind, value)
+            return self.text(value)
+        if isinstance(value, int) and not isinstance(value, bool) and kind in ("phone", "account"):
+            return int(self.pseudonym(kind, str(value)))
+        return value
+
+    def record(self, record: LogRecord) -> LogRecord:
+        """A masked copy of a record (the original is left as it is)."""
+        return LogRecord(
+            session=self.text(record.session),
+            operation=record.operation,
+            system=record.system,
+            time=record.time,
+            actor=self.pseudonym("actor", record.actor) if record.actor else None,
+            role=record.role,
+            method=record.method,
+            arguments=self.value(record.arguments),
+            status=record.status,
+            error=record.error,
+            response=self.value(record.response),
+            objects=[
+                ObjectRef(
+                    o.type,
+                    self.text(o.id),
+                    o.qualifier,
+                    self.value(o.state) if o.state is not None else None,  # type: ignore[arg-type]
+                )
+                for o in record.objects
+            ],
+            duration_ms=record.duration_ms,
+            source=record.source,
+            attributes=self.value(record.attributes),  # type: ignore[arg-type]
+        )

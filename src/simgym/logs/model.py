@@ -1,0 +1,218 @@
+"""The one record every log reader yields, and the report an import keeps.
+
+A :class:`LogRecord` is one call a company's systems answered: an HTTP request, an MCP
+tool call, a process-mining event, an agent's turn. Readers fill what their format has
+and leave the rest empty; the world builder (:mod:`simgym.logs.world`) reads only these.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+JSON = Any  # a value json.loads returns: dict, list, str, int, float, bool or None
+
+
+@dataclass(slots=True)
+class ObjectRef:
+    """A business object a record touched: its ``type`` ("loan"), its ``id``, how the
+    record relates to it (``qualifier``, OCEL's word), and what it looked like after the
+    call when the log says (``state``: the object's fields, e.g. a response body)."""
+
+    type: str
+    id: str
+    qualifier: str | None = None
+    state: dict[str, JSON] | None = None
+
+
+@dataclass(slots=True)
+class LogRecord:
+    """One operation as a log saw it.
+
+    ``time`` is seconds since the epoch (UTC; :func:`parse_time` reads ISO text too);
+    ``system`` is the interface ("http", "mcp", "tool", "process", "agent");
+    ``operation`` is the route template ("/loans/{id}/approve") or tool or event name,
+    with ``method`` for HTTP; ``arguments`` is the request (JSON value or text);
+    ``status`` is the HTTP status where there is one and ``error`` marks a failed call in
+    any system; ``response`` is the answer (JSON value or text); ``objects`` are the
+    business objects touched; ``duration_ms`` the latency; ``source`` "file:line".
+    """
+
+    session: str
+    operation: str
+    system: str = "http"
+    time: float | None = None
+    actor: str | None = None
+    role: str | None = None
+    method: str | None = None
+    arguments: JSON = None
+    status: int | None = None
+    error: bool = False
+    response: JSON = None
+    objects: list[ObjectRef] = field(default_factory=list)
+    duration_ms: float | None = None
+    source: str = ""
+    attributes: dict[str, JSON] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        """The operation's name in a world: "POST /loans/{id}/approve", or the tool name."""
+        return f"{self.method.upper()} {self.operation}" if self.method else self.operation
+
+    @property
+    def failed(self) -> bool:
+        return self.error or (self.status is not None and self.status >= 400)
+
+    def to_json(self) -> dict[str, JSON]:
+        """The record as a JSON object (the form of a world's ``sessions.jsonl``)."""
+        data = {
+            "session": self.session,
+            "time": self.time,
+            "actor": self.actor,
+            "role": self.role,
+            "system": self.system,
+            "operation": self.operation,
+            "method": self.method,
+            "arguments": self.arguments,
+            "status": self.status,
+            "error": self.error,
+            "response": self.response,
+            "objects": [
+                {k: v for k, v in vars_of(o).items() if v is not None} for o in self.objects
+            ],
+            "duration_ms": self.duration_ms,
+        }
+        if self.attributes:
+            data["attributes"] = self.attributes
+        return data
+
+
+def vars_of(obj: ObjectRef) -> dict[str, JSON]:
+    return {"type": obj.type, "id": obj.id, "qualifier": obj.qualifier, "state": obj.state}
+
+
+@dataclass
+class ImportReport:
+    """What an import read: units (lines, spans, entries, events) per file and format,
+    how many became records, and every skip with its reason. One bad unit is counted
+    here, never raised."""
+
+    read: int = 0
+    records: int = 0
+    skipped: Counter[str] = field(default_factory=Counter)
+    files: list[dict[str, JSON]] = field(default_factory=list)
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] += 1
+
+    @property
+    def skipped_total(self) -> int:
+        return sum(self.skipped.values())
+
+    def to_json(self) -> dict[str, JSON]:
+        return {
+            "read": self.read,
+            "records": self.records,
+            "skipped": self.skipped_total,
+            "skipped_reasons": dict(self.skipped.most_common()),
+            "files": self.files,
+        }
+
+
+def parse_time(value: object) -> float | None:
+    """Seconds since the epoch from an epoch number (seconds, milli-, micro- or
+    nanoseconds, told apart by size) or ISO 8601 text; None when unreadable."""
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = float(text)
+        except ValueError:
+            try:
+                moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                return None
+            if moment.tzinfo is None:
+                moment = moment.replace(tzinfo=UTC)
+            return moment.timestamp()
+    if not isinstance(value, int | float):
+        return None
+    number = float(value)
+    for scale in (1e18, 1e15, 1e12):  # ns, us, ms
+        if abs(number) >= scale:
+            return number / (scale / 1e9)
+    return number
+
+
+def maybe_json(text: object) -> JSON:
+    """Text that holds JSON becomes the value; other text stays text."""
+    if not isinstance(text, str):
+        return text
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[", '"') or stripped in ("true", "false", "null"):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            return text
+    return text
+
+
+_ID_SEGMENT = re.compile(
+    r"^(\d+|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|[0-9a-fA-F]{12,}|[A-Za-z]*[-_]?\d[\w-]*)$"
+)
+
+_VERSION = re.compile(r"^v\d+(\.\d+)*$")  # "/api/v2/..." is a version, not an id
+
+
+def templatize(path: str) -> str:
+    """A route template from a concrete path: id-like segments (numbers, UUIDs, long hex,
+    words with digits like "L-1001", but not versions like "v2") become "{id}"; the query
+    is dropped."""
+    path = path.split("?", 1)[0].split("#", 1)[0] or "/"
+    parts = [
+        "{id}" if _ID_SEGMENT.match(p) and not _VERSION.match(p) else p for p in path.split("/")
+    ]
+    return "/".join(parts)
+
+
+def singular(word: str) -> str:
+    """A collection name's singular ("loans" -> "loan", "categories" -> "category")."""
+    if word.endswith("ies") and len(word) > 4:
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "ches", "shes")):
+        return word[:-2]
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 1:
+        return word[:-1]
+    return word
+
+
+def route_objects(template: str, path: str | None, response: JSON) -> list[ObjectRef]:
+    """The objects an HTTP call touched: each "{param}" segment of the template names an
+    object of the type its preceding segment names ("/loans/{id}" -> loan), with the id
+    from the concrete path; a JSON object answer with an "id" is that object's new state
+    (or, on a collection route like "POST /loans", the object the call created)."""
+    found: list[ObjectRef] = []
+    tsegs = [s for s in template.split("?")[0].split("/") if s]
+    psegs = [s for s in (path or "").split("?")[0].split("/") if s]
+    concrete = len(psegs) == len(tsegs)
+    for i, seg in enumerate(tsegs):
+        is_param = seg.startswith("{") or seg.startswith(":") or seg.startswith("<")
+        if is_param and i > 0 and concrete and not tsegs[i - 1].startswith("{"):
+            found.append(ObjectRef(singular(tsegs[i - 1]), psegs[i]))
+    body = response if isinstance(response, dict) else None
+    if body is not None and body.get("id") is not None:
+        body_id = str(body["id"])
+        for obj in found:
+            if obj.id == body_id:
+                obj.state = body
+                break
+        else:
+            literal = [s for s in tsegs if not s.startswith(("{", ":", "<"))]
+            if literal:
+                found.append(ObjectRef(singular(literal[-1]), body_id, "created", body))
+    return found

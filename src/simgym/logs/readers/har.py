@@ -1,0 +1,91 @@
+"""HAR 1.2 archives (browsers' "Save all as HAR", Playwright's ``record_har_path``).
+``log.entries`` are streamed one at a time. Each entry is an HTTP record: the method,
+the path as a route template (id-like segments become "{id}"), the request body (JSON
+when it parses, else text; form ``params`` as an object; the query string as an object
+for bodiless requests), the response status and body (base64 bodies are decoded when
+they are UTF-8), ``time`` in milliseconds as the latency. A HAR has no user: the session
+is the entry's ``pageref`` or the file name. Responses with no status (0: aborted) and
+non-API resources (images, fonts, style sheets) are skipped with a reason."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from simgym.logs.jsonstream import iter_array
+from simgym.logs.model import (
+    JSON,
+    ImportReport,
+    LogRecord,
+    maybe_json,
+    parse_time,
+    route_objects,
+    templatize,
+)
+
+_STATIC = ("image/", "font/", "text/css", "audio/", "video/")
+
+
+def _request_body(request: dict) -> JSON:
+    post = request.get("postData") or {}
+    if post.get("text"):
+        return maybe_json(post["text"])
+    if post.get("params"):
+        return {p.get("name"): p.get("value") for p in post["params"]}
+    query = request.get("queryString") or []
+    return {q.get("name"): q.get("value") for q in query} if query else None
+
+
+def _response_body(response: dict) -> JSON:
+    content = response.get("content") or {}
+    text = content.get("text")
+    if text is None:
+        return None
+    if content.get("encoding") == "base64":
+        try:
+            text = base64.b64decode(text).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return maybe_json(text)
+
+
+def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
+    try:
+        for number, entry in enumerate(iter_array(path, "entries"), 1):
+            report.read += 1
+            try:
+                request, response = entry["request"], entry["response"]
+                status = int(response.get("status") or 0)
+                mime = str((response.get("content") or {}).get("mimeType") or "")
+                url = urlsplit(request["url"])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                report.skip("HAR entry without request/response")
+                continue
+            if status == 0:
+                report.skip("HAR entry without a response (aborted)")
+                continue
+            if mime.startswith(_STATIC):
+                report.skip("static resource (image, font, style)")
+                continue
+            route = templatize(url.path or "/")
+            body = _response_body(response)
+            yield LogRecord(
+                session=str(entry.get("pageref") or path.stem),
+                operation=route,
+                system="http",
+                method=str(request.get("method", "GET")).upper(),
+                time=parse_time(entry.get("startedDateTime")),
+                arguments=_request_body(request),
+                status=status,
+                error=status >= 500,
+                response=body,
+                objects=route_objects(route, url.path, body),
+                duration_ms=float(entry["time"]) if entry.get("time") is not None else None,
+                source=f"{path.name}#entry{number}",
+                attributes={"host": url.netloc, "mime": mime},
+            )
+    except ValueError:
+        report.skip("malformed HAR (rest of the entries unread)")

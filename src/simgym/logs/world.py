@@ -1,0 +1,363 @@
+"""A business world from log records: a folder a person can read, and a simulator can
+load, describing what the company's systems do.
+
+``interface.json``  every operation: calls, an argument schema inferred from the calls,
+                    status codes seen and the shape of each status's answers
+``entities.json``   object types, the fields their records have, and each object's
+                    last-seen record (masked)
+``rules.json``      mined rules: status life cycles (transitions seen, with counts, and
+                    transitions refused with 409), event flows per object type,
+                    permissions (401/403 by operation and role), required fields (400/422),
+                    latency percentiles and error rates per operation
+``manifest.json``   version, when, source files and formats, counts, skips, masking rules
+``sessions.jsonl``  one line per session: its records in time order (masked)
+
+Records are read once, as a stream; sessions are grouped through a temporary SQLite
+file, so a log larger than memory still builds (entities and life cycles are kept per
+object, in memory).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import sqlite3
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from simgym.logs.mask import RULES, Masker
+from simgym.logs.model import JSON, ImportReport, LogRecord
+from simgym.logs.schema import Shape
+
+VERSION = 1
+STATUS_KEYS = ("status", "state", "lifecycle", "stage")
+MAX_ENTITIES = 10_000  # last-seen records kept per object type
+_INF = float("inf")
+
+
+def _status_of(state: dict[str, JSON] | None) -> str | None:
+    if not state:
+        return None
+    for key in STATUS_KEYS:
+        value = state.get(key)
+        if isinstance(value, str | int) and not isinstance(value, bool):
+            return str(value)
+    return None
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of sorted ``values``, by linear interpolation."""
+    if len(values) == 1:
+        return values[0]
+    position = q * (len(values) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(values) - 1)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+def _fields_named(response: JSON) -> list[str]:
+    """Field names an error answer blames: FastAPI/pydantic ``detail[].loc`` or
+    ``errors[].field``/``path``, or ``{"field": ...}`` / ``{"missing": [...]}``."""
+    found: list[str] = []
+    if not isinstance(response, dict):
+        return found
+    for key in ("detail", "errors"):
+        items = response.get(key)
+        if isinstance(items, list):
+            for item in items:
+                if isinstance(item, dict):
+                    loc = item.get("loc") or item.get("path") or item.get("field")
+                    if isinstance(loc, list) and loc:
+                        found.append(str(loc[-1]))
+                    elif isinstance(loc, str):
+                        found.append(loc)
+    for key in ("field", "missing", "required"):
+        value = response.get(key)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(str(v) for v in value)
+    return found
+
+
+_PARAM = re.compile(r"\{[^}]*\}")
+
+
+def _operation_id(record: LogRecord) -> str:
+    """One id for one HTTP operation however its route's parameters were named: a route
+    template ("/loans/{loan_id}") and a path made into one ("/loans/{id}") are the same."""
+    return _PARAM.sub("{}", record.key) if record.method else record.key
+
+
+class _Operation:
+    def __init__(self, record: LogRecord) -> None:
+        self.system = record.system
+        self.method = record.method
+        self.names: Counter[str] = Counter()  # route templates as the logs named them
+        self.calls = 0
+        self.failed = 0
+        self.arguments = Shape()
+        self.ok_arguments = Shape()
+        self.statuses: Counter[str] = Counter()
+        self.responses: dict[str, Shape] = {}
+        self.durations: list[float] = []
+        self.roles_ok: Counter[str] = Counter()
+        self.denied: Counter[tuple[str, int]] = Counter()
+        self.invalid: list[tuple[int, frozenset[str] | None, list[str]]] = []
+
+    @property
+    def route(self) -> str:
+        """The best name seen: a template with named parameters over generic "{id}"s."""
+        return min(self.names, key=lambda n: (_PARAM.sub("{id}", n) == n, -self.names[n], n))
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} {self.route}" if self.method else self.route
+
+    def add(self, r: LogRecord) -> None:
+        self.names[r.operation] += 1
+        self.calls += 1
+        self.failed += r.failed
+        if r.arguments is not None:
+            self.arguments.add(r.arguments)
+        outcome = str(r.status) if r.status is not None else ("error" if r.error else "ok")
+        self.statuses[outcome] += 1
+        self.responses.setdefault(outcome, Shape()).add(r.response)
+        if r.duration_ms is not None:
+            self.durations.append(r.duration_ms)
+        if not r.failed:
+            if r.arguments is not None:
+                self.ok_arguments.add(r.arguments)
+            self.roles_ok[r.role or "(none)"] += 1
+        if r.status in (401, 403):
+            self.denied[(r.role or "(none)", r.status)] += 1
+        if r.status in (400, 422) and len(self.invalid) < 1000:
+            keys = frozenset(r.arguments) if isinstance(r.arguments, dict) else None
+            self.invalid.append((r.status, keys, _fields_named(r.response)))
+
+    def describe(self) -> dict[str, JSON]:
+        out: dict[str, JSON] = {"name": self.name, "system": self.system}
+        if self.method:
+            out["method"], out["route"] = self.method, self.route
+            if len(self.names) > 1:
+                out["route_names"] = dict(self.names.most_common())
+        out["calls"] = self.calls
+        # the schema of valid calls: those that succeeded, when any did
+        shape = self.ok_arguments if self.ok_arguments.count else self.arguments
+        out["arguments"] = shape.schema() if shape.count else None
+        out["statuses"] = dict(sorted(self.statuses.items()))
+        out["responses"] = {k: s.schema() for k, s in sorted(self.responses.items())}
+        return out
+
+
+class _Builder:
+    def __init__(self, masker: Masker) -> None:
+        self.masker = masker
+        self.ops: dict[str, _Operation] = {}
+        self.entities: dict[str, dict[str, tuple[float, int, dict[str, JSON]]]] = defaultdict(dict)
+        self.entity_fields: dict[str, Shape] = defaultdict(Shape)
+        # (type, id) -> [(time, seq, status or None, operation key, record status)]
+        self.history: dict[tuple[str, str], list[tuple[float, int, str | None, str, int | None]]]
+        self.history = defaultdict(list)
+        self.sessions: set[str] = set()
+        self.records = 0
+
+    def add(self, record: LogRecord, seq: int) -> LogRecord:
+        r = self.masker.record(record)
+        self.records += 1
+        self.sessions.add(r.session)
+        key = _operation_id(r)
+        if key not in self.ops:
+            self.ops[key] = _Operation(r)
+        self.ops[key].add(r)
+        when = r.time if r.time is not None else _INF
+        for obj in r.objects:
+            status = None
+            if obj.state is not None and not r.failed:
+                self.entity_fields[obj.type].add(obj.state)
+                seen = self.entities[obj.type].get(obj.id)
+                if (seen is None or (when, seq) >= seen[:2]) and (
+                    seen is not None or len(self.entities[obj.type]) < MAX_ENTITIES
+                ):
+                    self.entities[obj.type][obj.id] = (when, seq, obj.state)
+                status = _status_of(obj.state)
+            self.history[(obj.type, obj.id)].append((when, seq, status, key, r.status))
+        return r
+
+    def name(self, key: str) -> str:
+        return self.ops[key].name
+
+    def rules(self) -> dict[str, JSON]:
+        transitions: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+        initial: dict[str, Counter[str]] = defaultdict(Counter)
+        refused: dict[str, Counter[tuple[str, str, int]]] = defaultdict(Counter)
+        flows: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
+        for (otype, _), events in self.history.items():
+            events.sort(key=lambda e: (e[0], e[1]))
+            current: str | None = None
+            previous_op: str | None = None
+            for _, _, status, op, code in events:
+                if code in (409, 412, 423) and current is not None:
+                    refused[otype][(current, self.name(op), code)] += 1
+                if status is not None and status != current:
+                    if current is None:
+                        initial[otype][status] += 1
+                    else:
+                        transitions[otype][(current, status)] += 1
+                    current = status
+                if code is None or code < 400:
+                    if previous_op is not None:
+                        flows[otype][(previous_op, self.name(op))] += 1
+                    previous_op = self.name(op)
+        life_cycles = {
+            otype: {
+                "status_keys": list(STATUS_KEYS),
+                "initial": dict(initial[otype].most_common()),
+                "transitions": [
+                    {"from": a, "to": b, "count": n}
+                    for (a, b), n in transitions[otype].most_common()
+                ],
+                "refused": [
+                    {"from": a, "operation": op, "status": code, "count": n}
+                    for (a, op, code), n in refused[otype].most_common()
+                ],
+            }
+            for otype in sorted(set(transitions) | set(initial) | set(refused))
+        }
+        permissions, required, performance = [], [], []
+        for op in sorted(self.ops.values(), key=lambda o: o.name):
+            key = op.name
+            for (role, code), n in sorted(op.denied.items()):
+                permissions.append(
+                    {
+                        "operation": key,
+                        "role": role,
+                        "status": code,
+                        "count": n,
+                        "allowed_roles": sorted(op.roles_ok),
+                    }
+                )
+            needed = set(op.ok_arguments.required()) if op.ok_arguments.count else set()
+            blamed: Counter[tuple[str, int]] = Counter()
+            for code, keys, named in op.invalid:
+                fields = set(named)
+                if keys is not None:
+                    fields |= needed - keys
+                for f in fields:
+                    blamed[(f, code)] += 1
+            for (f, code), n in sorted(blamed.items()):
+                required.append({"operation": key, "field": f, "status": code, "count": n})
+            row: dict[str, JSON] = {
+                "operation": key,
+                "calls": op.calls,
+                "error_rate": round(op.failed / op.calls, 4) if op.calls else 0.0,
+            }
+            if op.durations:
+                values = sorted(op.durations)
+                for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
+                    row[name] = round(percentile(values, q), 3)
+            performance.append(row)
+        return {
+            "life_cycles": life_cycles,
+            "event_flows": {
+                otype: [{"from": a, "to": b, "count": n} for (a, b), n in c.most_common()]
+                for otype, c in sorted(flows.items())
+            },
+            "permissions": permissions,
+            "required_fields": required,
+            "performance": performance,
+        }
+
+
+def _session_line(session: str, bodies: list[str]) -> str:
+    return f'{{"session": {json.dumps(session)}, "records": [{", ".join(bodies)}]}}\n'
+
+
+def _write_json(path: Path, data: JSON) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def build_world(
+    records: Iterable[LogRecord],
+    out_dir: str | os.PathLike[str],
+    *,
+    report: ImportReport | None = None,
+    mask_key: str = "simgym",
+) -> dict[str, JSON]:
+    """Write a business world built from ``records`` (read once, as they come) into
+    ``out_dir`` and return its manifest. ``report`` (the import's) fills the manifest's
+    sources and skips; ``mask_key`` keys the pseudonyms (same key, same pseudonyms)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    builder = _Builder(Masker(mask_key))
+    scratch = out / ".sessions.sqlite"
+    scratch.unlink(missing_ok=True)
+    db = sqlite3.connect(scratch)
+    try:
+        db.execute("CREATE TABLE r (session TEXT, time REAL, seq INTEGER, body TEXT)")
+        batch: list[tuple[str, float, int, str]] = []
+        for seq, record in enumerate(records):
+            masked = builder.add(record, seq)
+            when = masked.time if masked.time is not None else _INF
+            batch.append((masked.session, when, seq, json.dumps(masked.to_json(), default=str)))
+            if len(batch) >= 5000:
+                db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
+                batch.clear()
+        db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
+        db.execute("CREATE INDEX ix ON r (session, time, seq)")
+        tmp = out / "sessions.jsonl.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            current, bodies = None, []
+            query = "SELECT session, body FROM r ORDER BY session, time, seq"
+            for session, body in db.execute(query):
+                if session != current and current is not None:
+                    f.write(_session_line(current, bodies))
+                    bodies = []
+                current = session
+                bodies.append(body)
+            if current is not None:
+                f.write(_session_line(current, bodies))
+        os.replace(tmp, out / "sessions.jsonl")
+    finally:
+        db.close()
+        scratch.unlink(missing_ok=True)
+
+    operations = sorted((op.describe() for op in builder.ops.values()), key=lambda o: o["name"])
+    _write_json(out / "interface.json", {"version": VERSION, "operations": operations})
+    entities = {
+        otype: {
+            "count": len(items),
+            "fields": builder.entity_fields[otype].schema(),
+            "records": {oid: state for oid, (_, _, state) in sorted(items.items())},
+        }
+        for otype, items in sorted(builder.entities.items())
+    }
+    _write_json(out / "entities.json", {"version": VERSION, "types": entities})
+    _write_json(out / "rules.json", {"version": VERSION, **builder.rules()})
+    manifest: dict[str, JSON] = {
+        "version": VERSION,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "sources": report.files if report else [],
+        "counts": {
+            "read": report.read if report else builder.records,
+            "records": builder.records,
+            "sessions": len(builder.sessions),
+            "operations": len(builder.ops),
+            "entity_types": len(entities),
+            "entities": sum(e["count"] for e in entities.values()),
+        },
+        "skipped": {
+            "total": report.skipped_total if report else 0,
+            "reasons": dict(report.skipped.most_common()) if report else {},
+        },
+        "masking": {"method": "HMAC-SHA256 pseudonyms under one key", "rules": RULES},
+        "files": ["interface.json", "entities.json", "rules.json", "sessions.jsonl"],
+    }
+    _write_json(out / "manifest.json", manifest)
+    return manifest
