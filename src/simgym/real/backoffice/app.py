@@ -192,8 +192,14 @@ class TracingMiddleware:
         ):
             if header in headers:
                 attributes[name] = headers[header]
-        if "x-session" in headers:
-            attributes["session.id"] = headers["x-session"]
+        # the semantic-convention names too, which log importers read without knowing us
+        for header, name in (
+            ("x-session", "session.id"),
+            ("x-actor", "enduser.id"),
+            ("x-role", "enduser.role"),
+        ):
+            if header in headers:
+                attributes[name] = headers[header]
         if endpoint is not None and route:
             attributes["backoffice.operation"] = endpoint.__name__
         request_text = "" if too_large else body.decode("utf-8", errors="replace")
