@@ -272,6 +272,32 @@ async def test_a_retried_turn_is_not_run_twice() -> None:
     assert executor.session is None
 
 
+async def test_simenv_hands_the_action_to_a_real_world_without_a_prompt() -> None:
+    """The real path runs the rendered action directly: no prompt built and parsed back."""
+    executor = RealTerminal()
+    ran: list[str] = []
+    original = executor.run_action
+
+    async def spy(action_text: str) -> str:
+        ran.append(action_text)
+        return await original(action_text)
+
+    async def no_predict(*args, **kwargs):
+        raise AssertionError("SimEnv asked a real world to parse a prompt")
+
+    executor.run_action = spy  # type: ignore[method-assign]
+    executor.predict = no_predict  # type: ignore[method-assign]
+    env = simgym.make("terminal", world_model=executor, scenario=SCENARIO)
+    await env.reset()
+    try:
+        result = await env.step("echo direct")
+        assert "direct" in result.observation.text.splitlines()[1]
+        assert len(ran) == 1 and "echo direct" in ran[0]
+        assert env.trajectory.turns[-1].attempts == 1
+    finally:
+        await env.close()
+
+
 def test_record_runs_action_files(tmp_path: Path) -> None:
     spec = tmp_path / "episode.yaml"
     spec.write_text(

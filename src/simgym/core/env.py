@@ -43,7 +43,7 @@ from simgym.core.types import (
     Turn,
     new_id,
 )
-from simgym.core.worldmodel import LiveWorld, Messages, Prediction, WorldModel
+from simgym.core.worldmodel import ActionExecutor, LiveWorld, Messages, Prediction, WorldModel
 
 if TYPE_CHECKING:
     from simgym.core.sync import SyncEnv
@@ -323,7 +323,13 @@ class SimEnv:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
         known = self.grounding == "strict" and grounding and grounding.observation is not None
         try:
-            if known and not self.render_known:
+            if isinstance(self.world_model, ActionExecutor):
+                # a real world runs the action itself: no prompt to parse, no second try
+                prediction = await self.world_model.run_turn(action_text)
+                attempts, problems, strict = 1, self._check(prediction, parsed), None
+                if not prediction.observation.strip():
+                    raise _NoObservation("the real environment returned no observation")
+            elif known and not self.render_known:
                 assert grounding is not None and grounding.observation is not None
                 prediction = Prediction(observation=grounding.observation, model="state")
                 attempts, problems, strict = 0, [], {"problems": [], "action": "state"}

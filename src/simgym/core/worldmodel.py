@@ -93,6 +93,17 @@ class LiveWorld(Protocol):
         ...
 
 
+@runtime_checkable
+class ActionExecutor(Protocol):
+    """A world that runs actions itself (a real environment): ``SimEnv`` hands it the
+    rendered action, not a prompt to parse back, and asks once per turn, because running
+    an action twice would change the world."""
+
+    async def run_turn(self, action_text: str) -> Prediction:
+        """Run the action; return what the environment shows."""
+        ...
+
+
 def require_shareable(world_model: Any, shared_by: str, name: str | None = None) -> None:
     """Refuse a :class:`LiveWorld` where ``shared_by`` (e.g. "verl trajectories share one
     backend per process") would let episodes trample its one world."""

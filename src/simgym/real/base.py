@@ -33,6 +33,19 @@ class RealExecutor:
     async def run_action(self, action_text: str) -> str:
         raise NotImplementedError
 
+    async def run_turn(self, action_text: str) -> Prediction:
+        """Run one action for real (``SimEnv`` calls this directly, once per turn)."""
+        start = time.perf_counter()
+        observation = await self.run_action(action_text)
+        return Prediction(
+            observation=observation,
+            raw=observation,
+            tagged=True,
+            latency_s=time.perf_counter() - start,
+            model=self.name,
+            finish_reason="executed",
+        )
+
     async def predict(
         self,
         messages: Messages,
@@ -42,20 +55,13 @@ class RealExecutor:
         seed: int | None = None,
         prefix: str | None = None,
     ) -> Prediction:
-        """Run the last user message's action; return what the real environment shows."""
+        """The world-model protocol, for callers that only have messages: run the last
+        user message's action. A repeated request (a caller's retry) is answered from
+        memory, because running the action again would change the world."""
         content = messages[-1]["content"]
         if self._last is not None and self._last[:2] == (len(messages), content):
             return self._last[2]
-        start = time.perf_counter()
-        observation = await self.run_action(contract.action_text_of(content))
-        prediction = Prediction(
-            observation=observation,
-            raw=observation,
-            tagged=True,
-            latency_s=time.perf_counter() - start,
-            model=self.name,
-            finish_reason="executed",
-        )
+        prediction = await self.run_turn(contract.action_text_of(content))
         self._last = (len(messages), content, prediction)
         return prediction
 
