@@ -21,7 +21,7 @@ LAYERS: list[set[str]] = [
     {"core"},
     {"domains", "experience"},
     {"worldmodels", "real"},
-    {"agents", "rewards", "perturb", "worlds", "make"},
+    {"agents", "rewards", "perturb", "worlds", "build"},
     {"rollout"},
     {"data", "logs"},
     {"bench"},

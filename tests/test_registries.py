@@ -86,3 +86,21 @@ def test_an_unknown_domain_keeps_its_error_type():
 
     with pytest.raises(UnknownDomainError, match="available: android"):
         get_domain("nowhere")
+
+
+def test_public_names_stay_themselves_whatever_is_imported_first():
+    """A lazily loaded name must not be shadowed by a submodule of the same name that
+    another name's import brought in (``simgym.world_model`` once made ``simgym.make``
+    the module, not the function)."""
+    code = (
+        "import simgym\n"
+        "simgym.world_model\n"  # loads the module holding both make and world_model
+        "assert callable(simgym.make) and callable(simgym.world_model), simgym.make\n"
+        "import importlib\n"
+        "for name, module in simgym._EXPORTS.items():\n"
+        "    value = getattr(simgym, name)\n"
+        "    assert value is getattr(importlib.import_module(module), name), name\n"
+        "    assert not isinstance(value, type(simgym)), name\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -41,13 +41,13 @@ _EXPORTS = {
     "domain_names": "simgym.core.domain",
     "finished_ids": "simgym.core.trajectories",
     "get_domain": "simgym.core.domain",
-    "make": "simgym.make",
+    "make": "simgym.build",
     "parse_output": "simgym.core.contract",
     "read_trajectories": "simgym.core.trajectories",
     "register_backend": "simgym.core.worldmodel",
     "register_domain": "simgym.core.domain",
     "run_sync": "simgym.core.sync",
-    "world_model": "simgym.make",
+    "world_model": "simgym.build",
 }
 # Subpackages reachable as attributes (``simgym.rollout(...)`` is a callable package).
 _SUBPACKAGES = frozenset(
@@ -103,7 +103,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first
         Usage,
     )
     from simgym.core.worldmodel import Prediction, WorldModel, register_backend
-    from simgym.make import make, world_model
+    from simgym.build import make, world_model
     from simgym.rollout.runner import arollout
     from simgym.worldmodels.function import FunctionWorldModel
     from simgym.worldmodels.local import LocalWorldModel

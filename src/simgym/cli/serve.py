@@ -7,7 +7,7 @@ MCP session (:mod:`simgym.integrations.mcp_server`); ``--openenv`` hands the sam
 ``task:``) and ``--task``; every episode is appended to ``--out``.
 
 Importing this module adds :func:`serve` to the ``simgym`` command as ``simgym serve``
-(:mod:`simgym.cli` imports it for that, the way :mod:`simgym.make` imports backends to
+(:mod:`simgym.cli` imports it for that, the way :mod:`simgym.build` imports backends to
 register them); either module may be imported first. ``python -m simgym.cli.serve`` runs
 the command on its own.
 """

@@ -1,4 +1,6 @@
-"""``simgym.make``: one call from a domain name to a ready environment."""
+"""``simgym.make`` and ``simgym.world_model``: one call from a name to a ready environment or
+backend (a module named apart from the function, so importing it never shadows
+``simgym.make``)."""
 
 from __future__ import annotations
 
