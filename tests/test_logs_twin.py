@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -121,4 +122,48 @@ def test_play_and_run_take_world(tmp_path: Path):
     result = runner.invoke(app, ["play", "mcp", "--world", str(tmp_path)], input="")
     assert result.exit_code != 0 and "not a business world" in result.output
     result = runner.invoke(app, ["play", "terminal", "--world", str(tmp_path)], input="")
+    assert result.exit_code != 0 and "mcp" in result.output
+
+
+async def record(scenario: dict, recorded: Path) -> dict:
+    """One episode in the twin (a get of the first loan), written for the replay backend."""
+    loan = scenario["state"]["loans"][0]
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(lambda messages: "{}"),
+        scenario=scenario,
+        grounding="strict",
+        writer=simgym.TrajectoryWriter(recorded),
+    )
+    await env.reset()
+    await env.step({"name": "get_loans_loan_id", "arguments": {"loan_id": loan["id"]}})
+    await env.step({"kind": "text", "text": "done"})
+    return loan
+
+
+async def test_play_serves_the_world(scenario: dict, world_dir: Path, tmp_path: Path):
+    """play mcp --world DIR: an episode recorded in the twin replays through the CLI."""
+    recorded = tmp_path / "recorded.jsonl"
+    loan = await record(scenario, recorded)
+    args = ["play", "mcp", "--world", str(world_dir), "-w", "replay", "--replay", str(recorded)]
+    result = CliRunner().invoke(app, args, input=f"get_loans_loan_id loan_id={loan['id']}\n")
+    assert result.exit_code == 0, result.output
+    assert "post_loans_loan_id_approve" in result.output  # the tools, on connecting
+    assert loan["customer_id"] in result.output and loan["created_at"] in result.output
+
+
+def test_run_plays_tasks_in_the_world(scenario: dict, world_dir: Path, tmp_path: Path):
+    recorded, out, tasks = tmp_path / "recorded.jsonl", tmp_path / "out.jsonl", tmp_path / "t.jsonl"
+    loan = asyncio.run(record(scenario, recorded))  # run starts its own event loop
+    call = {"name": "get_loans_loan_id", "arguments": {"loan_id": loan["id"]}}
+    task = {"id": "t1", "domain": "mcp", "actions": [call, {"kind": "text", "text": "done"}]}
+    tasks.write_text(json.dumps(task) + "\n")
+    args = ["run", str(tasks), "--world", str(world_dir), "--out", str(out)]
+    args += ["-w", "replay", "--replay", str(recorded), "--grounding", "strict"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    (trajectory,) = simgym.read_trajectories(out)
+    assert json.loads(trajectory.turns[0].observation.text) == loan
+    tasks.write_text(json.dumps({**task, "domain": "terminal"}) + "\n")
+    result = CliRunner().invoke(app, args)
     assert result.exit_code != 0 and "mcp" in result.output
