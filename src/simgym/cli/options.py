@@ -208,6 +208,29 @@ def load_scenario(path: Path | None) -> dict[str, Any] | None:
     return data
 
 
+WorldOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--world",
+        help="a business world (simgym logs import ... --out DIR) served as the mcp "
+        "scenario: its operations as tools, its records as state",
+    ),
+]
+
+
+def world_scenario_option(world: Path | None, domain: str | None) -> dict[str, Any] | None:
+    """The scenario of --world DIR (mcp only), or None without --world."""
+    if world is None:
+        return None
+    if domain != "mcp":
+        raise SimgymError(f"--world serves a business world as an mcp server; not {domain!r}")
+    from simgym.logs.twin import world_scenario
+
+    scenario = world_scenario(world)
+    simgym.get_domain("mcp").scenario(scenario)  # a broken world fails before anything runs
+    return scenario
+
+
 def agent_options(
     agent: str,
     base_url: str | None,

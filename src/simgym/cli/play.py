@@ -18,9 +18,11 @@ from simgym.cli.options import (
     ExperienceOption,
     GroundingOption,
     WorldModelOptions,
+    WorldOption,
     grounding_options,
     load_scenario,
     world_model_options,
+    world_scenario_option,
 )
 from simgym.core.errors import SimgymError
 
@@ -50,6 +52,7 @@ def play(
     show_reasoning: Annotated[bool, typer.Option(help="print the model's reasoning")] = False,
     grounding: GroundingOption = None,
     experience: ExperienceOption = None,
+    world: WorldOption = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -63,12 +66,15 @@ def play(
     input stops.
     """
     domain_obj = simgym.get_domain(domain)
+    if world is not None and scenario is not None:
+        raise SimgymError("--world and --scenario both give the scenario: pass one")
+    world_scenario = world_scenario_option(world, domain)
     backend = wm.build()
     writer = simgym.TrajectoryWriter(out) if out else None
     env = simgym.SimEnv(
         domain_obj,
         backend,
-        load_scenario(scenario),
+        world_scenario or load_scenario(scenario),
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
         writer=writer,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import time
 from pathlib import Path
@@ -18,11 +19,13 @@ from simgym.cli.options import (
     ExperienceOption,
     GroundingOption,
     WorldModelOptions,
+    WorldOption,
     agent_options,
     executor_options,
     grounding_options,
     reward_spec,
     world_model_options,
+    world_scenario_option,
 )
 from simgym.core.errors import SimgymError
 
@@ -110,6 +113,7 @@ def run(
     ] = None,
     grounding: GroundingOption = None,
     experience: ExperienceOption = None,
+    world: WorldOption = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -132,6 +136,11 @@ def run(
         raise SimgymError(f"--context takes 'history' or 'state', not {context!r}")
 
     specs = load_specs(files, domain)
+    if world is not None:  # every task plays in the business world
+        other = sorted({str(spec.task.domain) for spec in specs if spec.task.domain != "mcp"})
+        served = world_scenario_option(world, other[0] if other else "mcp")
+        for spec in specs:
+            spec.task.scenario = copy.deepcopy(served)
     for spec in specs:
         if not spec.task.domain:
             raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")

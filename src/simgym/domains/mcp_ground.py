@@ -113,6 +113,11 @@ class ToolBinding(BaseModel):
     fields: dict[str, str] = Field(
         default_factory=dict, description="argument name -> record field, where they differ"
     )
+    context: list[str] = Field(
+        default_factory=list,
+        description="arguments that say who calls or why (actor, role, reason) and touch no "
+        "record: left out of grounding",
+    )
 
 
 @dataclass
@@ -149,7 +154,8 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     binding = scenario.tool_map.get(tool.name)
     if binding is not None and binding.op == "none":
         return None
-    args = {k: v for k, v in action.arguments.items() if v is not None}
+    skip = set(binding.context) if binding is not None else set()
+    args = {k: v for k, v in action.arguments.items() if v is not None and k not in skip}
     call = resolve(tool, args, state, binding)
     if call is None:
         return related_facts(args, state)

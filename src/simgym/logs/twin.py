@@ -1,0 +1,384 @@
+"""The twin: a business world (``simgym logs import``) served as an MCP scenario.
+
+:func:`world_scenario` reads a business-world folder and returns an mcp scenario: one tool
+per observed operation (``POST /loans/{loan_id}/approve`` -> ``post_loans_loan_id_approve``)
+whose parameters are the path parameters plus the inferred request schema (plus ``actor``
+and ``role`` when the logs had roles), whose description tells the observed statuses and
+the mined permission, life-cycle and required-field rules in plain words; the entities'
+masked records as the server's state, one collection per object type; and ``tool_map``
+bindings read from method and route, so the mcp grounding serves records from state:
+
+* ``GET /x/{id}`` -> get, ``GET /x`` -> list, ``POST /x`` -> create,
+* ``POST|PUT|PATCH /x/{id}`` and ``POST /x/{id}/<verb>`` -> update by ``id``
+  (``POST /kyc/{customer_id}``, whose parameter names another type, creates),
+* ``DELETE /x/{id}`` -> delete; anything else (no matching collection) -> none.
+
+Operations never answered with a success and only with 404/405 (routes the service does
+not have) become no tool; the server description names them.
+
+The rules are described, not enforced: the world model reads them (slice one of the twin).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from simgym.core.errors import SimgymError
+from simgym.domains.mcp_ground import collection_noun, singular
+
+WORLD_FILES = ("interface.json", "entities.json", "manifest.json")
+CONTEXT_ARGS = ("actor", "role")
+_PARAM = re.compile(r"^\{([^}]*)\}$")
+_DROP_KEYS = frozenset({"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"})
+NOT_A_ROUTE = frozenset({"404", "405"})
+
+
+class WorldError(SimgymError):
+    """A folder that is not a business world."""
+
+
+# -- reading the folder -----------------------------------------------------------------
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise WorldError(f"{path}: not readable as JSON ({exc})") from None
+
+
+def load_world(world_dir: str | Path) -> dict[str, Any]:
+    """The folder's files as data: interface, entities, rules, manifest, roles."""
+    root = Path(world_dir)
+    if not root.is_dir():
+        raise WorldError(f"business world not found: {root} is not a folder")
+    missing = [name for name in WORLD_FILES if not (root / name).is_file()]
+    if missing:
+        raise WorldError(
+            f"{root} is not a business world (no {', '.join(missing)}); build one with "
+            "`simgym logs import FILE --out DIR`"
+        )
+    world = {name.removesuffix(".json"): _read_json(root / name) for name in WORLD_FILES}
+    rules = root / "rules.json"
+    world["rules"] = _read_json(rules) if rules.is_file() else {}
+    if not isinstance(world["interface"], dict) or not isinstance(
+        world["interface"].get("operations"), list
+    ):
+        raise WorldError(f"{root}/interface.json has no list of operations")
+    if not isinstance(world["entities"], dict) or not isinstance(
+        world["entities"].get("types", {}), dict
+    ):
+        raise WorldError(f"{root}/entities.json has no mapping of types")
+    world["roles"] = _roles(root / "sessions.jsonl", world["rules"])
+    world["name"] = root.resolve().name
+    return world
+
+
+def _roles(sessions: Path, rules: dict[str, Any]) -> list[str]:
+    """Roles the logs name: of the callers in the sessions and in the permission rules."""
+    seen: set[str] = set()
+    for rule in rules.get("permissions", []) or []:
+        seen.add(str(rule.get("role", "")))
+        seen.update(str(r) for r in rule.get("allowed_roles", []) or [])
+    if sessions.is_file():
+        with sessions.open(encoding="utf-8", errors="replace") as lines:
+            for line in lines:
+                try:
+                    session = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                for record in session.get("records", []) if isinstance(session, dict) else []:
+                    if isinstance(record, dict) and isinstance(record.get("role"), str):
+                        seen.add(record["role"])
+    return sorted(r for r in seen if r and r != "(none)")
+
+
+# -- names, routes and bindings ----------------------------------------------------------
+
+
+def tool_name(operation: dict[str, Any]) -> str:
+    """``POST /loans/{loan_id}/approve`` -> ``post_loans_loan_id_approve``."""
+    method = str(operation.get("method") or "").lower()
+    route = str(operation.get("route") or operation.get("name") or "call")
+    words = re.split(r"[^A-Za-z0-9]+", f"{method} {route}")
+    name = "_".join(w.lower() for w in words if w)
+    return name or "call"
+
+
+def _segments(route: str) -> list[tuple[str, bool]]:
+    """The route's parts: (name, is a parameter)."""
+    parts = []
+    for part in route.strip("/").split("/"):
+        if not part:
+            continue
+        match = _PARAM.match(part)
+        parts.append((match.group(1), True) if match else (part, False))
+    return parts
+
+
+def collection_names(types: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, str]:
+    """Object type -> state key: the route word that names it (``loans``), else a plural."""
+    words = {
+        part
+        for op in operations
+        for part, is_param in _segments(str(op.get("route") or ""))
+        if not is_param
+    }
+    names = {}
+    for type_name in types:
+        found = sorted(w for w in words if w == type_name or singular(w) == type_name)
+        names[type_name] = found[0] if found else f"{type_name}s"
+    return names
+
+
+def _owner(param: str, collections: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The collection a path parameter's id points into (``loan_id`` -> ``loans``)."""
+    stem = re.sub(r"_?(id|key|uuid)$", "", param, flags=re.IGNORECASE)
+    for name in collections:
+        if stem and (stem == name or singular(stem) == collection_noun(name)):
+            return name
+    return None
+
+
+def binding_for(
+    operation: dict[str, Any], collections: dict[str, list[dict[str, Any]]], context: list[str]
+) -> dict[str, Any]:
+    """The tool_map binding of an operation, from its method and route."""
+    method = str(operation.get("method") or "").upper()
+    parts = _segments(str(operation.get("route") or ""))
+    head = parts[0][0] if parts and not parts[0][1] else None
+    collection = head if head in collections else None
+    if collection is None:
+        return {"op": "none"}
+    params = [name for name, is_param in parts if is_param]
+    literal_after = [name for name, is_param in parts[1:] if not is_param]
+    key = "id" if any("id" in r for r in collections[collection]) else None
+    own = params[0] if params and _owner(params[0], collections) == collection else None
+    if not params and len(parts) == 1:
+        op = {"GET": "list", "POST": "create"}.get(method)
+        binding: dict[str, Any] = {"op": op or "none", "collection": collection}
+    elif params and len(parts) == 2 and own is None and method == "POST":
+        binding = {"op": "create", "collection": collection}  # POST /kyc/{customer_id}
+    elif params and own is not None and len(parts) == 2:
+        op = {"GET": "get", "DELETE": "delete", "POST": "update", "PUT": "update"}.get(method)
+        op = op or ("update" if method == "PATCH" else None)
+        binding = {"op": op or "none", "collection": collection, "id_arg": own}
+    elif own is not None and method in ("POST", "PUT", "PATCH") and len(literal_after) == 1:
+        binding = {"op": "update", "collection": collection, "id_arg": own}  # .../{id}/approve
+    else:
+        return {"op": "none"}
+    if binding["op"] == "none":
+        return {"op": "none"}
+    if key is not None:
+        binding["key"] = key
+    if context:
+        binding["context"] = list(context)
+    return binding
+
+
+# -- parameters -------------------------------------------------------------------------
+
+
+def _clean(schema: Any) -> Any:
+    """An inferred schema as a contract: no ``x-`` notes, no observed ranges, no enums of
+    free text (a reason seen once is not the only reason)."""
+    if isinstance(schema, list):
+        return [_clean(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {}
+    for key, value in schema.items():
+        if key.startswith("x-") or key in _DROP_KEYS:
+            continue
+        if key == "enum" and (
+            not isinstance(value, list)
+            or any(not isinstance(v, str) or not v or re.search(r"\s", v) for v in value)
+        ):
+            continue
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {k: _clean(v) for k, v in value.items()}
+        else:
+            out[key] = _clean(value)
+    return out
+
+
+def _is_object(schema: Any) -> bool:
+    if not isinstance(schema, dict):
+        return False
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind]
+    return "object" in kinds and isinstance(schema.get("properties"), dict)
+
+
+def _id_type(param: str, collections: dict[str, list[dict[str, Any]]]) -> str:
+    owner = _owner(param, collections)
+    values = [r.get("id") for r in collections.get(owner or "", [])]
+    ints = [v for v in values if isinstance(v, int) and not isinstance(v, bool)]
+    return "integer" if values and len(ints) == len(values) else "string"
+
+
+def parameters_for(
+    operation: dict[str, Any], collections: dict[str, list[dict[str, Any]]], roles: list[str]
+) -> dict[str, Any]:
+    """Path parameters (required), the inferred request body's fields, actor and role."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, is_param in _segments(str(operation.get("route") or "")):
+        if is_param and name:
+            properties[name] = {
+                "type": _id_type(name, collections),
+                "description": "path parameter",
+            }
+            required.append(name)
+    body = operation.get("arguments")
+    if _is_object(body):
+        for name, schema in body["properties"].items():
+            if name not in properties:
+                properties[name] = _clean(schema)
+        if not isinstance(body.get("type"), list):  # a call without a body was seen too
+            required += [r for r in body.get("required", []) if r not in required]
+    if roles:
+        for name in CONTEXT_ARGS:
+            properties.setdefault(name, {"type": "string"})
+        properties["actor"].setdefault("description", "who acts: an actor id")
+        if properties["role"] == {"type": "string"}:
+            properties["role"] = {
+                "type": "string",
+                "enum": roles,
+                "description": "the caller's role; permissions depend on it",
+            }
+    return {"type": "object", "properties": properties, "required": required}
+
+
+# -- descriptions -----------------------------------------------------------------------
+
+
+def _statuses(operation: dict[str, Any]) -> str:
+    counts = operation.get("statuses") or {}
+    return ", ".join(f"{code} ({n}x)" for code, n in sorted(counts.items()))
+
+
+def _is_route(operation: dict[str, Any]) -> bool:
+    codes = set(map(str, (operation.get("statuses") or {}).keys()))
+    return not codes or not codes <= NOT_A_ROUTE
+
+
+def _verb_moves(verb: str, transitions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    stem = verb.lower().rstrip("e")
+    return [t for t in transitions if len(stem) >= 3 and stem in str(t.get("to", "")).lower()]
+
+
+def describe_operation(
+    operation: dict[str, Any], binding: dict[str, Any], rules: dict[str, Any], noun: str | None
+) -> str:
+    """The tool's description: what it is, what it answered, the rules mined for it."""
+    name = str(operation.get("name") or tool_name(operation))
+    lines = [f"{name} (seen {operation.get('calls', 0)} times; statuses {_statuses(operation)})."]
+    refused_by_role = [p for p in rules.get("permissions", []) or [] if p.get("operation") == name]
+    if refused_by_role:
+        allowed = sorted({r for p in refused_by_role for r in p.get("allowed_roles", []) or []})
+        if allowed:
+            lines.append(f"Roles seen succeeding: {', '.join(allowed)}.")
+        for rule in refused_by_role:
+            who = "a caller with no role" if rule.get("role") == "(none)" else rule.get("role")
+            lines.append(f"Refused with {rule.get('status')} for {who} ({rule.get('count', 1)}x).")
+    for rule in rules.get("required_fields", []) or []:
+        if rule.get("operation") == name:
+            lines.append(f"Refused with {rule.get('status')} when {rule.get('field')} is missing.")
+    cycle = (rules.get("life_cycles") or {}).get(noun or "", {}) if noun else {}
+    if cycle and binding.get("op") == "create" and cycle.get("initial"):
+        lines.append(f"A new {noun} starts as {', '.join(cycle['initial'])}.")
+    parts = _segments(str(operation.get("route") or ""))
+    if cycle and binding.get("op") == "update" and parts and not parts[-1][1]:
+        for move in _verb_moves(parts[-1][0], cycle.get("transitions", []) or []):
+            lines.append(f"Moves a {noun} from {move.get('from')} to {move.get('to')}.")
+    refused = [r for r in (cycle.get("refused", []) if cycle else []) if r.get("operation") == name]
+    if refused:
+        by_status: dict[Any, list[str]] = {}
+        for rule in refused:
+            by_status.setdefault(rule.get("status"), []).append(str(rule.get("from")))
+        for status, froms in by_status.items():
+            lines.append(f"Refused with {status} when the {noun} is {', '.join(froms)}.")
+    for perf in rules.get("performance", []) or []:
+        if perf.get("operation") == name and perf.get("error_rate"):
+            lines.append(f"Error rate {perf['error_rate']:.0%}.")
+    return " ".join(lines)
+
+
+def describe_server(world: dict[str, Any], skipped: list[str]) -> str:
+    """The server: where it comes from, its object types and their life cycles."""
+    manifest = world["manifest"] if isinstance(world["manifest"], dict) else {}
+    counts = manifest.get("counts", {}) or {}
+    sources = Counter(str(s.get("format")) for s in manifest.get("sources", []) or [])
+    lines = [
+        "A business system rebuilt from its operation logs "
+        f"({counts.get('records', '?')} logged operations in {counts.get('sessions', '?')} "
+        f"sessions; sources: {', '.join(sources) or 'unknown'}). Personal data is masked."
+    ]
+    types = world["entities"].get("types", {}) or {}
+    if types:
+        sizes = [f"{t} ({v.get('count', len(v.get('records', {})))})" for t, v in types.items()]
+        lines.append(f"Object types: {', '.join(sizes)}.")
+    for noun, cycle in sorted((world["rules"].get("life_cycles") or {}).items()):
+        moves = cycle.get("transitions", []) or []
+        if moves:
+            steps = ", ".join(f"{m.get('from')} -> {m.get('to')}" for m in moves)
+            lines.append(f"{noun} life cycle: {steps}.")
+    if world["roles"]:
+        lines.append(f"Callers act in roles: {', '.join(world['roles'])}.")
+    if skipped:
+        lines.append(f"Not served (only 404/405 seen): {', '.join(skipped)}.")
+    return " ".join(lines)
+
+
+# -- the scenario -----------------------------------------------------------------------
+
+
+def world_scenario(world_dir: str | Path) -> dict[str, Any]:
+    """A business-world folder as an mcp scenario (validate with the mcp domain)."""
+    world = load_world(world_dir)
+    operations = [op for op in world["interface"]["operations"] if isinstance(op, dict)]
+    types = world["entities"].get("types", {}) or {}
+    names = collection_names(types, operations)
+    state: dict[str, Any] = {
+        names[t]: list((v.get("records") or {}).values()) for t, v in types.items()
+    }
+    nouns = {names[t]: t for t in types}
+    roles = world["roles"]
+    context = list(CONTEXT_ARGS) if roles else []
+    tools: list[dict[str, Any]] = []
+    tool_map: dict[str, dict[str, Any]] = {}
+    skipped: list[str] = []
+    taken: set[str] = set()
+    for operation in operations:
+        if not _is_route(operation):
+            skipped.append(str(operation.get("name")))
+            continue
+        name = tool_name(operation)
+        base, n = name, 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        binding = binding_for(operation, state, context)
+        noun = nouns.get(binding.get("collection") or "")
+        tools.append(
+            {
+                "name": name,
+                "description": describe_operation(operation, binding, world["rules"], noun),
+                "parameters": parameters_for(operation, state, roles),
+            }
+        )
+        tool_map[name] = binding
+    if not tools:
+        raise WorldError(f"{world_dir}: the world has no operation to serve as a tool")
+    return {
+        "server_name": world["name"],
+        "description": describe_server(world, skipped),
+        "tools": tools,
+        "state": state,
+        "tool_map": tool_map,
+    }
