@@ -71,6 +71,7 @@ _SUBPACKAGES = frozenset(
 
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first use
     from simgym import rollout
+    from simgym.build import make, world_model
     from simgym.core.contract import parse_output
     from simgym.core.domain import (
         Demonstration,
@@ -103,7 +104,6 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first
         Usage,
     )
     from simgym.core.worldmodel import Prediction, WorldModel, register_backend
-    from simgym.build import make, world_model
     from simgym.rollout.runner import arollout
     from simgym.worldmodels.function import FunctionWorldModel
     from simgym.worldmodels.local import LocalWorldModel
