@@ -60,10 +60,7 @@ class Registry(Generic[T]):
                 f"unknown {self.kind} {name!r}; available: {', '.join(self.names())}"
             ) from None
         if isinstance(entry, str):
-            loaded = load_entry(entry)
-            # a module that registers itself on import may have put the object here already
-            current = self._entries.get(name)
-            entry = current if current is not None and not isinstance(current, str) else loaded
+            entry = load_entry(entry)
             self._entries[name] = entry  # type: ignore[assignment]
         return entry  # type: ignore[return-value]
 

@@ -226,13 +226,13 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     if not typed.endswith("\n") or "\n" in typed[:-1]:
         return None
     line = typed[:-1]
+    before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
     if _is_final(action):
         # bash says which way it leaves; the session (and the screen) ends there
-        prompt = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
         word = line.strip()
         return Grounding(
             facts=[f"the shell exits and prints `{word}`; the session ends"],
-            observation=f"{prompt} {line}\n{word}\n",
+            observation=f"{before} {line}\n{word}\n",
         )
     files = state.get("files") or {}
     result = run_line(
@@ -246,7 +246,6 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         unknown=state.get("unknown") or (),
         clock=scenario.clock,
     )
-    before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) or None
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
