@@ -157,4 +157,5 @@ class Masker:
             duration_ms=record.duration_ms,
             source=record.source,
             attributes=self.value(record.attributes),  # type: ignore[arg-type]
+            path=self.text(record.path) if record.path else None,
         )

@@ -39,7 +39,9 @@ class LogRecord:
     with ``method`` for HTTP; ``arguments`` is the request (JSON value or text);
     ``status`` is the HTTP status where there is one and ``error`` marks a failed call in
     any system; ``response`` is the answer (JSON value or text); ``objects`` are the
-    business objects touched; ``duration_ms`` the latency; ``source`` "file:line".
+    business objects touched; ``duration_ms`` the latency; ``source`` "file:line";
+    ``path`` the concrete HTTP path the call went to ("/loans/loan-7/approve"), where the
+    log has it (the values of the route's parameters come from it).
     """
 
     session: str
@@ -57,6 +59,7 @@ class LogRecord:
     duration_ms: float | None = None
     source: str = ""
     attributes: dict[str, JSON] = field(default_factory=dict)
+    path: str | None = None
 
     @property
     def key(self) -> str:
@@ -77,6 +80,7 @@ class LogRecord:
             "system": self.system,
             "operation": self.operation,
             "method": self.method,
+            "path": self.path,
             "arguments": self.arguments,
             "status": self.status,
             "error": self.error,

@@ -49,9 +49,9 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
     method = _text(row.get("method"))
     route = _text(row.get("route"))
     operation = _text(row.get("operation"))
-    path = None
+    path = _text(row.get("path"))
     if route and "{" not in route and (method or not operation):
-        path, route = route, templatize(route)
+        path, route = path or route, templatize(route)
     if not operation and not route:
         return "row without an operation or route"
     status_raw = row.get("status")
@@ -80,6 +80,7 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
         error=error or (status is not None and status >= 500),
         response=response,
         objects=route_objects(op, path, response) if method and route else [],
+        path=path.split("?", 1)[0] if path and method else None,
         duration_ms=float(duration) if duration not in (None, "") else None,  # type: ignore[arg-type]
         source=source,
     )

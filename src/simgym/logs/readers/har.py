@@ -83,6 +83,7 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 error=status >= 500,
                 response=body,
                 objects=route_objects(route, url.path, body),
+                path=url.path or "/",
                 duration_ms=float(entry["time"]) if entry.get("time") is not None else None,
                 source=f"{path.name}#entry{number}",
                 attributes={"host": url.netloc, "mime": mime},

@@ -115,6 +115,7 @@ def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord
             error=error or (code is not None and code >= 500),
             response=response,
             objects=route_objects(str(route), path, response),
+            path=path,
             **common,
         )
     tool = _first(attrs, "gen_ai.tool.name")
