@@ -109,6 +109,23 @@ def tool_name(operation: dict[str, Any]) -> str:
     return name or "call"
 
 
+def tool_names(operations: list[dict[str, Any]]) -> dict[str, str]:
+    """Operation name -> tool name, for the operations the twin serves (two operations
+    whose names read alike get ``_2``, ``_3``... in interface order)."""
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for operation in operations:
+        if not _is_route(operation):
+            continue
+        name = base = tool_name(operation)
+        n = 2
+        while name in taken:
+            name, n = f"{base}_{n}", n + 1
+        taken.add(name)
+        names[str(operation.get("name"))] = name
+    return names
+
+
 def _segments(route: str) -> list[tuple[str, bool]]:
     """The route's parts: (name, is a parameter)."""
     parts = []
@@ -352,17 +369,12 @@ def world_scenario(world_dir: str | Path) -> dict[str, Any]:
     context = list(CONTEXT_ARGS) if roles else []
     tools: list[dict[str, Any]] = []
     tool_map: dict[str, dict[str, Any]] = {}
-    skipped: list[str] = []
-    taken: set[str] = set()
+    names_of = tool_names(operations)
+    skipped = [str(op.get("name")) for op in operations if not _is_route(op)]
     for operation in operations:
-        if not _is_route(operation):
-            skipped.append(str(operation.get("name")))
+        name = names_of.get(str(operation.get("name")))
+        if name is None:
             continue
-        name = tool_name(operation)
-        base, n = name, 2
-        while name in taken:
-            name, n = f"{base}_{n}", n + 1
-        taken.add(name)
         binding = binding_for(operation, state, context)
         noun = nouns.get(binding.get("collection") or "")
         tools.append(
