@@ -50,6 +50,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
+from simgym.domains import mcp_rules
+from simgym.domains.mcp_rules import ToolRules
 
 if TYPE_CHECKING:
     from simgym.domains.mcp import MCPScenario
@@ -118,6 +120,11 @@ class ToolBinding(BaseModel):
         description="arguments that say who calls or why (actor, role, reason) and touch no "
         "record: left out of grounding",
     )
+    rules: ToolRules | None = Field(
+        None,
+        description="business rules enforced from the state: refusals with the system's own "
+        "answers, and what a successful call sets (simgym.domains.mcp_rules)",
+    )
 
 
 @dataclass
@@ -152,6 +159,10 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     if tool is None:
         return None
     binding = scenario.tool_map.get(tool.name)
+    if binding is not None and binding.rules is not None:
+        ruled = ground_ruled(tool, action.arguments, state, binding, scenario.output_format)
+        if ruled is not None:
+            return ruled
     if binding is not None and binding.op == "none":
         return None
     skip = set(binding.context) if binding is not None else set()
@@ -163,6 +174,100 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     if not call.sure:
         return _unsure(call, records)
     return OPS[call.op](call, records, state, scenario.output_format)
+
+
+def ground_ruled(
+    tool: ToolSpec, arguments: dict[str, Any], state: dict[str, Any], binding: ToolBinding, fmt: str
+) -> Grounding | None:
+    """A call of a tool with business rules: refused with the system's own answer when a
+    guard holds, else answered and applied from the state (lists and deletes, which the
+    rules do not describe, go the ordinary way: None)."""
+    rules = binding.rules
+    assert rules is not None
+    args = {k: v for k, v in arguments.items() if v is not None}
+    name = binding.collection or ""
+    records = collections(state).get(name) if name else None
+    served = records is not None and binding.op in ("get", "update", "create")
+    key = binding.key or "id"
+    noun = collection_noun(name)
+    id_value = args.get(binding.id_arg) if binding.id_arg else None
+    record = mcp_rules.find(records or [], key, id_value)
+    feats = mcp_rules.features(args, record, state, key)
+    guard = mcp_rules.decide(rules, feats)
+    if guard is None and served and record is None and binding.op != "create":
+        guard = rules.missing
+    if guard is None and not served:
+        return None
+    records = records or []
+    if guard is not None:
+        why = "; ".join(c.text() for c in guard.when) or "the record does not exist"
+        return Grounding(
+            facts=[f"the system refuses this call with status {guard.status} ({why})"],
+            observation=_answer(mcp_rules.render(guard.answer, feats), fmt, error=True),
+        )
+    if binding.op != "create" and record is None:
+        return _missing(Call(tool.name, binding.op, name, noun, key, id_value), state, fmt)
+    if binding.op == "get":
+        return _get(Call(tool.name, "get", name, noun, key, id_value), records, state, fmt)
+    context = set(binding.context) | {binding.id_arg}
+    known = record_fields(records) | set(rules.shape)
+    given = {k: v for k, v in args.items() if k not in context and k in known and k != key}
+    changes = {**given, **mcp_rules.new_values(rules, feats, args)}
+    if binding.op == "update":
+        assert record is not None
+        after = mcp_rules.ordered({**record, **changes}, rules.shape)
+        effects = {name: [after if r is record else r for r in records]}
+        facts = [f"this call changes {noun} {id_value} to: {compact(after)}"]
+    else:
+        gone = _tombstones(state, name).values()
+        taken = [r.get(key) for r in [*records, *gone] if isinstance(r, dict)]
+        new_id = next_id([i for i in taken if i is not None]) or f"{noun}-1"
+        after = mcp_rules.ordered({key: new_id, **changes}, rules.shape)
+        effects = {name: [*records, after]}
+        facts = [f"this call creates {noun} {new_id}: {compact(after)}"]
+    _parent_effects(rules, args, after, state, key, effects)
+    complete = bool(rules.shape) and all(k in after for k in rules.shape)
+    if not complete:
+        unknown = sorted(set(rules.shape) - set(after))
+        if unknown:
+            facts.append(f"the system fills in {', '.join(unknown)} itself")
+    return Grounding(
+        facts=facts,
+        effects=effects,
+        observation=exact_result(after, fmt) if complete else None,
+        expect=[] if complete else _expect_values(after, key, fmt),
+    )
+
+
+def _parent_effects(
+    rules: ToolRules,
+    args: dict[str, Any],
+    record: dict[str, Any],
+    state: dict[str, Any],
+    key: str,
+    effects: dict[str, Any],
+) -> None:
+    """Related records the call changes (a customer's KYC status after a check)."""
+    for effect in rules.parents:
+        if effect.source not in record:
+            continue
+        pointer = args.get(effect.via, record.get(effect.via))
+        records = effects.get(effect.collection, collections(state).get(effect.collection))
+        parent = mcp_rules.find(records or [], key, pointer)
+        if parent is None:
+            continue
+        changed = {**parent, effect.field: record[effect.source]}
+        effects[effect.collection] = [changed if r is parent else r for r in records or []]
+
+
+def _answer(body: Any, fmt: str, *, error: bool) -> str | None:
+    """An answer body as the scenario's format shows it."""
+    if fmt == "json":
+        return compact(body)
+    if fmt == "mcp":
+        text = body if isinstance(body, str) else compact(body)
+        return compact({"content": [{"type": "text", "text": text}], "isError": error})
+    return None
 
 
 def resolve(

@@ -24,7 +24,8 @@ RULES = [
     "account-like numbers: values of keys containing account, iban, card, ssn, tax_id, "
     "routing, acct, and any run of 9 or more digits in a string -> digits of the same "
     "length (letters kept as letters)",
-    "actors: every actor id -> 'actor-xxxxxx' (roles are kept)",
+    "actors: every actor id, and values of keys actor and *_by (created_by, checked_by) "
+    "-> 'actor-xxxxxx' (roles are kept)",
     "consistency: the pseudonym is an HMAC-SHA256 of the value under one key; the same "
     "value is masked the same way everywhere (arguments, responses, entities, object ids)",
 ]
@@ -64,10 +65,12 @@ def _norm(key: str) -> str:
 
 
 def key_kind(key: str | None) -> str | None:
-    """What a key's value is masked as: "name", "phone", "account", or None."""
+    """What a key's value is masked as: "actor", "name", "phone", "account", or None."""
     if not key:
         return None
     norm = _norm(key)
+    if norm == "actor" or key.lower().endswith("_by"):
+        return "actor"
     if norm in _NAME_KEYS or (norm.endswith("name") and norm[: -len("name")] in _PERSON_PREFIXES):
         return "name"
     if any(p in norm for p in _PHONE):
@@ -124,7 +127,7 @@ class Masker:
                 return self.pseudonym("email", value.strip())
             if kind == "name":
                 return self.pseudonym("name", value)
-            if kind in ("phone", "account"):
+            if kind in ("phone", "account", "actor"):
                 return self.pseudonym(kind, value)
             return self.text(value)
         if isinstance(value, int) and not isinstance(value, bool) and kind in ("phone", "account"):

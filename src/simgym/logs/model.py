@@ -13,6 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
+from urllib.parse import parse_qsl
 
 JSON = Any  # a value json.loads returns: dict, list, str, int, float, bool or None
 
@@ -151,6 +152,20 @@ def parse_time(value: object) -> float | None:
         if abs(number) >= scale:
             return number / (scale / 1e9)
     return number
+
+
+def query_arguments(path: str | None) -> dict[str, JSON] | None:
+    """A GET's arguments from its query string (``?status=open&limit=5`` ->
+    ``{"status": "open", "limit": 5}``; numbers become numbers); None without a query."""
+    if not path or "?" not in path:
+        return None
+    pairs = parse_qsl(path.split("?", 1)[1].split("#", 1)[0], keep_blank_values=True)
+    if not pairs:
+        return None
+    out: dict[str, JSON] = {}
+    for name, value in pairs:
+        out[name] = int(value) if re.fullmatch(r"-?\d{1,15}", value) else value
+    return out
 
 
 def maybe_json(text: object) -> JSON:

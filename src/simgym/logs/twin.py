@@ -16,7 +16,9 @@ bindings read from method and route, so the mcp grounding serves records from st
 Operations never answered with a success and only with 404/405 (routes the service does
 not have) become no tool; the server description names them.
 
-The rules are described, not enforced: the world model reads them (slice one of the twin).
+The rules mined into ``behaviour.json`` (:mod:`simgym.logs.behaviour`) ride on the
+bindings and are enforced from the state (:mod:`simgym.domains.mcp_rules`): a call that
+breaks one gets the answer the real system gave; the descriptions repeat them in words.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from simgym.core.errors import SimgymError
 from simgym.domains.mcp_ground import collection_noun, singular
 
 WORLD_FILES = ("interface.json", "entities.json", "manifest.json")
+BEHAVIOUR_FILE = "behaviour.json"  # written by simgym.logs.behaviour
 CONTEXT_ARGS = ("actor", "role")
 _PARAM = re.compile(r"^\{([^}]*)\}$")
 _DROP_KEYS = frozenset({"minimum", "maximum", "minLength", "maxLength", "minItems", "maxItems"})
@@ -355,8 +358,9 @@ def describe_server(world: dict[str, Any], skipped: list[str]) -> str:
 # -- the scenario -----------------------------------------------------------------------
 
 
-def world_scenario(world_dir: str | Path) -> dict[str, Any]:
-    """A business-world folder as an mcp scenario (validate with the mcp domain)."""
+def world_scenario(world_dir: str | Path, *, behaviour: bool = True) -> dict[str, Any]:
+    """A business-world folder as an mcp scenario (validate with the mcp domain); with
+    ``behaviour``, each tool enforces the rules mined into ``behaviour.json``."""
     world = load_world(world_dir)
     operations = [op for op in world["interface"]["operations"] if isinstance(op, dict)]
     types = world["entities"].get("types", {}) or {}
@@ -387,6 +391,11 @@ def world_scenario(world_dir: str | Path) -> dict[str, Any]:
         tool_map[name] = binding
     if not tools:
         raise WorldError(f"{world_dir}: the world has no operation to serve as a tool")
+    mined = Path(world_dir) / BEHAVIOUR_FILE
+    if behaviour and mined.is_file():
+        for name, rules in (_read_json(mined).get("tools") or {}).items():
+            if name in tool_map and isinstance(rules, dict):
+                tool_map[name] = {**tool_map[name], "rules": rules}
     return {
         "server_name": world["name"],
         "description": describe_server(world, skipped),

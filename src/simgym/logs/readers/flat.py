@@ -23,6 +23,7 @@ from simgym.logs.model import (
     LogRecord,
     maybe_json,
     parse_time,
+    query_arguments,
     route_objects,
     templatize,
 )
@@ -60,6 +61,8 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
     except (TypeError, ValueError):
         return "status is not a number"
     request, response = row.get("request"), row.get("response")
+    if request in (None, "") and method in ("GET", "get", "DELETE", "delete"):
+        request = query_arguments(path)
     if parse_bodies:
         request = maybe_json(request) if request != "" else None
         response = maybe_json(response) if response != "" else None
@@ -80,7 +83,7 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
         error=error or (status is not None and status >= 500),
         response=response,
         objects=route_objects(op, path, response) if method and route else [],
-        path=path.split("?", 1)[0] if path and method else None,
+        path=path if method else None,
         duration_ms=float(duration) if duration not in (None, "") else None,  # type: ignore[arg-type]
         source=source,
     )

@@ -19,7 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.logs.jsonstream import iter_array, numbered_lines
-from simgym.logs.model import JSON, ImportReport, LogRecord, maybe_json, route_objects, templatize
+from simgym.logs.model import (
+    JSON,
+    ImportReport,
+    LogRecord,
+    maybe_json,
+    query_arguments,
+    route_objects,
+    templatize,
+)
 
 _CLIENT = {"SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", 3, 4}
 
@@ -106,6 +114,11 @@ def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord
         code = int(code) if code is not None else None
         arguments = _body(attrs, "request.body")
         response = _body(attrs, "response.body")
+        query = _first(attrs, "url.query")
+        if query and path and "?" not in path:
+            path = f"{path}?{query}"
+        if arguments is None and str(method).upper() in ("GET", "DELETE"):
+            arguments = query_arguments(path)
         return LogRecord(
             system="http",
             operation=str(route),

@@ -1,0 +1,268 @@
+"""Business rules of a tool, enforced from the hidden state: who may call it, from which
+status, what it refuses and with which answer, what it sets.
+
+A tool's :class:`ToolRules` (``tool_map[tool]["rules"]``, mined from a company's logs by
+:mod:`simgym.logs.behaviour`) is data, so a person can read and edit it:
+
+``guards``   refusals in the order the system checks them: when every condition of a
+             guard holds, the call is refused with ``status`` and ``answer`` (the body the
+             real system gave, with ``{{feature}}`` placeholders for the call's values);
+``missing``  the answer to a call on a record that does not exist;
+``sets``     fields every successful call sets to one value (``{"status": "approved"}``);
+``copies``   fields taken from an argument (``{"decision_reason": "reason"}``);
+``values``   fields the system decides from the state: a default and a decision list;
+``stamps``   fields that hold the time of the call (``{"updated_at": "iso-us-z"}``);
+``parents``  changes to a related record (the customer's ``kyc_status`` takes the new
+             check's ``result``);
+``shape``    the answer's fields in the order the system writes them.
+
+A condition reads one *feature* of the call (:func:`features`): ``arg.<name>`` an
+argument's value, ``rec.exists`` / ``rec.<field>`` the record the call names,
+``<collection>.exists`` / ``<collection>.<field>`` a record an ``..._id`` argument or field
+points to, ``<feature>~<item>`` whether a list holds an item, ``has.<name>`` /
+``type.<name>`` / ``fmt.<name>`` whether an argument was given, its JSON type and its
+shape (``"31/02/1990"`` -> ``"99/99/9999"``), and ``args.size`` the length of the
+arguments as JSON (a body too large). A feature the call does
+not have reads as None.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Features = dict[str, Any]
+_PLACEHOLDER = re.compile(r"\{\{([^{}]+)\}\}")
+_ID_SUFFIX = re.compile(r"_?(id|key|uuid)$", re.IGNORECASE)
+_DIGIT = re.compile(r"\d")
+_FORMAT_RUN = re.compile(r"[^\W\d_]+")  # a run of letters: a word's shape, not its length
+
+
+class Condition(BaseModel):
+    """One test of one feature: its value is (not) among ``in``/``not_in``, or a number
+    ``above``/``below`` a bound."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    feature: str
+    in_: list[Any] | None = Field(None, alias="in")
+    not_in: list[Any] | None = None
+    above: float | None = None
+    below: float | None = None
+
+    def holds(self, feats: Features) -> bool:
+        value = feats.get(self.feature)
+        if self.in_ is not None and value not in self.in_:
+            return False
+        if self.not_in is not None and value in self.not_in:
+            return False
+        number = value if _is_number(value) else None
+        if self.above is not None and (number is None or number <= self.above):
+            return False
+        if self.below is not None and (number is None or number >= self.below):
+            return False
+        return True
+
+    def text(self) -> str:
+        if self.in_ is not None:
+            return f"{self.feature} in {self.in_}"
+        if self.not_in is not None:
+            return f"{self.feature} not in {self.not_in}"
+        bound = f"> {self.above}" if self.above is not None else f"< {self.below}"
+        return f"{self.feature} {bound}"
+
+
+class Guard(BaseModel):
+    """A refusal: when all ``when`` conditions hold, the call gets ``answer``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    when: list[Condition]
+    status: int
+    answer: Any = None
+    support: int = 0  # logged refusals this guard explains
+
+    def holds(self, feats: Features) -> bool:
+        return all(c.holds(feats) for c in self.when)
+
+
+class DecisionList(BaseModel):
+    """A field's value: the first rule whose conditions hold, else ``default``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default: Any = None
+    rules: list[tuple[list[Condition], Any]] = Field(default_factory=list)
+
+    def value(self, feats: Features) -> Any:
+        for when, value in self.rules:
+            if all(c.holds(feats) for c in when):
+                return value
+        return self.default
+
+
+class ParentEffect(BaseModel):
+    """A related record changes with the call: ``collection``'s record named by the
+    argument or field ``via`` gets ``field`` = the new record's ``source`` field."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    collection: str
+    via: str
+    field: str
+    source: str
+
+
+class ToolRules(BaseModel):
+    """What a tool refuses, and what it sets when it succeeds (see the module doc)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    guards: list[Guard] = Field(default_factory=list)
+    missing: Guard | None = None
+    sets: dict[str, Any] = Field(default_factory=dict)
+    copies: dict[str, str] = Field(default_factory=dict)
+    values: dict[str, DecisionList] = Field(default_factory=dict)
+    stamps: dict[str, str] = Field(default_factory=dict)
+    parents: list[ParentEffect] = Field(default_factory=list)
+    shape: list[str] = Field(default_factory=list)
+
+
+# -- features -----------------------------------------------------------------------------
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scalar(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+def _add(feats: Features, prefix: str, record: dict[str, Any]) -> None:
+    for name, value in record.items():
+        if _scalar(value):
+            feats[f"{prefix}.{name}"] = value
+        elif isinstance(value, list) and all(_scalar(v) for v in value):
+            for item in value:
+                feats[f"{prefix}.{name}~{item}"] = True
+
+
+def owner_collection(name: str, state: dict[str, Any]) -> str | None:
+    """The collection an ``..._id`` name points into (``customer_id`` -> ``customers``)."""
+    if not _ID_SUFFIX.search(name) or name.lower() in ("id", "key", "uuid"):
+        return None
+    stem = _ID_SUFFIX.sub("", name).lower()
+    for collection in state:
+        if collection.startswith("_") or not isinstance(state[collection], list):
+            continue
+        lowered = collection.lower()
+        if stem in (lowered, lowered.rstrip("s")) or f"{stem}s" == lowered:
+            return collection
+    return None
+
+
+def find(records: list[Any], key: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    for record in records:
+        if isinstance(record, dict) and str(record.get(key)) == str(value):
+            return record
+    return None
+
+
+def features(
+    args: dict[str, Any],
+    record: dict[str, Any] | None,
+    state: dict[str, Any],
+    key: str = "id",
+) -> Features:
+    """What conditions can read about a call: its arguments, the record it names and the
+    records those point to (see the module doc)."""
+    feats: Features = {"args.size": len(json.dumps(args, ensure_ascii=False, default=str))}
+    _add(feats, "arg", args)
+    for name, value in args.items():
+        feats[f"has.{name}"] = True
+        feats[f"type.{name}"] = type(value).__name__
+        if isinstance(value, str) and len(value) <= 40:
+            feats[f"fmt.{name}"] = _FORMAT_RUN.sub("a", _DIGIT.sub("9", value))
+    feats["rec.exists"] = record is not None
+    if record is not None:
+        _add(feats, "rec", record)
+    pointers = [*args.items(), *((record or {}).items())]
+    for name, value in pointers:
+        if not isinstance(value, str | int) or isinstance(value, bool):
+            continue
+        collection = owner_collection(name, state)
+        if collection is None or f"{collection}.exists" in feats:
+            continue
+        parent = find(state[collection], key, value)
+        if parent is not None and parent is record:
+            continue
+        feats[f"{collection}.exists"] = parent is not None
+        if parent is not None:
+            _add(feats, collection, parent)
+    return feats
+
+
+# -- answers --------------------------------------------------------------------------------
+
+
+def render(template: Any, feats: Features) -> Any:
+    """A mined answer with the call's values put in: a leaf that is one placeholder takes
+    the value itself (a number stays a number), placeholders inside text take its text."""
+    if isinstance(template, dict):
+        return {k: render(v, feats) for k, v in template.items()}
+    if isinstance(template, list):
+        return [render(v, feats) for v in template]
+    if not isinstance(template, str) or "{{" not in template:
+        return template
+    whole = _PLACEHOLDER.fullmatch(template)
+    if whole:
+        return feats.get(whole.group(1))
+    return _PLACEHOLDER.sub(lambda m: _text(feats.get(m.group(1))), template)
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def stamp(style: str, now: datetime | None = None) -> str:
+    """The time of a call as the system writes it (``iso-us-z``, ``iso-z``, ``iso-us``,
+    ``iso``: with microseconds or not, ``Z`` or ``+00:00``)."""
+    moment = now or datetime.now(UTC)
+    text = moment.isoformat(timespec="microseconds" if "-us" in style else "seconds")
+    return text.replace("+00:00", "Z") if style.endswith("-z") else text
+
+
+def decide(rules: ToolRules, feats: Features) -> Guard | None:
+    """The guard that refuses the call, if one does."""
+    for guard in rules.guards:
+        if guard.holds(feats):
+            return guard
+    return None
+
+
+def new_values(rules: ToolRules, feats: Features, args: dict[str, Any]) -> dict[str, Any]:
+    """The fields a successful call writes: sets, copies, decided values and stamps."""
+    out = dict(rules.sets)
+    for name, source in rules.copies.items():
+        if source in args:
+            out[name] = args[source]
+    for name, decision in rules.values.items():
+        out[name] = decision.value(feats)
+    for name, style in rules.stamps.items():
+        out[name] = stamp(style)
+    return out
+
+
+def ordered(record: dict[str, Any], shape: list[str]) -> dict[str, Any]:
+    """The record's fields in the order the system writes them (the rest after)."""
+    if not shape:
+        return record
+    head = {k: record[k] for k in shape if k in record}
+    return {**head, **{k: v for k, v in record.items() if k not in head}}

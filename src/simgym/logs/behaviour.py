@@ -1,0 +1,606 @@
+"""Mine each operation's business behaviour from a world's logged sessions.
+
+The twin enforces what this writes to ``behaviour.json`` (one
+:class:`~simgym.domains.mcp_rules.ToolRules` per tool): the refusals the real system
+gave and when it gave them, and what a successful call sets. Two passes over
+``sessions.jsonl`` (a session at a time, records in time order):
+
+1. **Effects**, from successful calls: fields a call always sets to one value, copies from
+   an argument, stamps with the time, decides from the state (a decision list, e.g. a
+   KYC check's ``result`` from the customer's country and documents), and changes to a
+   related record seen the next time that record is logged (the customer's
+   ``kyc_status`` follows the check's ``result``).
+2. **Guards**, with the state a twin would hold at each call (the effects of pass 1
+   applied, then corrected by what the log shows): for every kind of refusal (status and
+   error code), the fewest conditions that hold for every such refusal and for no
+   successful call; the answer the system gave, with the call's values made
+   placeholders; and the order the system checks them in, from calls two guards fit.
+
+Conditions are learned greedily (one or two per guard, at most :data:`MAX_RULES` guards
+per kind), so a rule the logs never show (a limit crossed by no one) is not invented.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from datetime import datetime
+from functools import cmp_to_key
+from pathlib import Path
+from typing import Any
+
+from simgym.domains.mcp_rules import (
+    Condition,
+    DecisionList,
+    Features,
+    Guard,
+    ParentEffect,
+    ToolRules,
+    features,
+    find,
+    owner_collection,
+    render,
+)
+from simgym.logs.calls import CallMapper
+from simgym.logs.twin import BEHAVIOUR_FILE, collection_names, load_world, world_scenario
+
+MAX_RULES = 4  # guards learned per kind of refusal
+MAX_EXAMPLES = 3000  # calls kept per tool for learning
+MAX_VALUES = 8  # a field with more distinct values is not decided (ids, names, amounts)
+VERSION = 1
+
+
+# -- reading the log -----------------------------------------------------------------------
+
+
+def _sessions(root: Path) -> Iterator[list[dict[str, Any]]]:
+    path = root / "sessions.jsonl"
+    if not path.is_file():
+        return
+    with path.open(encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                session = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            records = session.get("records") if isinstance(session, dict) else None
+            if isinstance(records, list):
+                yield [r for r in records if isinstance(r, dict)]
+
+
+def outcome(record: dict[str, Any]) -> str:
+    """``ok``, or the kind of refusal: status and the error's code (``409:invalid_transition``)."""
+    status = record.get("status")
+    failed = bool(record.get("error")) or (isinstance(status, int) and status >= 400)
+    if not failed:
+        return "ok"
+    return f"{status if status is not None else 'error'}:{error_code(record.get('response'))}"
+
+
+def error_code(body: Any) -> str:
+    """An error answer's code, where it has one (``{"error": {"code": ...}}``, ``code``)."""
+    if isinstance(body, dict):
+        inner = body.get("error")
+        if isinstance(inner, dict) and isinstance(inner.get("code"), str | int):
+            return str(inner["code"])
+        if isinstance(body.get("code"), str | int):
+            return str(body["code"])
+    return ""
+
+
+def _is_stamp(value: Any) -> bool:
+    if not isinstance(value, str) or len(value) < 16 or "T" not in value:
+        return False
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
+def _stamp_style(value: str) -> str:
+    style = "iso-us" if "." in value else "iso"
+    return f"{style}-z" if value.endswith("Z") else style
+
+
+def _label(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+class _Calls:
+    """A world's calls in log order, with the state a twin would hold before each."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        world = load_world(root)
+        self.scenario = world_scenario(root, behaviour=False)
+        self.bindings: dict[str, dict[str, Any]] = self.scenario["tool_map"]
+        operations = [op for op in world["interface"]["operations"] if isinstance(op, dict)]
+        self.mapper = CallMapper(operations, roles=bool(world["roles"]))
+        types = world["entities"].get("types", {}) or {}
+        self.collection_of = collection_names(types, operations)
+
+    def walk(self, rules: dict[str, ToolRules] | None = None) -> Iterator[tuple[Any, ...]]:
+        """(tool, binding, arguments, record before, features, logged record) per call;
+        the state starts empty, takes every logged object state, and (with ``rules``) the
+        twin's effects of each successful call."""
+        from simgym.core.types import ToolSpec
+        from simgym.domains.mcp_ground import ToolBinding, ground_ruled
+
+        state: dict[str, Any] = {name: [] for name in self.scenario["state"]}
+        for session in _sessions(self.root):
+            for logged in session:
+                call = self.mapper.call(logged)
+                if isinstance(call, str):
+                    self._observe(state, logged, None)
+                    continue
+                binding = self.bindings.get(call.tool, {})
+                collection = binding.get("collection")
+                before = None
+                if collection and binding.get("id_arg"):
+                    before = find(
+                        state.get(collection, []), "id", call.arguments.get(binding["id_arg"])
+                    )
+                feats = features(call.arguments, before, state)
+                yield call.tool, binding, call.arguments, before, feats, logged
+                if rules and call.tool in rules and outcome(logged) == "ok":
+                    spec = ToolSpec(name=call.tool, description="", parameters={})
+                    bound = ToolBinding(**{**binding, "rules": rules[call.tool]})
+                    grounded = ground_ruled(spec, call.arguments, state, bound, "json")
+                    if grounded is not None and grounded.effects:
+                        state.update(grounded.effects)
+                self._observe(state, logged, binding)
+
+    def _observe(
+        self, state: dict[str, Any], logged: dict[str, Any], binding: dict[str, Any] | None
+    ) -> None:
+        """What the log shows of objects after a call becomes the state."""
+        seen: list[tuple[str, dict[str, Any]]] = []
+        body = logged.get("response")
+        if (
+            binding
+            and outcome(logged) == "ok"
+            and isinstance(body, dict)
+            and "id" in body
+            and binding.get("collection")
+        ):
+            seen.append((binding["collection"], body))
+        for obj in logged.get("objects") or []:
+            if isinstance(obj, dict) and isinstance(obj.get("state"), dict):
+                collection = self.collection_of.get(str(obj.get("type")))
+                if collection is not None and collection in state:
+                    seen.append((collection, {"id": obj.get("id"), **obj["state"]}))
+        for collection, shown in seen:
+            records = state.setdefault(collection, [])
+            old = find(records, "id", shown.get("id"))
+            if old is None:
+                records.append(dict(shown))
+            else:
+                old.update(shown)
+
+
+# -- learning conditions ------------------------------------------------------------------
+
+
+def _hashable(value: Any) -> bool:
+    return value is None or isinstance(value, str | int | float | bool)
+
+
+_IDENTITY = re.compile(r"(^|_)(id|ids|actor|email|name|key|uuid|by|at)$")
+
+
+def usable(key: str, values: list[Any]) -> bool:
+    """Whether a rule of the business may read this feature: not identities (ids, actors,
+    emails, names, times: who or when, not what) and not values nearly all different."""
+    field = key.split(".", 1)[-1].split("~", 1)[0]
+    if (
+        _IDENTITY.search(field.lower())
+        and not key.endswith(".exists")
+        and not key.startswith(("has.", "type.", "fmt."))
+    ):
+        return False
+    if not all(_hashable(v) for v in values):
+        return False
+    numbers = [v for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+    present = [v for v in values if v is not None]
+    if present and len(numbers) == len(present):
+        return True
+    return not (len(present) >= 6 and len(set(present)) > len(present) / 2)
+
+
+_CALL_FEATURES = ("arg.", "has.", "type.", "fmt.")
+# which features explain which refusals first: a 404 the record's absence, a 401/403 the
+# caller's role, a 409 the record's state, a 400/422 the request itself
+_FIRST = {404: ("rec.exists",), 410: ("rec.exists",), 401: ("role",), 403: ("role",)}
+
+
+def priority(cond: Condition, status: int = 0) -> int:
+    """Which explanation to prefer when two fit as well (lower first): the family the
+    refusal's status points to, then the caller's role, the record the call names, the
+    related records, the other arguments, the request's size."""
+    feature = cond.feature
+    first = _FIRST.get(status)
+    if first and feature.endswith(first):
+        return 0
+    if status in (400, 413, 422) and feature.startswith(_CALL_FEATURES):
+        return 1 if feature.endswith(".role") else 0
+    if status in (409, 412, 423) and feature.startswith("rec."):
+        return 0
+    if feature.endswith(".exists"):
+        return 6  # a related record missing explains a 404, seldom anything else
+    if feature.endswith(".role"):
+        return 1
+    if feature == "args.size":
+        return 5
+    if feature.startswith(_CALL_FEATURES):
+        return 4
+    return 2 if feature.startswith("rec.") else 3
+
+
+def _candidates(pos: list[Features], neg: list[Features], keys: list[str]) -> list[Condition]:
+    """Single conditions that hold for some positives; the caller checks negatives."""
+    out: list[Condition] = []
+    for key in keys:
+        pv = [p.get(key) for p in pos]
+        nv = [n.get(key) for n in neg]
+        if not usable(key, pv + nv):
+            continue
+        pos_set, neg_set = set(pv), set(nv)
+        nums = [v for v in nv if isinstance(v, int | float) and not isinstance(v, bool)]
+        if nums:
+            out.append(Condition(feature=key, above=max(nums)))
+            if key != "args.size":
+                out.append(Condition(feature=key, below=min(nums)))
+        if key == "args.size":
+            continue
+        fresh = pos_set - neg_set
+        present = [v for v in pv + nv if v is not None]
+        if not fresh or len(pos_set | neg_set) > MAX_VALUES:
+            continue
+        if pos_set != {None} and len(present) < 2 * len(set(present)):
+            continue  # values seldom repeated: ids, names, dates, not a category
+        if key.startswith(_CALL_FEATURES) or pos_set == {None}:
+            # a call's own values: refuse those seen refused (a role never refused is not
+            # known to be forbidden)
+            out.append(Condition(feature=key, **{"in": sorted(fresh, key=_label)}))
+        else:
+            # a record's state: a closed set, so any state never seen to succeed refuses
+            out.append(Condition(feature=key, not_in=sorted(neg_set, key=_label)))
+    return out
+
+
+def _equalities(pos: list[Features], keys: list[str]) -> list[Condition]:
+    """``feature == value`` for values many positives share: the first half of a pair."""
+    out = []
+    for key in keys:
+        if key == "args.size" or not usable(key, [p.get(key) for p in pos]):
+            continue
+        values = Counter(p.get(key) for p in pos if _hashable(p.get(key)))
+        for value, n in values.items():
+            if value is not None and n >= 1 and len(values) <= MAX_VALUES:
+                out.append(Condition(feature=key, **{"in": [value]}))
+    return out
+
+
+def _covers(conds: list[Condition], feats: Features) -> bool:
+    return all(c.holds(feats) for c in conds)
+
+
+def _best(
+    pos: list[Features], neg: list[Features], soft: list[Features], status: int
+) -> list[Condition] | None:
+    """The one or two conditions that fit the most positives and no negative, preferring
+    (see :func:`priority`) the likelier explanation and the fewest ``soft`` negatives
+    (calls refused for another reason, which the order of the guards may explain)."""
+    keys = sorted({k for f in pos for k in f} | {k for f in neg for k in f})
+    best: tuple[tuple[int, ...], list[Condition]] | None = None
+
+    def consider(conds: list[Condition], fit: list[Features]) -> None:
+        nonlocal best
+        covered = sum(_covers(conds, p) for p in fit)
+        rank = sum(priority(c, status) for c in conds)
+        clash = sum(_covers(conds, s) for s in soft)
+        score = (covered, -rank, -clash, -len(conds))
+        if covered and (best is None or score > best[0]):
+            best = (score, conds)
+
+    for cond in _candidates(pos, neg, keys):
+        if not any(cond.holds(n) for n in neg):
+            consider([cond], pos)
+    if best is not None and best[0][0] == len(pos):
+        return best[1]
+    for first in _equalities(pos, keys):
+        sub_pos = [p for p in pos if first.holds(p)]
+        sub_neg = [n for n in neg if first.holds(n)]
+        if not sub_pos or not sub_neg:
+            continue
+        for cond in _candidates(sub_pos, sub_neg, keys):
+            if not any(cond.holds(n) for n in sub_neg):
+                consider([first, cond], pos)
+    return best[1] if best is not None else None
+
+
+def learn(
+    pos: list[Features], neg: list[Features], soft: list[Features] = (), status: int = 0
+) -> list[list[Condition]]:
+    """Up to :data:`MAX_RULES` condition sets that together fit the positives and no
+    negative (greedy cover)."""
+    rules: list[list[Condition]] = []
+    left = list(pos)
+    while left and len(rules) < MAX_RULES:
+        conds = _best(left, neg, list(soft), status)
+        if conds is None:
+            break
+        rules.append(conds)
+        left = [p for p in left if not _covers(conds, p)]
+    return rules
+
+
+# -- answers as templates ------------------------------------------------------------------
+
+
+def _placeholders(feats: Features) -> list[tuple[str, Any]]:
+    """Features a mined answer may quote, arguments first, longer text first."""
+    order = {"arg": 0, "rec": 1}
+    items = [
+        (k, v)
+        for k, v in feats.items()
+        if "~" not in k
+        and not k.endswith(".exists")
+        and v is not None
+        and not isinstance(v, bool)
+        and (not isinstance(v, str) or len(v) >= 3)
+    ]
+    return sorted(items, key=lambda kv: (order.get(kv[0].split(".")[0], 2), -len(str(kv[1]))))
+
+
+def template(answer: Any, feats: Features) -> Any:
+    """The answer with the call's own values replaced by placeholders."""
+    values = _placeholders(feats)
+    if isinstance(answer, dict):
+        return {k: template(v, feats) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [template(v, feats) for v in answer]
+    for key, value in values:
+        if answer == value and type(answer) is type(value):
+            return "{{" + key + "}}"
+    if isinstance(answer, str):
+        text = answer
+        for key, value in values:
+            if isinstance(value, str):
+                text = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", "{{" + key + "}}", text)
+        return text
+    return answer
+
+
+def _answer_for(examples: list[tuple[Features, Any]]) -> Any:
+    """The template that reproduces the most of these refusals' answers."""
+    best, best_n = None, -1
+    for feats, answer in examples[:5]:
+        candidate = template(answer, feats)
+        n = sum(render(candidate, f) == a for f, a in examples)
+        if n > best_n:
+            best, best_n = candidate, n
+    return best
+
+
+# -- effects -------------------------------------------------------------------------------
+
+
+def _effects(calls: _Calls) -> dict[str, ToolRules]:
+    creates: dict[str, list[tuple[Features, dict, dict]]] = defaultdict(list)
+    updates: dict[str, list[tuple[dict, dict, dict]]] = defaultdict(list)
+    hits: Counter[tuple[str, str, str, str, str]] = Counter()
+    misses: Counter[tuple[str, str, str, str, str]] = Counter()
+    pending: dict[tuple[str, str], list[tuple[str, str, dict]]] = defaultdict(list)
+    last_seen: dict[tuple[str, str], dict] = {}
+    for tool, binding, args, before, feats, logged in calls.walk():
+        body = logged.get("response")
+        # a related record seen again: did it take a value of a record made before?
+        for obj in _shown(calls, binding, logged):
+            ref = (obj[0], str(obj[1].get("id")))
+            old = last_seen.get(ref)
+            for source_tool, via, child in pending.pop(ref, []) if old is not None else []:
+                for name, value in obj[1].items():
+                    if name == "id" or not _hashable(value) or old.get(name) == value:
+                        continue
+                    for src, child_value in child.items():
+                        key = (source_tool, ref[0], via, name, src)
+                        if src != "id" and child_value == value:
+                            hits[key] += 1
+                        elif key in hits:
+                            misses[key] += 1
+            last_seen[ref] = {**(old or {}), **obj[1]}
+        if outcome(logged) != "ok" or not isinstance(body, dict) or "id" not in body:
+            continue
+        op = binding.get("op")
+        if op == "create" and len(creates[tool]) < MAX_EXAMPLES:
+            creates[tool].append((feats, args, body))
+        elif op == "update" and before is not None and len(updates[tool]) < MAX_EXAMPLES:
+            updates[tool].append((args, dict(before), body))
+        if op in ("create", "update"):
+            pointers = {**body, **args}
+            for via, value in pointers.items():
+                collection = owner_collection(via, calls.scenario["state"])
+                if collection and collection != binding.get("collection"):
+                    pending[(collection, str(value))].append((tool, via, body))
+    rules: dict[str, ToolRules] = {}
+    for tool, rows in creates.items():
+        rules[tool] = _create_rules(rows)
+    for tool, rows in updates.items():
+        rules[tool] = _update_rules(rows)
+    for (tool, collection, via, name, src), n in hits.items():
+        if tool in rules and n >= 2 and misses[(tool, collection, via, name, src)] <= n // 10:
+            taken = {(p.collection, p.field) for p in rules[tool].parents}
+            if (collection, name) not in taken:
+                effect = ParentEffect(collection=collection, via=via, field=name, source=src)
+                rules[tool].parents.append(effect)
+    return rules
+
+
+def _shown(calls: _Calls, binding: dict, logged: dict) -> list[tuple[str, dict]]:
+    out = []
+    body = logged.get("response")
+    if outcome(logged) == "ok" and isinstance(body, dict) and "id" in body:
+        if binding.get("collection"):
+            out.append((binding["collection"], body))
+    for obj in logged.get("objects") or []:
+        if isinstance(obj, dict) and isinstance(obj.get("state"), dict):
+            collection = calls.collection_of.get(str(obj.get("type")))
+            if collection:
+                out.append((collection, {"id": obj.get("id"), **obj["state"]}))
+    return out
+
+
+def _copies(name: str, rows: list[tuple[dict, Any]]) -> str | None:
+    """The argument a field always equals, where there is one."""
+    candidates: set[str] | None = None
+    for args, value in rows:
+        same = {a for a, v in args.items() if v == value and _hashable(v)}
+        candidates = same if candidates is None else candidates & same
+    return sorted(candidates)[0] if candidates else None
+
+
+def _create_rules(rows: list[tuple[Features, dict, dict]]) -> ToolRules:
+    rules = ToolRules(shape=list(rows[-1][2]))
+    fields = sorted({k for _, _, body in rows for k in body} - {"id"})
+    for name in fields:
+        values = [body.get(name) for _, _, body in rows]
+        present = [(args, body[name]) for _, args, body in rows if name in body]
+        if all(_is_stamp(v) for v in values):
+            rules.stamps[name] = _stamp_style(values[-1])
+            continue
+        if all(name in args and args[name] == body.get(name) for _, args, body in rows):
+            continue  # the caller gives it
+        source = _copies(name, present)
+        if source is not None and source != name:
+            rules.copies[name] = source
+            continue
+        labels = Counter(_label(v) for v in values)
+        if len(labels) == 1:
+            rules.sets[name] = values[0]
+        elif len(labels) <= MAX_VALUES:
+            rules.values[name] = _decision_list([(f, body.get(name)) for f, _, body in rows])
+    return rules
+
+
+def _decision_list(rows: list[tuple[Features, Any]]) -> DecisionList:
+    labels = Counter(_label(v) for _, v in rows)
+    default_label = labels.most_common(1)[0][0]
+    by_label = {_label(v): v for _, v in rows}
+    decision = DecisionList(default=by_label[default_label])
+    for label, _ in reversed(labels.most_common()):
+        if label == default_label:
+            continue
+        pos = [f for f, v in rows if _label(v) == label]
+        neg = [f for f, v in rows if _label(v) != label]
+        for conds in learn(pos, neg):
+            decision.rules.append((conds, by_label[label]))
+    return decision
+
+
+def _update_rules(rows: list[tuple[dict, dict, dict]]) -> ToolRules:
+    rules = ToolRules(shape=list(rows[-1][2]))
+    fields = sorted({k for _, _, after in rows for k in after} - {"id"})
+    for name in fields:
+        changed = [
+            (args, after.get(name))
+            for args, before, after in rows
+            if before.get(name) != after.get(name)
+        ]
+        if not changed:
+            continue
+        values = [v for _, v in changed]
+        if all(_is_stamp(v) for v in values):
+            rules.stamps[name] = _stamp_style(values[-1])
+            continue
+        source = _copies(name, changed)
+        if source is not None:
+            rules.copies[name] = source
+        elif len({_label(v) for v in values}) == 1 and all(
+            after.get(name) == values[0] for _, _, after in rows
+        ):
+            rules.sets[name] = values[0]
+    return rules
+
+
+# -- guards --------------------------------------------------------------------------------
+
+
+def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules]:
+    examples: dict[str, list[tuple[Features, str, Any]]] = defaultdict(list)
+    for tool, _binding, _args, _before, feats, logged in calls.walk(effects):
+        if len(examples[tool]) < MAX_EXAMPLES:
+            examples[tool].append((feats, outcome(logged), logged.get("response")))
+    rules = dict(effects)
+    for tool, rows in examples.items():
+        kinds = sorted({k for _, k, _ in rows if k != "ok"})
+        ok = [f for f, k, _ in rows if k == "ok"]
+        guards: list[tuple[str, Guard]] = []
+        for kind in kinds:
+            pos = [(f, a) for f, k, a in rows if k == kind]
+            others = [f for f, k, _ in rows if k not in ("ok", kind)]
+            status = kind.split(":", 1)[0]
+            code = int(status) if status.isdigit() else 500
+            for conds in learn([f for f, _ in pos], ok, others, code):
+                covered = [(f, a) for f, a in pos if _covers(conds, f)]
+                guard = Guard(
+                    when=conds,
+                    status=code,
+                    answer=_answer_for(covered),
+                    support=len(covered),
+                )
+                guards.append((kind, guard))
+        ordered = _order(guards, rows)
+        target = rules.setdefault(tool, ToolRules())
+        target.guards = [g for _, g in ordered]
+    return rules
+
+
+def _phase(guard: Guard) -> int:
+    """Checks of the call itself come first, then whether its records exist, then their
+    state (a service validates a request before it reads the database)."""
+    feats = [c.feature for c in guard.when]
+    if all(f.startswith("arg.") for f in feats):
+        return 0
+    if any(f.endswith(".exists") for f in feats):
+        return 1
+    return 2
+
+
+def _order(
+    guards: list[tuple[str, Guard]], rows: list[tuple[Features, str, Any]]
+) -> list[tuple[str, Guard]]:
+    """Guards in the order the system checks them: by phase, then by the calls that fit
+    two guards (the one whose answer the system gave goes first)."""
+
+    def before(a: tuple[str, Guard], b: tuple[str, Guard]) -> int:
+        if _phase(a[1]) != _phase(b[1]):
+            return _phase(a[1]) - _phase(b[1])
+        a_wins = sum(1 for f, k, _ in rows if k == a[0] and b[1].holds(f))
+        b_wins = sum(1 for f, k, _ in rows if k == b[0] and a[1].holds(f))
+        if a_wins != b_wins:
+            return b_wins - a_wins
+        return b[1].support - a[1].support
+
+    return sorted(guards, key=cmp_to_key(before))
+
+
+def mine_behaviour(world_dir: str | Path) -> dict[str, Any]:
+    """Mine the world's behaviour, write ``behaviour.json`` and return it."""
+    root = Path(world_dir)
+    calls = _Calls(root)
+    rules = _guards(calls, _effects(calls))
+    data = {
+        "version": VERSION,
+        "tools": {
+            tool: r.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+            for tool, r in sorted(rules.items())
+        },
+    }
+    tmp = root / (BEHAVIOUR_FILE + ".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    tmp.replace(root / BEHAVIOUR_FILE)
+    return data
