@@ -360,4 +360,20 @@ def build_world(
         "files": ["interface.json", "entities.json", "rules.json", "sessions.jsonl"],
     }
     _write_json(out / "manifest.json", manifest)
+    _mine(out, manifest)
     return manifest
+
+
+def _mine(out: Path, manifest: dict[str, JSON]) -> None:
+    """Mine the operations' behaviour (guards, effects) into ``behaviour.json``; a world
+    the twin cannot serve (no operation with a route) keeps the reason instead."""
+    from simgym.logs.behaviour import BEHAVIOUR_FILE, mine_behaviour
+    from simgym.logs.twin import WorldError
+
+    try:
+        mine_behaviour(out)
+    except WorldError as exc:
+        manifest["behaviour"] = f"not mined: {exc}"
+    else:
+        manifest["files"] = [*manifest["files"], BEHAVIOUR_FILE]  # type: ignore[list-item]
+    _write_json(out / "manifest.json", manifest)
