@@ -13,7 +13,8 @@ system should agree on, whatever format the log came in.
 ``denials``             refusals by role: ``[operation, role]`` answered 403
 ``required_arguments``  per operation above, the request fields its accepted calls always
                         had (the argument schema's ``required``)
-``required_fields``     fields blamed by 400/422 answers: ``[operation, field, status]``
+``required_fields``     fields blamed by 400/422 answers to the operations that are not
+                        reads: ``[operation, field, status]``
 
 Operations are named with their route's parameters unnamed ("POST /loans/{}/approve"):
 the world builder treats "/loans/{loan_id}" and a path turned into "/loans/{id}" as one
@@ -25,7 +26,9 @@ holds the business events an audit log records: no reads, no request bodies, no 
 that came before the caller was known or of a request's fields (401, 400, 404, 422). So
 the argument schemas and required-field rules (:data:`REQUEST`) can agree only between
 logs of the HTTP requests themselves (OTLP spans, HAR archives, flat request logs), and
-401 answers, which have no role, are not denials here.
+401 answers, which have no role, are not denials here. Even those logs differ on reads:
+a HAR's reader takes a GET's query string as its arguments, a span or a flat log keeps it
+in the path; so the request keys cover the operations that are not reads.
 """
 
 from __future__ import annotations
@@ -92,8 +95,15 @@ def world_signature(world_dir: str | os.PathLike[str]) -> dict[str, JSON]:
             if p["status"] == 403
         }
     )
+    reads = {
+        operation_id(op["name"]) for op in interface["operations"] if op.get("method") in READS
+    }
     required_fields = sorted(
-        {(operation_id(r["operation"]), r["field"], r["status"]) for r in rules["required_fields"]}
+        {
+            (operation_id(r["operation"]), r["field"], r["status"])
+            for r in rules["required_fields"]
+            if operation_id(r["operation"]) not in reads
+        }
     )
     return {
         "operations": sorted(operations),
