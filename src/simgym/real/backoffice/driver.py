@@ -136,11 +136,19 @@ class _Server:
 
 
 class Session:
-    """One working session: requests share an X-Session id and are logged in order."""
+    """One working session: requests share an X-Session id and are logged in order (and
+    kept in ``har`` when given)."""
 
-    def __init__(self, client: httpx.Client, sid: str, rng: random.Random, log, har=None) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        sid: str,
+        rng: random.Random,
+        log,
+        har: HarWriter | None = None,
+    ) -> None:
         self.client, self.sid, self.rng, self.log = client, sid, rng, log
-        self.har: HarWriter | None = har
+        self.har = har
         self.seq = 0
 
     def who(self, role: str) -> tuple[str, str]:
