@@ -322,17 +322,25 @@ def test_ocel_json_and_sqlite_follow_the_spec(run):
     assert {t["name"] for t in ocel["objectTypes"]} == {
         "customer",
         "account",
-        "kyc_check",
-        "loan_application",
+        "kyc",
+        "loan",
     }
     types = {t["name"] for t in ocel["eventTypes"]}
     ids = {o["id"] for o in ocel["objects"]}
     for event in ocel["events"]:
         assert event["type"] in types and event["time"].endswith("Z")
-        assert event["relationships"] and all(r["objectId"] in ids for r in event["relationships"])
+        attrs = {a["name"]: a["value"] for a in event["attributes"]}
+        assert attrs["http.request.method"] in ("GET", "POST") and attrs["http.route"]
+        # a refusal by role touched no object; an accepted change always did
+        assert event["relationships"] or attrs["outcome"] == "refused"
+        assert all(r["objectId"] in ids for r in event["relationships"])
+    refusals = [
+        e for e in ocel["events"] if {"name": "outcome", "value": "refused"} in e["attributes"]
+    ]
+    assert refusals and len(refusals) < len(ocel["events"])
     for obj in ocel["objects"]:
         assert all({"name", "time", "value"} == set(a) for a in obj["attributes"])
-    loans = [o for o in ocel["objects"] if o["type"] == "loan_application"]
+    loans = [o for o in ocel["objects"] if o["type"] == "loan"]
     assert any(len([a for a in o["attributes"] if a["name"] == "status"]) > 1 for o in loans)
     db = sqlite3.connect(out / "ocel.sqlite")
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -343,12 +351,12 @@ def test_ocel_json_and_sqlite_follow_the_spec(run):
         "object_object",
         "event_map_type",
         "object_map_type",
-        "object_loan_application",
+        "object_loan",
         "event_approve_loan",
     } <= tables
     assert db.execute("SELECT COUNT(*) FROM event").fetchone()[0] == len(ocel["events"])
     assert db.execute("SELECT COUNT(*) FROM object").fetchone()[0] == len(ocel["objects"])
-    columns = [r[1] for r in db.execute("PRAGMA table_info(object_loan_application)")]
+    columns = [r[1] for r in db.execute("PRAGMA table_info(object_loan)")]
     assert columns[:3] == ["ocel_id", "ocel_time", "ocel_changed_field"]
     assert db.execute("SELECT COUNT(*) FROM object_object").fetchone()[0] > 0
     db.close()

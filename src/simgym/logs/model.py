@@ -210,18 +210,34 @@ def singular(word: str) -> str:
     return word
 
 
+def _param_type(segment: str) -> str | None:
+    """The object type a route parameter names itself: "{customer_id}" -> "customer";
+    None for a bare "{id}" or a name that says no type."""
+    name = segment.strip("{}:<>").split(":")[-1]  # "<int:loan_id>" -> "loan_id"
+    if name.endswith("_id") and len(name) > 3:
+        return name[:-3]
+    return None
+
+
 def route_objects(template: str, path: str | None, response: JSON) -> list[ObjectRef]:
-    """The objects an HTTP call touched: each "{param}" segment of the template names an
-    object of the type its preceding segment names ("/loans/{id}" -> loan), with the id
-    from the concrete path; a JSON object answer with an "id" is that object's new state
-    (or, on a collection route like "POST /loans", the object the call created)."""
+    """The objects an HTTP call touched, with ids from the concrete path: a "{param}"
+    segment named ``<type>_id`` names an object of that type ("/kyc/{customer_id}" ->
+    customer: the route acts on the customer, not on a KYC check with a customer's id);
+    any other parameter names an object of the type its preceding segment names
+    ("/loans/{id}" -> loan). A JSON object answer with an "id" is that object's new state
+    (or, on a route like "POST /loans", the object the call created)."""
     found: list[ObjectRef] = []
     tsegs = [s for s in template.split("?")[0].split("/") if s]
     psegs = [s for s in (path or "").split("?")[0].split("/") if s]
     concrete = len(psegs) == len(tsegs)
     for i, seg in enumerate(tsegs):
         is_param = seg.startswith("{") or seg.startswith(":") or seg.startswith("<")
-        if is_param and i > 0 and concrete and not tsegs[i - 1].startswith("{"):
+        if not is_param or not concrete:
+            continue
+        named = _param_type(seg)
+        if named is not None:
+            found.append(ObjectRef(named, psegs[i]))
+        elif i > 0 and not tsegs[i - 1].startswith(("{", ":", "<")):
             found.append(ObjectRef(singular(tsegs[i - 1]), psegs[i]))
     body = response if isinstance(response, dict) else None
     if body is not None and body.get("id") is not None:
@@ -235,3 +251,45 @@ def route_objects(template: str, path: str | None, response: JSON) -> list[Objec
             if literal:
                 found.append(ObjectRef(singular(literal[-1]), body_id, "created", body))
     return found
+
+
+# Event attributes that give a process-log event its HTTP call, named as OpenTelemetry's
+# HTTP conventions name them (an API gateway's extract carries them): with them an OCEL
+# or XES event is named like the HTTP readers name the call ("POST /loans/{loan_id}").
+HTTP_METHOD_KEYS = ("http.request.method", "http.method")
+HTTP_ROUTE_KEYS = ("http.route",)
+HTTP_PATH_KEYS = ("url.path", "http.target")
+HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
+
+
+def pop_http(attrs: dict[str, JSON]) -> tuple[str | None, str | None, str | None, int | None]:
+    """Take an event's HTTP method, route, path and status out of ``attrs`` (each None
+    when absent; a status that is not a number is left in place)."""
+
+    def take(keys: tuple[str, ...]) -> JSON:
+        found = None
+        for key in keys:
+            value = attrs.pop(key, None)
+            if found is None and value not in (None, ""):
+                found = value
+        return found
+
+    method, route, path = take(HTTP_METHOD_KEYS), take(HTTP_ROUTE_KEYS), take(HTTP_PATH_KEYS)
+    status: int | None = None
+    for key in HTTP_STATUS_KEYS:
+        value = attrs.get(key)
+        if value in (None, ""):
+            attrs.pop(key, None)
+            continue
+        try:
+            status = int(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+        attrs.pop(key)
+        break
+    return (
+        str(method).upper() if method is not None else None,
+        str(route) if route is not None else None,
+        str(path) if path is not None else None,
+        status,
+    )

@@ -3,9 +3,13 @@
 the path as a route template (id-like segments become "{id}"), the request body (JSON
 when it parses, else text; form ``params`` as an object; the query string as an object
 for bodiless requests), the response status and body (base64 bodies are decoded when
-they are UTF-8), ``time`` in milliseconds as the latency. A HAR has no user: the session
-is the entry's ``pageref`` or the file name. Responses with no status (0: aborted) and
-non-API resources (images, fonts, style sheets) are skipped with a reason."""
+they are UTF-8), ``time`` in milliseconds as the latency. The session is the entry's
+``pageref``, else a session header (``X-Session``, ``X-Session-Id``), else the file name.
+A HAR names no user; the caller comes from identity headers a client or gateway sends,
+when there are any: the actor from ``X-Actor``, ``X-User``, ``X-User-Id``,
+``X-Forwarded-User`` or ``X-Remote-User``, the role from ``X-Role`` or ``X-User-Role``.
+Responses with no status (0: aborted) and non-API resources (images, fonts, style sheets)
+are skipped with a reason."""
 
 from __future__ import annotations
 
@@ -27,6 +31,13 @@ from simgym.logs.model import (
 )
 
 _STATIC = ("image/", "font/", "text/css", "audio/", "video/")
+_SESSION_HEADERS = ("x-session", "x-session-id")
+_ACTOR_HEADERS = ("x-actor", "x-user", "x-user-id", "x-forwarded-user", "x-remote-user")
+_ROLE_HEADERS = ("x-role", "x-user-role")
+
+
+def _header(headers: dict[str, str], names: tuple[str, ...]) -> str | None:
+    return next((headers[n] for n in names if headers.get(n)), None)
 
 
 def _request_body(request: dict) -> JSON:
@@ -72,10 +83,19 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 continue
             route = templatize(url.path or "/")
             body = _response_body(response)
+            headers = {
+                str(h.get("name", "")).lower(): str(h.get("value", ""))
+                for h in request.get("headers") or []
+                if isinstance(h, dict)
+            }
             yield LogRecord(
-                session=str(entry.get("pageref") or path.stem),
+                session=str(
+                    entry.get("pageref") or _header(headers, _SESSION_HEADERS) or path.stem
+                ),
                 operation=route,
                 system="http",
+                actor=_header(headers, _ACTOR_HEADERS),
+                role=_header(headers, _ROLE_HEADERS),
                 method=str(request.get("method", "GET")).upper(),
                 time=parse_time(entry.get("startedDateTime")),
                 arguments=_request_body(request),

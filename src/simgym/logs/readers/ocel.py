@@ -3,8 +3,15 @@
 Each event becomes a record: its type is the operation, its attributes the arguments,
 its related objects (``relationships``: ``objectId`` and ``qualifier``) the objects
 touched, each with the object's attributes as they stood at the event's time (OCEL keeps
-attribute values with the time they were set). The session is the event's first related
-object; the actor its ``resource``/``org:resource``/``user`` attribute, if any.
+attribute values with the time they were set). The actor is its
+``resource``/``org:resource``/``user`` attribute, the role its ``role``/``org:role``.
+The session is its ``session`` attribute (``session.id`` too) when it has one, else its
+first related object. An event that carries the HTTP call it came in as
+(``http.request.method`` and ``http.route``, optionally ``url.path`` and
+``http.response.status_code``: :data:`simgym.logs.model.HTTP_METHOD_KEYS` and the rest)
+is named as the HTTP readers name the call ("POST /loans/{loan_id}/approve", the event
+type kept as the ``event_type`` attribute), with that status; else the event type is the
+operation.
 
 JSON is read in two streamed passes (objects, then events), never as one document;
 SQLite through the standard tables (``event``, ``object``, ``event_object``,
@@ -19,10 +26,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.logs.jsonstream import iter_array
-from simgym.logs.model import JSON, ImportReport, LogRecord, ObjectRef, parse_time
+from simgym.logs.model import JSON, ImportReport, LogRecord, ObjectRef, parse_time, pop_http
 
 _ACTOR_KEYS = ("resource", "org:resource", "user", "actor")
 _ROLE_KEYS = ("role", "org:role")
+_SESSION_KEYS = ("session", "session.id")
 
 
 class _Objects:
@@ -64,19 +72,31 @@ def _record(
     ]
     actor = next((attrs[k] for k in _ACTOR_KEYS if attrs.get(k) is not None), None)
     role = next((attrs[k] for k in _ROLE_KEYS if attrs.get(k) is not None), None)
-    arguments = {k: v for k, v in attrs.items() if k not in _ACTOR_KEYS + _ROLE_KEYS}
-    session = f"{refs[0].type}:{refs[0].id}" if refs else event_id
+    named = next((attrs[k] for k in _SESSION_KEYS if attrs.get(k) not in (None, "")), None)
+    arguments = {
+        k: v for k, v in attrs.items() if k not in _ACTOR_KEYS + _ROLE_KEYS + _SESSION_KEYS
+    }
+    method, route, path, status = pop_http(arguments)
+    if named is not None:  # the events' own grouping, the same in JSON and SQLite
+        session = str(named)
+    else:
+        session = f"{refs[0].type}:{refs[0].id}" if refs else event_id
+    http = method is not None and route is not None
     return LogRecord(
         session=session,
-        operation=event_type,
-        system="process",
+        operation=route if http else event_type,  # type: ignore[arg-type]
+        system="http" if http else "process",
         time=time,
         actor=str(actor) if actor is not None else None,
         role=str(role) if role is not None else None,
+        method=method if http else None,
         arguments=arguments,
+        status=status,
+        error=status is not None and status >= 500,
         objects=refs,
         source=source,
-        attributes={"event_id": event_id},
+        path=path if http else None,
+        attributes={"event_id": event_id, "event_type": event_type},
     )
 
 

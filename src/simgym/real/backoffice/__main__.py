@@ -11,7 +11,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m simgym.real.backoffice",
         description="Play randomized sessions against the real back-office service and "
-        "write traces.otlp.jsonl, ocel.json, ocel.sqlite and sessions.jsonl.",
+        "write traces.otlp.jsonl, ocel.json, ocel.sqlite, sessions.jsonl, client.har and "
+        "events.xes.",
     )
     parser.add_argument("--sessions", type=int, default=50, help="sessions to play")
     parser.add_argument("--seed", type=int, default=0, help="random seed")

@@ -229,10 +229,14 @@ class TracingMiddleware:
 
 def _caller(request: Request) -> Caller:
     headers = request.headers
+    route = getattr(request.scope.get("route"), "path", None)
     return Caller(
         headers.get("x-actor", "").strip(),
         headers.get("x-role", "").strip(),
         headers.get("x-session"),
+        request.method,
+        route,
+        request.url.path,
     )
 
 

@@ -11,6 +11,9 @@ plays ``n`` sessions over HTTP with httpx, and writes to ``out_dir``:
   (the template, e.g. ``/loans/{loan_id}/approve``), ``path``, ``request`` (the JSON body,
   a string when the body was not JSON, or null), ``status`` and ``response`` (the JSON
   answer);
+- ``client.har``: the same requests and answers as a HAR 1.2 archive, one page per
+  session (see :mod:`.har`);
+- ``events.xes``: the OCEL log flattened to XES, one trace per session (see :mod:`.xes`);
 - ``backoffice.db``: the service's own SQLite database.
 
 Sessions follow a business case each (onboarding, a loan approved, rejected, withdrawn or
@@ -35,6 +38,7 @@ import httpx
 import uvicorn
 
 from simgym.real.backoffice.app import create_app
+from simgym.real.backoffice.har import HarWriter
 from simgym.real.backoffice.ocel import build_ocel, write_ocel_json, write_ocel_sqlite
 from simgym.real.backoffice.store import (
     REQUIRED_DOCUMENTS,
@@ -42,6 +46,7 @@ from simgym.real.backoffice.store import (
     Bank,
 )
 from simgym.real.backoffice.telemetry import tracer_provider
+from simgym.real.backoffice.xes import write_xes
 
 ACTORS = {
     "operator": ("alice", "bob", "carol"),
@@ -131,10 +136,19 @@ class _Server:
 
 
 class Session:
-    """One working session: requests share an X-Session id and are logged in order."""
+    """One working session: requests share an X-Session id and are logged in order (and
+    kept in ``har`` when given)."""
 
-    def __init__(self, client: httpx.Client, sid: str, rng: random.Random, log) -> None:
+    def __init__(
+        self,
+        client: httpx.Client,
+        sid: str,
+        rng: random.Random,
+        log,
+        har: HarWriter | None = None,
+    ) -> None:
         self.client, self.sid, self.rng, self.log = client, sid, rng, log
+        self.har = har
         self.seq = 0
 
     def who(self, role: str) -> tuple[str, str]:
@@ -164,6 +178,8 @@ class Session:
             sent["Content-Type"] = "application/json"
         stamp = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
         response = self.client.request(method, path, content=content, headers=sent)
+        if self.har is not None:
+            self.har.add(response, stamp, self.sid)
         try:
             answer = response.json()
         except ValueError:
@@ -505,6 +521,8 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
             "ocel.json",
             "ocel.sqlite",
             "sessions.jsonl",
+            "client.har",
+            "events.xes",
             "backoffice.db",
         )
     }
@@ -530,6 +548,7 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
                 ),
             ) as client,
             open(paths["sessions.jsonl"], "w", encoding="utf-8") as log_file,
+            HarWriter(paths["client.har"]) as har,
         ):
 
             def log(row: dict[str, Any]) -> None:
@@ -542,7 +561,7 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
             for i in range(n):
                 scenario = rng.choices(names, weights=weights)[0]
                 session = Session(
-                    client, f"s{seed}-{i:04d}", random.Random(rng.getrandbits(64)), log
+                    client, f"s{seed}-{i:04d}", random.Random(rng.getrandbits(64)), log, har
                 )
                 PLAYS[scenario](session)
                 played[scenario] += 1
@@ -552,6 +571,7 @@ def run_sessions(n: int, seed: int, out_dir: str | Path) -> dict[str, Any]:
     bank.close()
     write_ocel_json(ocel, paths["ocel.json"])
     write_ocel_sqlite(ocel, paths["ocel.sqlite"])
+    write_xes(ocel, paths["events.xes"])
     return {
         "paths": {k: str(v) for k, v in paths.items()},
         "requests": lines,

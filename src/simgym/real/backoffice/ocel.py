@@ -1,11 +1,20 @@
 """The back office's history as an OCEL 2.0 object-centric event log, JSON and SQLite.
 
-Events are the accepted state changes in the audit log (reads and refusals are left out:
-they change no object), one event type per operation. Objects are the customers,
-accounts, KYC checks and loan applications; their attributes carry every value they took,
-with its time. Object-to-object relations come from the records (an account is
-``owned_by`` a customer, a loan has an ``applicant`` and a ``disbursement_account``, a
-KYC check ``checks`` a customer).
+Events are the audit log's entries: the accepted state changes and the refusals it
+records (403 by role or limit, 409 by life cycle; reads that were allowed change nothing
+and are not audited), one event type per operation. Each event carries its caller
+(``actor``, ``role``, ``session``), its outcome (``outcome`` "ok" or "refused", ``code``
+for a refusal) and the HTTP call it came in as, under OpenTelemetry's names
+(``http.request.method``, ``http.route``, ``url.path``, ``http.response.status_code``), as
+an API gateway's process-mining extract has them. A refusal is related to the object it
+refused to change. Objects are the customers, accounts, KYC checks and loans, typed with
+the API's resource names (``customer``, ``account``, ``kyc``, ``loan``); their attributes
+carry every value they took, with its time. Object-to-object relations come from the
+records (an account is ``owned_by`` a customer, a loan has an ``applicant`` and a
+``disbursement_account``, a KYC check ``checks`` a customer).
+
+Not here, because the audit log does not have them: request and response bodies, reads,
+and refusals before a caller is known or of a request's fields (401, 400, 404, 422).
 
 JSON: ``{"objectTypes", "eventTypes", "objects", "events"}`` with the specification's
 field names. SQLite: the specification's tables ``event``, ``object``, ``event_object``,
@@ -41,15 +50,25 @@ OBJECT_TYPES: dict[str, dict[str, str]] = {
         "status": "string",
         "balance": "integer",
     },
-    "kyc_check": {"result": "string", "reason": "string"},
-    "loan_application": {
+    "kyc": {"result": "string", "reason": "string"},
+    "loan": {
         "amount": "integer",
         "term_months": "integer",
         "purpose": "string",
         "status": "string",
     },
 }
-_CALLER = {"actor": "string", "role": "string", "session": "string"}
+_CALLER = {
+    "actor": "string",
+    "role": "string",
+    "session": "string",
+    "outcome": "string",
+    "code": "string",
+    "http.request.method": "string",
+    "http.route": "string",
+    "url.path": "string",
+    "http.response.status_code": "integer",
+}
 _MOVE = {"from_status": "string", "to_status": "string", "reason": "string"}
 EVENT_TYPES: dict[str, dict[str, str]] = {
     "create_customer": {**_CALLER, "country": "string", "documents": "integer"},
@@ -82,17 +101,23 @@ def _scalar(value: Any) -> Any:
 def build_ocel(bank: Bank) -> dict[str, Any]:
     """The OCEL 2.0 JSON document of everything ``bank`` has recorded."""
     history = bank.history()
+    # a refused read is an event of its own type, with the caller's attributes only
+    event_types = dict(EVENT_TYPES)
     events = []
     for entry in history["audit"]:
-        if entry["outcome"] != "ok" or entry["operation"] not in EVENT_TYPES:
-            continue
-        declared = EVENT_TYPES[entry["operation"]]
+        declared = event_types.setdefault(entry["operation"], dict(_CALLER))
         values = {
             "actor": entry["actor"],
             "role": entry["role"],
             "session": entry["session"] or "",
+            "outcome": entry["outcome"],
+            "http.request.method": entry["method"],
+            "http.route": entry["route"],
+            "url.path": entry["path"],
+            "http.response.status_code": entry["status"],
             **entry["attributes"],
         }
+        values = {k: v for k, v in values.items() if v is not None}
         events.append(
             {
                 "id": f"ev-{entry['seq']}",
@@ -133,7 +158,7 @@ def build_ocel(bank: Bank) -> dict[str, Any]:
         ],
         "eventTypes": [
             {"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
-            for name, attrs in EVENT_TYPES.items()
+            for name, attrs in event_types.items()
         ],
         "objects": list(objects.values()),
         "events": events,

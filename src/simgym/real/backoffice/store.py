@@ -6,7 +6,9 @@ limits that depend on the record (403). A refused or accepted state change is wr
 the append-only audit log in the same transaction as the change itself.
 
 Object ids are sequential per type (``cust-1``, ``acct-1``, ``kyc-1``, ``loan-1``), so a
-run replayed with the same requests produces the same ids; only the times differ.
+run replayed with the same requests produces the same ids; only the times differ. Object
+types are named as the API names its resources (``customer``, ``account``, ``kyc``,
+``loan``), so the audit log, the OCEL export and the HTTP routes use one vocabulary.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ CREATE TABLE IF NOT EXISTS object_relation (
 CREATE TABLE IF NOT EXISTS audit (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, time TEXT NOT NULL, session TEXT,
     actor TEXT NOT NULL, role TEXT NOT NULL, operation TEXT NOT NULL,
+    method TEXT, route TEXT, path TEXT,
     outcome TEXT NOT NULL, status INTEGER NOT NULL, object_type TEXT, object_id TEXT,
     objects TEXT NOT NULL, attributes TEXT NOT NULL);
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
@@ -118,9 +121,15 @@ class ApiError(Exception):
 
 @dataclass(frozen=True)
 class Caller:
+    """Who asks, in which working session, and through which HTTP call (method, route
+    template, concrete path: the web layer fills them, the audit log keeps them)."""
+
     actor: str
     role: str
     session: str | None = None
+    method: str | None = None
+    route: str | None = None
+    path: str | None = None
 
 
 @dataclass
@@ -248,8 +257,18 @@ class Bank:
                 if err.status in (403, 409):
                     self._db.execute("BEGIN IMMEDIATE")
                     kind, oid = err.details.get("object_type"), err.details.get("object_id")
+                    # the refused object is related like an accepted event's: a process log
+                    # then sees which status the refusal found it in
+                    refused = [(oid, kind)] if oid and kind else []
                     self._audit(
-                        who, operation, "refused", err.status, kind, oid, [], {"code": err.code}
+                        who,
+                        operation,
+                        "refused",
+                        err.status,
+                        kind,
+                        oid,
+                        refused,
+                        {"code": err.code},
                     )
                     self._db.execute("COMMIT")
                 raise
@@ -262,16 +281,16 @@ class Bank:
     def _authorize(self, caller: Caller | None, operation: str) -> Caller:
         if caller is None or not caller.actor or not caller.role:
             raise ApiError(401, "unauthenticated", "X-Actor and X-Role headers are required")
-        if caller.role not in ROLES:
-            raise ApiError(403, "unknown_role", f"unknown role {caller.role!r}", roles=ROLES)
         allowed = PERMISSIONS[operation]
         if caller.role not in allowed:
+            # every refusal by role is audited, an unknown role's too: the caller is known
+            code = "forbidden" if caller.role in ROLES else "unknown_role"
             with self._lock:
                 self._db.execute("BEGIN IMMEDIATE")
-                self._audit(
-                    caller, operation, "refused", 403, None, None, [], {"code": "forbidden"}
-                )
+                self._audit(caller, operation, "refused", 403, None, None, [], {"code": code})
                 self._db.execute("COMMIT")
+            if code == "unknown_role":
+                raise ApiError(403, code, f"unknown role {caller.role!r}", roles=ROLES)
             raise ApiError(
                 403,
                 "forbidden",
@@ -303,14 +322,18 @@ class Bank:
         time: str | None = None,
     ) -> None:
         self._db.execute(
-            "INSERT INTO audit(time, session, actor, role, operation, outcome, status, "
-            "object_type, object_id, objects, attributes) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            "INSERT INTO audit(time, session, actor, role, operation, method, route, path, "
+            "outcome, status, object_type, object_id, objects, attributes) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
             (
                 time or now(),
                 caller.session,
                 caller.actor,
                 caller.role,
                 operation,
+                caller.method,
+                caller.route,
+                caller.path,
                 outcome,
                 status,
                 object_type,
@@ -494,7 +517,7 @@ class Bank:
             self._db.execute(
                 "UPDATE customer SET kyc_status = ? WHERE id = ?", (result, customer_id)
             )
-            self._changed(t, "kyc_check", kid, {"result": result, "reason": reason or ""})
+            self._changed(t, "kyc", kid, {"result": result, "reason": reason or ""})
             self._changed(t, "customer", customer_id, {"kyc_status": result})
             self._relate(kid, customer_id, "checks")
             self._audit(
@@ -502,13 +525,13 @@ class Bank:
                 "run_kyc",
                 "ok",
                 201,
-                "kyc_check",
+                "kyc",
                 kid,
                 [(kid, "check"), (customer_id, "subject")],
                 {"result": result, "reason": reason or ""},
                 t,
             )
-            return 201, self._kyc_view(self._row("kyc_check", kid, "kyc_check"))
+            return 201, self._kyc_view(self._row("kyc_check", kid, "kyc"))
 
         return self._run(caller, "run_kyc", work)
 
@@ -607,7 +630,7 @@ class Bank:
             )
             self._changed(
                 t,
-                "loan_application",
+                "loan",
                 lid,
                 {"amount": amount, "term_months": term, "purpose": purpose, "status": "draft"},
             )
@@ -621,13 +644,13 @@ class Bank:
                 "create_loan",
                 "ok",
                 201,
-                "loan_application",
+                "loan",
                 lid,
                 objects,
                 {"amount": amount, "term_months": term, "purpose": purpose},
                 t,
             )
-            return 201, dict(self._row("loan", lid, "loan_application"))
+            return 201, dict(self._row("loan", lid, "loan"))
 
         return self._run(caller, "create_loan", work)
 
@@ -635,7 +658,7 @@ class Bank:
         return self._run(
             caller,
             "get_loan",
-            lambda _who: (200, dict(self._row("loan", loan_id, "loan_application"))),
+            lambda _who: (200, dict(self._row("loan", loan_id, "loan"))),
         )
 
     def list_loans(self, caller: Caller, status: str | None, customer_id: str | None):
@@ -672,14 +695,14 @@ class Bank:
                 elif "reason" in f.data:
                     reason = f.text("reason", max_len=500)
                 f.done()
-            loan = self._row("loan", loan_id, "loan_application")
+            loan = self._row("loan", loan_id, "loan")
             sources, target = TRANSITIONS[action]
             if loan["status"] not in sources:
                 raise ApiError(
                     409,
                     "invalid_transition",
                     f"cannot {action} a loan application in status {loan['status']}",
-                    object_type="loan_application",
+                    object_type="loan",
                     object_id=loan_id,
                     status=loan["status"],
                     action=action,
@@ -692,7 +715,7 @@ class Bank:
                         409,
                         "kyc_required",
                         f"customer {loan['customer_id']} has not passed KYC",
-                        object_type="loan_application",
+                        object_type="loan",
                         object_id=loan_id,
                         kyc_status=customer["kyc_status"],
                     )
@@ -702,7 +725,7 @@ class Bank:
                         403,
                         "approval_limit_exceeded",
                         f"loans above {REVIEWER_APPROVAL_LIMIT} need a manager",
-                        object_type="loan_application",
+                        object_type="loan",
                         object_id=loan_id,
                         amount=loan["amount"],
                         limit=REVIEWER_APPROVAL_LIMIT,
@@ -712,7 +735,7 @@ class Bank:
                         403,
                         "four_eyes",
                         "the creator of a loan application may not approve it",
-                        object_type="loan_application",
+                        object_type="loan",
                         object_id=loan_id,
                     )
             t = now()
@@ -721,15 +744,13 @@ class Bank:
                 "updated_at = ? WHERE id = ?",
                 (target, reason, t, loan_id),
             )
-            self._changed(t, "loan_application", loan_id, {"status": target})
+            self._changed(t, "loan", loan_id, {"status": target})
             attributes: dict[str, Any] = {"from_status": loan["status"], "to_status": target}
             if reason:
                 attributes["reason"] = reason
             objects = [(loan_id, "loan"), (loan["customer_id"], "applicant")]
-            self._audit(
-                who, operation, "ok", 200, "loan_application", loan_id, objects, attributes, t
-            )
-            return 200, dict(self._row("loan", loan_id, "loan_application"))
+            self._audit(who, operation, "ok", 200, "loan", loan_id, objects, attributes, t)
+            return 200, dict(self._row("loan", loan_id, "loan"))
 
         return self._run(caller, operation, work)
 
