@@ -491,6 +491,7 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     out = tmp_path / "world"
     manifest = build_world(read_logs([traces], report), out, report=report)
     assert sorted(p.name for p in out.iterdir()) == [
+        "behaviour.json",
         "entities.json",
         "interface.json",
         "manifest.json",

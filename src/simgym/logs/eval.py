@@ -276,7 +276,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """Build a world from the training sessions of ``files`` in ``out_dir/world`` and
     replay the held-out sessions through its twin; return the report (see module doc)."""
-    import simgym
+    from simgym.build import make  # the engine only when an evaluation runs
 
     out = Path(out_dir)
     world_dir = out / "world"
@@ -301,7 +301,7 @@ def evaluate(
     store = world_dir / "experience.jsonl"
     if experience and store.is_file():
         options["experience"] = str(store)
-    env = simgym.make("mcp", world_model, scenario=scenario, **options).sync()
+    env = make("mcp", world_model, scenario=scenario, **options).sync()
     tally = Tally()
     replay = _Replay(world_dir, env, tally)
     try:
