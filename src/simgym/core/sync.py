@@ -64,6 +64,11 @@ class SyncEnv:
     def trajectory(self):
         return self.env.trajectory
 
+    @property
+    def state(self) -> dict[str, Any] | None:
+        """The hidden state of the episode (the ledger), as the environment holds it."""
+        return self.env.state
+
     def __enter__(self) -> SyncEnv:
         return self
 

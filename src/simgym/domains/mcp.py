@@ -190,11 +190,49 @@ def _slots(scenario: MCPScenario) -> dict[str, str]:
     return {
         "server_name": scenario.server_name,
         "server_description": scenario.description or "No description given.",
-        "tools": dump_json([t.to_plain() for t in scenario.tools]),
-        "state": (dump_json(scenario.state) if scenario.state else "Nothing recorded yet.")
+        "tools": tools_text([t.to_plain() for t in scenario.tools]),
+        "state": state_text(scenario.state)
         + (f"\n\nAlso true: {scenario.notes}" if scenario.notes else ""),
         "output_format": OUTPUT_FORMATS[scenario.output_format],
     }
+
+
+STATE_CHARS = 6000  # a larger state is summarized in the prompt; grounding gives the rest
+SAMPLE_RECORDS = 2
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def tools_text(tools: list[dict[str, Any]], limit: int = STATE_CHARS) -> str:
+    """The tools as the prompt shows them: indented when few, else one compact line each
+    (a twin of a business system declares dozens; the context is the budget)."""
+    whole = dump_json(tools)
+    if len(whole) <= limit:
+        return whole
+    return "[\n" + ",\n".join(_compact(t) for t in tools) + "\n]"
+
+
+def state_text(state: dict[str, Any], limit: int = STATE_CHARS) -> str:
+    """The initial state as the prompt shows it: whole when small; else each collection's
+    size and first records (a business world holds thousands of records, and each
+    call's grounded facts name the records it touches)."""
+    if not state:
+        return "Nothing recorded yet."
+    whole = dump_json(state)
+    if len(whole) <= limit:
+        return whole
+    parts = []
+    for name, value in state.items():
+        if isinstance(value, list):
+            shown = ", ".join(_compact(v) for v in value[:SAMPLE_RECORDS])
+            more = len(value) - SAMPLE_RECORDS
+            tail = f" ... and {more} more" if more > 0 else ""
+            parts.append(f"{name} ({len(value)} records): [{shown}{tail}]")
+        else:
+            parts.append(f"{name}: {_compact(value)[:500]}")
+    return "\n".join(parts)
 
 
 def _initial(scenario: MCPScenario) -> str:

@@ -10,8 +10,9 @@ from the world's initial state) and compared with what the real system logged:
   refusal the world mined (life-cycle 409s, permission 401/403s, and the rest), the share
   the twin refused with the same code, and with exactly the same answer;
 * **JSON validity**: the share of the twin's observations that parse as JSON;
-* **final state**: for every object a session touched, each field of its last logged
-  state (ids and times left out) against the twin's ledger at the end of the session.
+* **state agreement**: for every object a session touched, each field of the state the
+  log last shows it in (ids and times left out) against the twin's ledger right after
+  the same call.
 
 Ids the real system assigned in a session (a new loan) differ from those the twin
 assigns; a create's id is mapped to the twin's new record so later calls name it.
@@ -40,6 +41,7 @@ from simgym.logs.world import build_world
 LIFE_CYCLE = frozenset({409, 412, 423})
 PERMISSION = frozenset({401, 403})
 _VOLATILE = re.compile(r"(^id$|_at$|^time|stamp)")
+_ABSENT = object()  # a record or field the twin does not have
 
 
 def held_out(session: str, fraction: float, seed: int) -> bool:
@@ -179,6 +181,9 @@ class _Replay:
             result = self.env.step(Action.tool_call(call.tool, _swap(call.arguments, ids)))
             tally.replayed += 1
             text = result.observation.text
+            if result.truncated:
+                tally.not_replayed["the twin ended the episode: " + text[:80]] += 1
+                break
             valid, body = _parse(text)
             tally.json_valid += valid
             kind = outcome(logged)
@@ -202,19 +207,32 @@ class _Replay:
                 tally.mismatches.append(
                     {"tool": call.tool, "real": kind, "twin": twin or "ok", "twin_text": text[:200]}
                 )
+            if kind != "ok":
+                continue
             response = logged.get("response")
-            if kind == "ok" and isinstance(response, dict) and collection:
-                real_id = response.get("id")
-                if real_id is not None:
-                    if binding.get("op") == "create":
-                        new = self._ids(collection) - before
-                        if len(new) == 1:
-                            ids[str(real_id)] = next(iter(new))
-                    real_final.setdefault((collection, str(real_id)), {}).update(response)
+            shown: list[tuple[str, dict[str, Any]]] = []
+            if isinstance(response, dict) and collection and response.get("id") is not None:
+                if binding.get("op") == "create":
+                    new = self._ids(collection) - before
+                    if len(new) == 1:
+                        ids[str(response["id"])] = next(iter(new))
+                shown.append((collection, response))
             for obj in logged.get("objects") or []:
                 coll = self.collection_of.get(str(obj.get("type")))
-                if coll and isinstance(obj.get("state"), dict) and kind == "ok":
-                    real_final.setdefault((coll, str(obj.get("id"))), {}).update(obj["state"])
+                if coll and isinstance(obj.get("state"), dict):
+                    shown.append((coll, {"id": obj.get("id"), **obj["state"]}))
+            # the log shows these objects as they were after this call: compare them with
+            # the twin's records at the same moment (a later change the log never shows,
+            # like a customer's KYC status after a check, cannot be checked from it)
+            for coll, fields in shown:
+                real_id = str(fields.get("id"))
+                seen = real_final.setdefault((coll, real_id), {})
+                seen.update(
+                    {
+                        k: (v, self._twin_value(coll, ids.get(real_id, real_id), k))
+                        for k, v in fields.items()
+                    }
+                )
         self._final_state(real_final, ids)
 
     def _ids(self, collection: str | None) -> set[Any]:
@@ -222,23 +240,22 @@ class _Replay:
         records = state.get(collection) if collection else None
         return {r.get("id") for r in records or [] if isinstance(r, dict)}
 
-    def _final_state(
-        self, real: dict[tuple[str, str], dict[str, Any]], ids: dict[str, Any]
-    ) -> None:
+    def _twin_value(self, collection: str, twin_id: Any, name: str) -> Any:
         state = self.env.state or {}
+        for record in state.get(collection) or []:
+            if isinstance(record, dict) and str(record.get("id")) == str(twin_id):
+                return record.get(name, _ABSENT)
+        return _ABSENT
+
+    def _final_state(
+        self, real: dict[tuple[str, str], dict[str, tuple[Any, Any]]], ids: dict[str, Any]
+    ) -> None:
         for (collection, real_id), fields in real.items():
-            twin_id = ids.get(real_id, real_id)
-            records = state.get(collection) or []
-            twin = next(
-                (r for r in records if isinstance(r, dict) and str(r.get("id")) == str(twin_id)),
-                None,
-            )
-            for name, value in fields.items():
+            for name, (value, got) in fields.items():
                 if _VOLATILE.search(name):
                     continue
                 self.tally.checks += 1
-                got = None if twin is None else twin.get(name)
-                same = twin is not None and _swap(value, ids) == got
+                same = got is not _ABSENT and _swap(value, ids) == got
                 self.tally.checks_agree += same
                 if not same and len(self.tally.mismatches) < 50:
                     self.tally.mismatches.append(
@@ -246,7 +263,7 @@ class _Replay:
                             "object": f"{collection}/{real_id}",
                             "field": name,
                             "real": value,
-                            "twin": got,
+                            "twin": None if got is _ABSENT else got,
                         }
                     )
 
@@ -264,7 +281,7 @@ def evaluate(
     files: list[str],
     out_dir: str | Path,
     *,
-    format: str | None = None,
+    format: str = "auto",
     holdout: float = 0.2,
     seed: int = 0,
     world_model: str = "local",

@@ -214,16 +214,34 @@ def _clean(schema: Any) -> Any:
     for key, value in schema.items():
         if key.startswith("x-") or key in _DROP_KEYS:
             continue
-        if key == "enum" and (
-            not isinstance(value, list)
-            or any(not isinstance(v, str) or not v or re.search(r"\s", v) for v in value)
-        ):
+        if key == "enum":
+            # values seen are not the only values allowed: the twin's rules say which
+            # the system refuses, so they are shown, not enforced
+            if isinstance(value, list) and all(
+                isinstance(v, str) and v and not re.search(r"\s", v) for v in value
+            ):
+                out["description"] = "values seen: " + ", ".join(value)
             continue
         if key == "properties" and isinstance(value, dict):
             out[key] = {k: _clean(v) for k, v in value.items()}
         else:
             out[key] = _clean(value)
     return out
+
+
+def _described(schema: dict[str, Any], *, always_given: bool) -> dict[str, Any]:
+    """A body field's schema as words: its type, values seen, and whether every logged
+    success gave it."""
+    kind = schema.get("type")
+    kinds = kind if isinstance(kind, list) else [kind] if kind else []
+    words = [" or ".join(str(k) for k in kinds if k != "null")] if kinds else []
+    if schema.get("description"):
+        words.append(str(schema["description"]))
+    if schema.get("format"):
+        words.append(f"format {schema['format']}")
+    if always_given:
+        words.append("always given")
+    return {"description": "; ".join(w for w in words if w)}
 
 
 def _is_object(schema: Any) -> bool:
@@ -259,8 +277,14 @@ def parameters_for(
         for name, schema in body["properties"].items():
             if name not in properties:
                 properties[name] = _clean(schema)
-        if not isinstance(body.get("type"), list):  # a call without a body was seen too
-            required += [r for r in body.get("required", []) if r not in required]
+        # The body's fields are described, not enforced: a call with a field missing or
+        # of another type must reach the twin's mined rules and get the system's own
+        # refusal (a 422 with its body), as the real service would answer it.
+        always = set(body.get("required", []))
+        for name in body["properties"]:
+            if name in required or not isinstance(properties.get(name), dict):
+                continue
+            properties[name] = _described(properties[name], always_given=name in always)
     if roles:
         for name in CONTEXT_ARGS:
             properties.setdefault(name, {"type": "string"})
