@@ -501,6 +501,7 @@ class BackOffice:
             "records": calls,
             "objects": sum(self.counters.values()),
             "operations": len(self.operations),
+            "counters": dict(self.counters),  # objects created, per id prefix
         }
 
 
