@@ -77,3 +77,27 @@ def test_import_runs_in_a_process_of_its_own(tmp_path: Path) -> None:
     got = bench.run_child(log, tmp_path / "world")
     assert got["counts"]["records"] == 300 and got["counts"]["sessions"] == made["sessions"]
     assert got["peak_kib"] >= got["base_kib"] > 0 and got["wall_s"] > 0
+
+
+def test_latencies_exact_then_within_one_percent() -> None:
+    """An operation's latencies: exact percentiles while few, then a bounded histogram
+    whose percentiles stay within 1% of the exact ones."""
+    import random
+
+    from simgym.logs.world import EXACT_LATENCIES, Latencies, percentile
+
+    rng = random.Random(5)
+    values = [rng.lognormvariate(2.0, 1.0) for _ in range(EXACT_LATENCIES)]
+    kept = Latencies()
+    for v in values:
+        kept.add(v)
+    ordered = sorted(values)
+    assert kept.quantile(0.9) == percentile(ordered, 0.9)  # still exact
+    values += [rng.lognormvariate(2.0, 1.0) for _ in range(3 * EXACT_LATENCIES)] + [0.0]
+    for v in values[EXACT_LATENCIES:]:
+        kept.add(v)
+    assert kept.values is None and len(kept.buckets) < 2000 and kept.count == len(values)
+    ordered = sorted(values)
+    for q in (0.5, 0.9, 0.99):
+        assert kept.quantile(q) == pytest.approx(percentile(ordered, q), rel=0.011)
+    assert kept.quantile(0.0) == 0.0 and kept.quantile(1.0) <= ordered[-1]
