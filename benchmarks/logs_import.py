@@ -24,7 +24,8 @@ operations) come from the generator and are printed beside the world's.
 
 Times are from one run on one machine; nothing is asserted. On a shared machine the
 child's CPU seconds ("cpu s", its start-up included) say more than its wall time. The
-default (100k and 1M records, both formats) takes about half an hour on 2 cores; the
+default (100k and 1M records, both formats) takes half an hour or more on 2 shared
+cores (one 1M JSONL import: 456 s wall, 187 MiB peak); the
 1M files are ~0.6 GB (JSONL) and ~1.9 GB (OTLP), plus ~1.1 GB of scratch SQLite per
 import, under ``--dir`` or a temporary folder removed at the end.
 """
