@@ -8,6 +8,7 @@ its length in digits. :data:`RULES` lists what is masked; a world's manifest rep
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -64,6 +65,7 @@ def _norm(key: str) -> str:
     return re.sub(r"[^a-z0-9]", "", key.lower())
 
 
+@functools.lru_cache(maxsize=4096)  # a log has few distinct keys, each asked about often
 def key_kind(key: str | None) -> str | None:
     """What a key's value is masked as: "actor", "name", "phone", "account", or None."""
     if not key:

@@ -65,7 +65,10 @@ class Shape:
             self.objects += 1
             for k, v in value.items():
                 self.present[k] += 1
-                self.properties.setdefault(k, Shape(k)).add(v)
+                shape = self.properties.get(k)
+                if shape is None:  # (setdefault would build a Shape on every call)
+                    shape = self.properties[k] = Shape(k)
+                shape.add(v)
         elif isinstance(value, list):
             if self.items is None:
                 self.items = Shape(self.key)

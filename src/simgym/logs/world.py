@@ -12,9 +12,11 @@ load, describing what the company's systems do.
 ``manifest.json``   version, when, source files and formats, counts, skips, masking rules
 ``sessions.jsonl``  one line per session: its records in time order (masked)
 
-Records are read once, as a stream; sessions are grouped through a temporary SQLite
-file, so a log larger than memory still builds (entities and life cycles are kept per
-object, in memory).
+Records are read once, as a stream, in bounded memory: sessions and each object's
+history (for life cycles and event flows) go through a temporary SQLite file beside the
+world; in memory stay one summary per operation (schemas, counters, latencies: exact up
+to :data:`EXACT_LATENCIES` calls, then a log-bucketed histogram, see :class:`Latencies`)
+and at most :data:`MAX_ENTITIES` last-seen records per object type.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from simgym.logs.schema import Shape
 VERSION = 1
 STATUS_KEYS = ("status", "state", "lifecycle", "stage")
 MAX_ENTITIES = 10_000  # last-seen records kept per object type
+EXACT_LATENCIES = 10_000  # latencies kept as they are, per operation, before a histogram
+LATENCY_ACCURACY = 0.01  # relative accuracy of the histogram's percentiles
 _INF = float("inf")
 
 
@@ -57,6 +61,71 @@ def percentile(values: list[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(values) - 1)
     return values[low] + (values[high] - values[low]) * (position - low)
+
+
+class Latencies:
+    """An operation's latencies in bounded memory. The first :data:`EXACT_LATENCIES`
+    values are kept as they are, so their percentiles are exact (linear interpolation,
+    as :func:`percentile`). Past that they move into a histogram with logarithmic
+    buckets (the idea of DDSketch, Masson et al., VLDB 2019): a value ``x > 0`` counts in
+    bucket ``ceil(log(x) / log(g))`` with ``g = (1 + a) / (1 - a)``, ``a`` =
+    :data:`LATENCY_ACCURACY`, and a quantile is its bucket's middle, within ``a``
+    (1%) of the value at that rank, whatever the number of calls; a few hundred buckets
+    cover microseconds to hours. Values of 0 or less count apart and read as the least
+    seen; every estimate stays within the least and greatest values seen."""
+
+    _LOG_GAMMA = math.log((1 + LATENCY_ACCURACY) / (1 - LATENCY_ACCURACY))
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.values: list[float] | None = []  # None once the histogram took over
+        self.buckets: Counter[int] = Counter()
+        self.nonpositive = 0
+        self.low = _INF
+        self.high = -_INF
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, value: float) -> None:
+        if value != value:  # NaN: no latency
+            return
+        self.count += 1
+        self.low, self.high = min(self.low, value), max(self.high, value)
+        if self.values is not None:
+            self.values.append(value)
+            if len(self.values) <= EXACT_LATENCIES:
+                return
+            values, self.values = self.values, None
+            for v in values:
+                self._bucket(v)
+        else:
+            self._bucket(value)
+
+    def _bucket(self, value: float) -> None:
+        if value <= 0:
+            self.nonpositive += 1
+        else:
+            self.buckets[math.ceil(math.log(value) / self._LOG_GAMMA)] += 1
+
+    def quantile(self, q: float) -> float:
+        """The ``q`` quantile (0..1): exact while the values are kept, else within
+        :data:`LATENCY_ACCURACY` of it."""
+        if self.values is not None:
+            return percentile(sorted(self.values), q)
+        rank = q * (self.count - 1)
+        seen = self.nonpositive
+        if rank < seen:
+            return self.low
+        estimate = self.high
+        for index in sorted(self.buckets):
+            seen += self.buckets[index]
+            if rank < seen:
+                # the middle of (g^(i-1), g^i] in relative terms: 2 g^i / (g + 1)
+                gamma = math.exp(self._LOG_GAMMA)
+                estimate = 2 * gamma**index / (gamma + 1)
+                break
+        return min(max(estimate, self.low), self.high)
 
 
 def _fields_named(response: JSON) -> list[str]:
@@ -104,7 +173,7 @@ class _Operation:
         self.ok_arguments = Shape()
         self.statuses: Counter[str] = Counter()
         self.responses: dict[str, Shape] = {}
-        self.durations: list[float] = []
+        self.durations = Latencies()
         self.roles_ok: Counter[str] = Counter()
         self.denied: Counter[tuple[str, int]] = Counter()
         self.invalid: list[tuple[int, frozenset[str] | None, list[str]]] = []
@@ -128,7 +197,7 @@ class _Operation:
         self.statuses[outcome] += 1
         self.responses.setdefault(outcome, Shape()).add(r.response)
         if r.duration_ms is not None:
-            self.durations.append(r.duration_ms)
+            self.durations.add(r.duration_ms)
         if not r.failed:
             if r.arguments is not None:
                 self.ok_arguments.add(r.arguments)
@@ -154,26 +223,40 @@ class _Operation:
         return out
 
 
+_BATCH = 5000  # rows written to the scratch file at a time
+
+
 class _Builder:
-    def __init__(self, masker: Masker) -> None:
+    """What a world keeps while records stream in. Each object's history goes to the
+    table ``h`` of ``db`` (the scratch file): one row per record that touched it, with
+    ``ev`` counting rows in arrival order (an object's first ``ev`` orders objects as they
+    were first seen, and breaks ties of time and record)."""
+
+    def __init__(self, masker: Masker, db: sqlite3.Connection) -> None:
         self.masker = masker
         self.ops: dict[str, _Operation] = {}
+        self.op_index: dict[str, int] = {}
         self.entities: dict[str, dict[str, tuple[float, int, dict[str, JSON]]]] = defaultdict(dict)
         self.entity_fields: dict[str, Shape] = defaultdict(Shape)
-        # (type, id) -> [(time, seq, status or None, operation key, record status)]
-        self.history: dict[tuple[str, str], list[tuple[float, int, str | None, str, int | None]]]
-        self.history = defaultdict(list)
-        self.sessions: set[str] = set()
+        self.db = db
+        db.execute(
+            "CREATE TABLE h (type TEXT, id TEXT, ev INTEGER, time REAL, seq INTEGER,"
+            " status TEXT, op INTEGER, code INTEGER)"
+        )
+        # (type, id, ev, time, seq, status or None, operation index, record status)
+        self.events: list[tuple[str, str, int, float, int, str | None, int, int | None]] = []
+        self.event_count = 0
         self.records = 0
 
     def add(self, record: LogRecord, seq: int) -> LogRecord:
         r = self.masker.record(record)
         self.records += 1
-        self.sessions.add(r.session)
         key = _operation_id(r)
         if key not in self.ops:
             self.ops[key] = _Operation(r)
+            self.op_index[key] = len(self.op_index)
         self.ops[key].add(r)
+        index = self.op_index[key]
         when = r.time if r.time is not None else _INF
         for obj in r.objects:
             status = None
@@ -185,24 +268,48 @@ class _Builder:
                 ):
                     self.entities[obj.type][obj.id] = (when, seq, obj.state)
                 status = _status_of(obj.state)
-            self.history[(obj.type, obj.id)].append((when, seq, status, key, r.status))
+            self.events.append(
+                (obj.type, obj.id, self.event_count, when, seq, status, index, r.status)
+            )
+            self.event_count += 1
+        if len(self.events) >= _BATCH:
+            self.flush()
         return r
 
-    def name(self, key: str) -> str:
-        return self.ops[key].name
+    def flush(self) -> None:
+        self.db.executemany("INSERT INTO h VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.events)
+        self.events.clear()
+
+    def histories(self) -> Iterable[tuple[str, list[tuple[str | None, int, int | None]]]]:
+        """(type, [(status, operation index, record status)]) per object, in time order,
+        objects in the order they were first seen; one object in memory at a time."""
+        self.flush()
+        query = (
+            "SELECT type, status, op, code, MIN(ev) OVER (PARTITION BY type, id) AS first"
+            " FROM h ORDER BY first, time, seq, ev"
+        )
+        current, otype, events = None, "", []
+        for row_type, status, op, code, first in self.db.execute(query):
+            if first != current:
+                if current is not None:
+                    yield otype, events
+                current, otype, events = first, row_type, []
+            events.append((status, op, code))
+        if current is not None:
+            yield otype, events
 
     def rules(self) -> dict[str, JSON]:
         transitions: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
         initial: dict[str, Counter[str]] = defaultdict(Counter)
         refused: dict[str, Counter[tuple[str, str, int]]] = defaultdict(Counter)
         flows: dict[str, Counter[tuple[str, str]]] = defaultdict(Counter)
-        for (otype, _), events in self.history.items():
-            events.sort(key=lambda e: (e[0], e[1]))
+        names = [op.name for op in self.ops.values()]  # by operation index
+        for otype, events in self.histories():
             current: str | None = None
             previous_op: str | None = None
-            for _, _, status, op, code in events:
+            for status, op, code in events:
                 if code in (409, 412, 423) and current is not None:
-                    refused[otype][(current, self.name(op), code)] += 1
+                    refused[otype][(current, names[op], code)] += 1
                 if status is not None and status != current:
                     if current is None:
                         initial[otype][status] += 1
@@ -211,8 +318,8 @@ class _Builder:
                     current = status
                 if code is None or code < 400:
                     if previous_op is not None:
-                        flows[otype][(previous_op, self.name(op))] += 1
-                    previous_op = self.name(op)
+                        flows[otype][(previous_op, names[op])] += 1
+                    previous_op = names[op]
         life_cycles = {
             otype: {
                 "status_keys": list(STATUS_KEYS),
@@ -257,9 +364,8 @@ class _Builder:
                 "error_rate": round(op.failed / op.calls, 4) if op.calls else 0.0,
             }
             if op.durations:
-                values = sorted(op.durations)
                 for name, q in (("p50_ms", 0.5), ("p90_ms", 0.9), ("p99_ms", 0.99)):
-                    row[name] = round(percentile(values, q), 3)
+                    row[name] = round(op.durations.quantile(q), 3)
             performance.append(row)
         return {
             "life_cycles": life_cycles,
@@ -273,8 +379,23 @@ class _Builder:
         }
 
 
-def _session_line(session: str, bodies: list[str]) -> str:
-    return f'{{"session": {json.dumps(session)}, "records": [{", ".join(bodies)}]}}\n'
+def _write_sessions(db: sqlite3.Connection, f) -> int:
+    """Write one line per session from the scratch table ``r`` (each record's body as it
+    comes, so one long session costs no memory) and return how many sessions there were."""
+    current, sessions = None, 0
+    query = "SELECT session, body FROM r ORDER BY session, time, seq"
+    for session, body in db.execute(query):
+        if session != current:
+            if current is not None:
+                f.write("]}\n")
+            f.write(f'{{"session": {json.dumps(session)}, "records": [')
+            current, sessions = session, sessions + 1
+        else:
+            f.write(", ")
+        f.write(body)
+    if current is not None:
+        f.write("]}\n")
+    return sessions
 
 
 def _write_json(path: Path, data: JSON) -> None:
@@ -295,35 +416,29 @@ def build_world(
     sources and skips; ``mask_key`` keys the pseudonyms (same key, same pseudonyms)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    builder = _Builder(Masker(mask_key))
     scratch = out / ".sessions.sqlite"
     scratch.unlink(missing_ok=True)
     db = sqlite3.connect(scratch)
     try:
+        db.execute("PRAGMA journal_mode = OFF")  # a scratch file: nothing to roll back to
+        db.execute("PRAGMA synchronous = OFF")
         db.execute("CREATE TABLE r (session TEXT, time REAL, seq INTEGER, body TEXT)")
+        builder = _Builder(Masker(mask_key), db)
         batch: list[tuple[str, float, int, str]] = []
         for seq, record in enumerate(records):
             masked = builder.add(record, seq)
             when = masked.time if masked.time is not None else _INF
             batch.append((masked.session, when, seq, json.dumps(masked.to_json(), default=str)))
-            if len(batch) >= 5000:
+            if len(batch) >= _BATCH:
                 db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
                 batch.clear()
         db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
         db.execute("CREATE INDEX ix ON r (session, time, seq)")
         tmp = out / "sessions.jsonl.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
-            current, bodies = None, []
-            query = "SELECT session, body FROM r ORDER BY session, time, seq"
-            for session, body in db.execute(query):
-                if session != current and current is not None:
-                    f.write(_session_line(current, bodies))
-                    bodies = []
-                current = session
-                bodies.append(body)
-            if current is not None:
-                f.write(_session_line(current, bodies))
+            sessions = _write_sessions(db, f)
         os.replace(tmp, out / "sessions.jsonl")
+        rules = builder.rules()
     finally:
         db.close()
         scratch.unlink(missing_ok=True)
@@ -339,7 +454,7 @@ def build_world(
         for otype, items in sorted(builder.entities.items())
     }
     _write_json(out / "entities.json", {"version": VERSION, "types": entities})
-    _write_json(out / "rules.json", {"version": VERSION, **builder.rules()})
+    _write_json(out / "rules.json", {"version": VERSION, **rules})
     manifest: dict[str, JSON] = {
         "version": VERSION,
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -347,7 +462,7 @@ def build_world(
         "counts": {
             "read": report.read if report else builder.records,
             "records": builder.records,
-            "sessions": len(builder.sessions),
+            "sessions": sessions,
             "operations": len(builder.ops),
             "entity_types": len(entities),
             "entities": sum(e["count"] for e in entities.values()),
