@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from simgym.logs.artifacts import add_artifacts
 from simgym.logs.mask import RULES, Masker
 from simgym.logs.model import JSON, ImportReport, LogRecord
 from simgym.logs.schema import Shape
@@ -360,4 +361,4 @@ def build_world(
         "files": ["interface.json", "entities.json", "rules.json", "sessions.jsonl"],
     }
     _write_json(out / "manifest.json", manifest)
-    return manifest
+    return add_artifacts(out, manifest)  # experience, SFT rows, tasks (logs/artifacts.py)
