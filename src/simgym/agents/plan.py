@@ -126,8 +126,13 @@ class PlanSession:
             return Decision(action=step)
         if set(step) == {"answer"}:
             return Decision(answer=str(step["answer"]))
-        action = {"name": step.get("name"), "arguments": fill(step.get("arguments", {}), self.bound)}
-        self.messages.append({"role": "assistant", "content": json.dumps(action, ensure_ascii=False)})
+        action = {
+            "name": step.get("name"),
+            "arguments": fill(step.get("arguments", {}), self.bound),
+        }
+        self.messages.append(
+            {"role": "assistant", "content": json.dumps(action, ensure_ascii=False)}
+        )
         return Decision(action=action)
 
     def _bind(self, step: Any, observation: str) -> None:

@@ -86,7 +86,9 @@ def sft_rows(
         task = tasks.get(session)
         trajectory = session_trajectory(session, steps, twin, task.instruction if task else "")
         sources = [s.source for s in steps if s.call is not None]
-        for source, row in zip(sources, sft_examples(trajectory, mode="turn", system_prompt=system), strict=True):
+        for source, row in zip(
+            sources, sft_examples(trajectory, mode="turn", system_prompt=system), strict=True
+        ):
             messages = row["messages"]
             keep = 2 * max(0, history) + 2  # earlier pairs, the call, the answer
             if len(messages) - 1 > keep:
