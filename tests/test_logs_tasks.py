@@ -303,3 +303,35 @@ def test_plan_agent_runs_tasks_in_the_twin(world_dir: Path):
         assert trajectory.turns[0].grounding and "experience" in json.dumps(
             [t.grounding for t in trajectory.turns]
         )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("agent", ["plan", "local"])
+def test_mined_task_with_the_embedded_model(world_dir: Path, agent: str):
+    """One mined task in the twin with the embedded world model (its context raised to
+    hold the tools: the twin's prompt is ~4.4k tokens even with no records), the plan
+    agent or the embedded model as the agent; scored with check_task. Minutes on CPU."""
+    from simgym.rollout.runner import arollout
+
+    tasks = read_tasks(world_dir / "tasks.jsonl")
+    task = min(tasks, key=lambda t: len(t.metadata["plan"]))
+    task.scenario = scoped_scenario(world_scenario(world_dir), task, keep=1)
+    options = {"by_task": {task.id: task.metadata["plan"]}} if agent == "plan" else {}
+    if agent == "local":
+        options = {"n_ctx": 8192}
+    (trajectory,) = asyncio.run(
+        arollout(
+            [task],
+            agent=agent,
+            agent_options=options,
+            world_model="local",
+            world_model_options={"n_ctx": 8192},
+            env_options={"experience": str(world_dir / "experience.db")},
+            max_turns=len(task.metadata["plan"]) + 2,
+        )
+    )
+    passed, details = check_task(task, trajectory.final_state, trajectory.scenario["state"])
+    print(agent, task.id, passed, json.dumps(details))
+    assert trajectory.turns and not any(t.error_type == "world_model" for t in trajectory.turns)
+    if agent == "plan":
+        assert details[0]["found"], details
