@@ -14,8 +14,9 @@ that only read, or whose every write failed, has nothing to verify). Its metadat
             ``{"ref": "loans.0", "collection": "loans", "match": {...}, "expect": {...},
             "new": true}``. ``match`` holds the request's fields the logged final record
             still has (references to records of the same session as ``$ref``; ids of
-            records made elsewhere left out, since another system numbers them
-            differently); ``expect`` the record's status-like fields in its final logged
+            records made elsewhere, or in ``*_id`` fields naming no record of the
+            session, left out: another system numbers them differently); ``expect``
+            the record's status-like fields in its final logged
             state, unless a later write of the session named the record without showing
             it again (its logged state is then stale, so nothing is expected of it).
 ``roles``   the roles the plan acts in; ``session`` and ``world``; ``reward``
@@ -134,8 +135,12 @@ class _Session:
                     continue
                 if state[field] != value:
                     continue
-                if isinstance(value, str) and value in self.known_ids and value not in self.labels:
-                    continue  # an id another system would number differently
+                if (
+                    isinstance(value, str)
+                    and (value in self.known_ids or field == "id" or field.endswith("_id"))
+                    and value not in self.labels
+                ):
+                    continue  # an id made elsewhere: another system numbers it differently
                 match[field] = self.placeholders(value)
             expect = {}
             if self.named.get(logged, -1) <= at:
