@@ -493,10 +493,14 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "behaviour.json",
         "entities.json",
+        "experience.db",
+        "experience.jsonl",
         "interface.json",
         "manifest.json",
         "rules.json",
         "sessions.jsonl",
+        "sft.jsonl",
+        "tasks.jsonl",
     ]
     assert manifest["version"] == 1 and manifest["created_at"]
     assert manifest["sources"][0]["format"] == "otlp"
@@ -568,7 +572,8 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     assert {"from": "POST /loans", "to": "POST /loans/{loan_id}/approve", "count": 3} in flows
 
     # masking: nothing personal left anywhere, and one person is one pseudonym everywhere
-    everything = "".join(p.read_text() for p in out.iterdir())
+    # (experience.db indexes experience.jsonl, read here as text)
+    everything = "".join(p.read_text() for p in out.iterdir() if p.suffix != ".db")
     for secret in ("alice@bank.test", "Alice Smith", "123456789012", "olga@bank.test"):
         assert secret not in everything
     entities = json.loads((out / "entities.json").read_text())["types"]["loan"]

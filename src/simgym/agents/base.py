@@ -90,6 +90,7 @@ _AGENTS: Registry[Callable[..., Agent]] = Registry(
         "human": "simgym.agents.human:HumanAgent",
         "local": "simgym.agents.local:LocalAgent",
         "openai": "simgym.agents.openai_agent:OpenAIAgent",
+        "plan": "simgym.agents.plan:PlanAgent",
         "scripted": "simgym.agents.scripted:ScriptedAgent",
     },
 )

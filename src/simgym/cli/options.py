@@ -162,14 +162,21 @@ ExperienceOption = Annotated[
 ]
 
 
-def grounding_options(grounding: str | None, experience: Path | None) -> dict[str, Any]:
-    """SimEnv options for --grounding and --experience, checked early."""
+def grounding_options(
+    grounding: str | None, experience: Path | None, world: Path | None = None
+) -> dict[str, Any]:
+    """SimEnv options for --grounding and --experience, checked early. With --world and
+    no --experience, the world's own store (``experience.db``, written by ``logs
+    import``) is retrieved from."""
     from simgym.core.grounding import MODES
 
     if grounding is not None and grounding not in MODES:
         raise SimgymError(f"--grounding takes {', '.join(MODES)}, not {grounding!r}")
     if experience is not None and not experience.is_file():
         raise SimgymError(f"experience store not found: {experience}")
+    if experience is None and world is not None and grounding != "off":
+        own = world / "experience.db"
+        experience = own if own.is_file() else None
     options: dict[str, Any] = {}
     if grounding is not None:
         options["grounding"] = grounding

@@ -78,7 +78,7 @@ def play(
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
         writer=writer,
-        **grounding_options(grounding, experience),
+        **grounding_options(grounding, experience, world),
     ).sync()
     interactive = sys.stdin.isatty()
     if isinstance(sys.stdin, io.TextIOWrapper):

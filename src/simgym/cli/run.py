@@ -43,7 +43,10 @@ def run(
     ] = None,
     agent: Annotated[
         str,
-        typer.Option(help="scripted (the files' actions) | openai | local | human"),
+        typer.Option(
+            help="scripted (the files' actions) | plan (a mined task's plan) | openai | local "
+            "| human"
+        ),
     ] = "scripted",
     agent_base_url: Annotated[
         str | None, typer.Option(help="the openai agent's server (or SIMGYM_AGENT_BASE_URL)")
@@ -154,6 +157,10 @@ def run(
     )
     if agent == "scripted":
         agent_kwargs["by_task"] = {spec.task.id: spec.actions for spec in specs}
+    elif agent == "plan":  # tasks mined from logs carry a plan (simgym.logs.tasks)
+        agent_kwargs["by_task"] = {
+            spec.task.id: spec.task.metadata.get("plan", []) for spec in specs
+        }
     wm_name, wm_options = wm.spec()
     episodes = len(specs) * group_size
     stats = {"errors": 0, "turns": 0, "reward": 0.0, "done": 0}
@@ -213,7 +220,7 @@ def run(
                     "context": context,
                     "context_turns": context_turns,
                     "state_updates": state_updates,
-                    **grounding_options(grounding, experience),
+                    **grounding_options(grounding, experience, world),
                     **({"perturbations": plan} if plan else {}),
                 },
             )

@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from simgym.logs.artifacts import add_artifacts
 from simgym.logs.mask import RULES, Masker
 from simgym.logs.model import JSON, ImportReport, LogRecord
 from simgym.logs.schema import Shape
@@ -476,7 +477,7 @@ def build_world(
     }
     _write_json(out / "manifest.json", manifest)
     _mine(out, manifest)
-    return manifest
+    return add_artifacts(out, manifest)  # experience, SFT rows, tasks (logs/artifacts.py)
 
 
 def _mine(out: Path, manifest: dict[str, JSON]) -> None:

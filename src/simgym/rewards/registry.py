@@ -21,6 +21,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
+from simgym.rewards._records import RecordChecks
 from simgym.rewards._state import StateCheck
 from simgym.rewards._tables import TableF1
 from simgym.rewards._text import Contains, ExactMatch, RegexMatch, TokenF1
@@ -49,6 +50,7 @@ _FACTORIES: dict[str, RewardFactory] = {
     "contains": Contains,
     "regex": RegexMatch,
     "state": StateCheck,
+    "records": RecordChecks,
     "observation_state": _observation_state,
     "tool_call": ToolCallCheck,
     "table_f1": TableF1,
