@@ -5,6 +5,9 @@ The twin enforces what this writes to ``behaviour.json`` (one
 gave and when it gave them, and what a successful call sets. Two passes over
 ``sessions.jsonl`` (a session at a time, records in time order):
 
+Each session is read with its own state (the objects it makes, and those the log shows),
+and at most :data:`MAX_CALLS` calls per pass, so mining stays linear in the log.
+
 1. **Effects**, from successful calls: fields a call always sets to one value, copies from
    an argument, stamps with the time, decides from the state (a decision list, e.g. a
    KYC check's ``result`` from the customer's country and documents), and changes to a
@@ -48,6 +51,7 @@ from simgym.logs.twin import BEHAVIOUR_FILE, collection_names, load_world, world
 
 MAX_RULES = 4  # guards learned per kind of refusal
 MAX_EXAMPLES = 3000  # calls kept per tool for learning
+MAX_CALLS = 200_000  # calls read per pass: a larger log's first sessions teach the rules
 MAX_VALUES = 8  # a field with more distinct values is not decided (ids, names, amounts)
 VERSION = 1
 
@@ -129,8 +133,14 @@ class _Calls:
         from simgym.core.types import ToolSpec
         from simgym.domains.mcp_ground import ToolBinding, ground_ruled
 
-        state: dict[str, Any] = {name: [] for name in self.scenario["state"]}
+        seen = 0
         for session in _sessions(self.root):
+            # one session's objects at a time: most are made in it, others appear as the
+            # log shows them; this keeps mining linear in the log, and memory flat
+            state: dict[str, Any] = {name: [] for name in self.scenario["state"]}
+            seen += len(session)
+            if seen > MAX_CALLS:
+                return
             for logged in session:
                 call = self.mapper.call(logged)
                 if isinstance(call, str):
@@ -396,7 +406,12 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
     misses: Counter[tuple[str, str, str, str, str]] = Counter()
     pending: dict[tuple[str, str], list[tuple[str, str, dict]]] = defaultdict(list)
     last_seen: dict[tuple[str, str], dict] = {}
+    session = None
     for tool, binding, args, before, feats, logged in calls.walk():
+        if logged.get("session") != session:
+            session = logged.get("session")
+            pending.clear()
+            last_seen.clear()
         body = logged.get("response")
         # a related record seen again: did it take a value of a record made before?
         for obj in _shown(calls, binding, logged):
@@ -531,7 +546,10 @@ def _update_rules(rows: list[tuple[dict, dict, dict]]) -> ToolRules:
 
 def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules]:
     examples: dict[str, list[tuple[Features, str, Any]]] = defaultdict(list)
-    for tool, _binding, _args, _before, feats, logged in calls.walk(effects):
+    for tool, binding, _args, before, feats, logged in calls.walk(effects):
+        unknown = before is None and binding.get("id_arg") and binding.get("op") != "create"
+        if unknown and outcome(logged) == "ok":
+            continue  # a record made before this session: its state is not known here
         if len(examples[tool]) < MAX_EXAMPLES:
             examples[tool].append((feats, outcome(logged), logged.get("response")))
     rules = dict(effects)

@@ -23,8 +23,9 @@ RULES = [
     "emails: any email address, in any string -> 'user-xxxxxx@example.com'",
     "phone numbers: values of keys containing phone, mobile, fax -> digits of the same length",
     "account-like numbers: values of keys containing account, iban, card, ssn, tax_id, "
-    "routing, acct, and any run of 9 or more digits in a string -> digits of the same "
-    "length (letters kept as letters)",
+    "routing, acct (but not references to records, *_id: those are masked like ids), "
+    "and any run of 9 or more digits in a string -> digits of the same length (letters "
+    "kept as letters)",
     "actors: every actor id, and values of keys actor and *_by (created_by, checked_by) "
     "-> 'actor-xxxxxx' (roles are kept)",
     "consistency: the pseudonym is an HMAC-SHA256 of the value under one key; the same "
@@ -77,7 +78,10 @@ def key_kind(key: str | None) -> str | None:
         return "name"
     if any(p in norm for p in _PHONE):
         return "phone"
-    if any(a in norm for a in _ACCOUNT) and norm not in _NOT_ACCOUNT:
+    # a reference (account_id) names a record by the id the record itself has, and ids
+    # are masked like any text: masked as an account number, it would point nowhere
+    reference = key.endswith(("_id", "_ids", "Id", "Ids", "-id"))
+    if any(a in norm for a in _ACCOUNT) and norm not in _NOT_ACCOUNT and not reference:
         if not norm.endswith(("count", "type", "status", "types")):
             return "account"
     return None
