@@ -38,7 +38,7 @@ PROBES = {
     "real executors": (
         "from simgym.real.registry import EXECUTORS\n"
         "names = EXECUTORS.names()\n"
-        "assert set(names) == {'terminal', 'swe', 'web', 'mcp', 'search'}\n"
+        "assert set(names) == {'terminal', 'swe', 'web', 'mcp', 'search', 'http'}\n"
         "assert all(callable(EXECUTORS.get(n)) for n in names)\n"
     ),
 }

@@ -364,7 +364,7 @@ class SimEnv:
             kind = "empty_output" if isinstance(exc, _NoObservation) else "world_model"
             return self._finish_turn(turn, parsed, kind)
 
-        observation = Observation(text=prediction.observation)
+        observation = Observation(text=prediction.observation, metadata=dict(prediction.metadata))
         self._messages.append(user)
         self._messages.append(contract.assistant_message(prediction.observation))
         update = self._apply_update(prediction)

@@ -27,6 +27,9 @@ class Prediction(BaseModel):
     latency_s: float = 0.0
     finish_reason: str | None = None
     model: str | None = None
+    # What a real environment reports beside the observation (an HTTP status, say); it
+    # goes to the observation's metadata, never into its text.
+    metadata: dict[str, Any] = Field(default_factory=dict)
 
     @classmethod
     def from_raw(
@@ -129,6 +132,7 @@ _BACKENDS: Registry[BackendFactory] = Registry(
         "real-web": "simgym.real.web:RealWeb",
         "real-mcp": "simgym.real.mcp:RealMCP",
         "real-search": "simgym.real.search:RealSearch",
+        "real-http": "simgym.real.http:RealHTTP",
     },
 )
 

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 import json_repair
 import jsonschema
-from pydantic import Field, field_validator, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
@@ -24,6 +24,18 @@ OUTPUT_FORMATS = {
     "mcp": 'an MCP CallToolResult envelope: {"content": [{"type": "text", "text": "..."}], '
     '"isError": false}; failures set "isError": true.',
 }
+
+
+class HttpRoute(BaseModel):
+    """The HTTP operation a tool stands for (a business world's twin): the real-http
+    backend sends each call of the tool there."""
+
+    method: str
+    route: str = Field(description="the route template, path parameters in braces")
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="argument -> request header it travels in (actor -> X-Actor)",
+    )
 
 
 class MCPScenario(ScenarioBase):
@@ -42,6 +54,11 @@ class MCPScenario(ScenarioBase):
         "id_arg: the argument holding it, fields: {argument: record field}}. Tools not "
         "listed are recognised from their names and schemas; op none turns grounding off "
         "for one tool",
+    )
+    routes: dict[str, HttpRoute] = Field(
+        default_factory=dict,
+        description="tool name -> the HTTP operation it stands for, for the real-http "
+        "backend (a business world's twin); the world model never reads it",
     )
 
     @field_validator("tools", mode="before")
@@ -71,6 +88,9 @@ class MCPScenario(ScenarioBase):
     @model_validator(mode="after")
     def _bindings(self) -> MCPScenario:
         check_tool_map(self.tools, self.state, self.tool_map)
+        stray = sorted(set(self.routes) - {t.name for t in self.tools})
+        if stray:
+            raise ValueError(f"routes name tools the server does not declare: {stray}")
         return self
 
     def tool(self, name: str) -> ToolSpec | None:

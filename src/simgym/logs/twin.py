@@ -426,4 +426,28 @@ def world_scenario(world_dir: str | Path, *, behaviour: bool = True) -> dict[str
         "tools": tools,
         "state": state,
         "tool_map": tool_map,
+        "routes": http_routes(operations, names_of, context),
     }
+
+
+# -- the real service behind the twin ----------------------------------------------------
+
+# How the logged callers named themselves to the service (the back office's convention).
+CONTEXT_HEADERS = {"actor": "X-Actor", "role": "X-Role"}
+
+
+def http_routes(
+    operations: list[dict[str, Any]], names_of: dict[str, str], context: list[str]
+) -> dict[str, dict[str, Any]]:
+    """Tool name -> its operation's method, route and context headers, so the real-http
+    backend can send each call to the service itself (operations logged without an HTTP
+    method, as MCP or OCEL events are, get none)."""
+    headers = {name: CONTEXT_HEADERS[name] for name in context if name in CONTEXT_HEADERS}
+    routes: dict[str, dict[str, Any]] = {}
+    for operation in operations:
+        name = names_of.get(str(operation.get("name")))
+        method = str(operation.get("method") or "").upper()
+        if name is None or not method or not operation.get("route"):
+            continue
+        routes[name] = {"method": method, "route": str(operation["route"]), "headers": headers}
+    return routes

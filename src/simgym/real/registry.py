@@ -2,7 +2,9 @@
 
 Each executor is a world-model backend (``world_model="real-terminal"``, ...) that runs
 actions in a real environment: a sandboxed shell, a repository, a browser, an MCP server,
-a search index.
+a search index. Keys are domain names (``simgym record`` picks a task's executor by its
+domain), plus ``http``: the service behind a business world's twin, an mcp scenario whose
+tools carry HTTP routes; it needs the service's URL (``$SIMGYM_REAL_HTTP_URL``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ EXECUTORS: Registry[ExecutorFactory] = Registry(
         # sandbox limits apply to the shell backends; the others take none
         "mcp": "simgym.real.registry:_mcp",
         "search": "simgym.real.registry:_search",
+        "http": "simgym.real.registry:_http",
     },
 )
 
@@ -37,6 +40,12 @@ def _search(limits: Any = None) -> Any:
     from simgym.real.search import RealSearch
 
     return RealSearch()
+
+
+def _http(limits: Any = None) -> Any:
+    from simgym.real.http import RealHTTP
+
+    return RealHTTP()
 
 
 def real_backends() -> dict[str, ExecutorFactory]:
