@@ -31,6 +31,7 @@ class WorldModelOptions:
     max_tokens: int | None
     max_concurrency: int
     timeout: float
+    serve_backoffice: bool = False
 
     def build(self) -> simgym.WorldModel:
         name, options = self.spec()
@@ -40,6 +41,8 @@ class WorldModelOptions:
         """The backend's name and options (what a remote executor rebuilds it from)."""
         kind = self.world_model
         opts: dict[str, Any] = {}
+        if self.serve_backoffice and kind != "real-http":
+            raise SimgymError("--serve-backoffice goes with --world-model real-http")
         if kind == "openai":
             opts = {
                 "base_url": self.base_url,
@@ -57,6 +60,10 @@ class WorldModelOptions:
                     "--world-model replay needs --replay FILE (recorded trajectories)"
                 )
             opts = {"trajectories": [str(p) for p in self.replay]}
+        elif kind == "real-http":  # the business world's own service answers
+            opts = {"timeout": self.timeout, "serve_backoffice": self.serve_backoffice}
+            if self.base_url is not None:
+                opts["base_url"] = self.base_url
         if kind in ("openai", "local"):
             if self.temperature is not None:
                 opts["temperature"] = self.temperature
@@ -71,7 +78,13 @@ _WM_PARAMS = [
         inspect.Parameter.KEYWORD_ONLY,
         default="local",
         annotation=Annotated[
-            str, typer.Option("--world-model", "-w", help="local | openai | replay")
+            str,
+            typer.Option(
+                "--world-model",
+                "-w",
+                help="local | openai | replay | real-http (a business world's own service: "
+                "--base-url or --serve-backoffice)",
+            ),
         ],
     ),
     inspect.Parameter(
@@ -82,7 +95,8 @@ _WM_PARAMS = [
             str | None,
             typer.Option(
                 help="OpenAI-compatible server, e.g. http://127.0.0.1:8000/v1 "
-                "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY"
+                "(or SIMGYM_BASE_URL); API key from SIMGYM_API_KEY/OPENAI_API_KEY. "
+                "real-http: the service, e.g. http://127.0.0.1:8000 (or SIMGYM_REAL_HTTP_URL)"
             ),
         ],
     ),
@@ -135,6 +149,19 @@ _WM_PARAMS = [
         inspect.Parameter.KEYWORD_ONLY,
         default=64,
         annotation=Annotated[int, typer.Option(help="requests in flight to the server")],
+    ),
+    inspect.Parameter(
+        "serve_backoffice",
+        inspect.Parameter.KEYWORD_ONLY,
+        default=False,
+        annotation=Annotated[
+            bool,
+            typer.Option(
+                "--serve-backoffice",
+                help="real-http: run the demo bank back office in-process, a fresh "
+                "database per episode (the logs extra)",
+            ),
+        ],
     ),
     inspect.Parameter(
         "timeout",

@@ -162,6 +162,11 @@ def run(
             spec.task.id: spec.task.metadata.get("plan", []) for spec in specs
         }
     wm_name, wm_options = wm.spec()
+    if wm_name.startswith("real-") and executor == "local" and concurrency > 1:
+        # A real backend holds one world at a time (a LiveWorld): episodes sharing it
+        # would act in each other's world, so they take turns.
+        errors.print(f"[dim]{wm_name} holds one world at a time: one episode at a time[/]")
+        concurrency = 1
     episodes = len(specs) * group_size
     stats = {"errors": 0, "turns": 0, "reward": 0.0, "done": 0}
 

@@ -25,7 +25,16 @@ from rich.markup import escape
 
 import simgym
 from simgym.cli.errors import errors, friendly_errors
-from simgym.cli.options import WorldModelOptions, reward_spec, world_model_options
+from simgym.cli.options import (
+    ExperienceOption,
+    GroundingOption,
+    WorldModelOptions,
+    WorldOption,
+    grounding_options,
+    reward_spec,
+    world_model_options,
+    world_scenario_option,
+)
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import load_yaml, read_text
 from simgym.integrations.http_guard import TOKEN_ENV, require_token_off_loopback, resolve_token
@@ -172,6 +181,9 @@ def serve(
     system_prompt_file: Annotated[
         Path | None, typer.Option(help="your own system prompt template for the domain")
     ] = None,
+    world: WorldOption = None,
+    grounding: GroundingOption = None,
+    experience: ExperienceOption = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -181,7 +193,8 @@ def serve(
     are the world's tools plus an answer tool; each MCP session acts in its own world.
     --openenv: an OpenEnv server (WebSocket sessions at /ws), episodes scored by --reward.
     Over HTTP, --token (or $SIMGYM_TOKEN) makes every client send it; listening beyond
-    loopback requires one.
+    loopback requires one. --world DIR serves a business world's twin (simgym logs import):
+    its operations as tools, answered by the world model grounded in its records.
     """
     chosen = [flag for flag, on in (("--mcp", mcp), ("--openenv", openenv)) if on]
     if len(chosen) != 1:
@@ -196,8 +209,17 @@ def serve(
         raise SimgymError("--reward and --keep-empty-episodes apply to --openenv only")
     if max_sessions < 1:
         raise SimgymError("--max-sessions must be at least 1")
-    world = load_world(domain, scenario, task)
-    env_options: dict[str, Any] = {"max_turns": max_turns}
+    if world is not None:
+        if scenario is not None:
+            raise SimgymError("--world and --scenario both give the scenario: pass one")
+        served = load_world(domain or "mcp", None, task)
+        served.scenario = world_scenario_option(world, served.domain)
+    else:
+        served = load_world(domain, scenario, task)
+    env_options: dict[str, Any] = {
+        "max_turns": max_turns,
+        **grounding_options(grounding, experience),
+    }
     for key, value in (
         ("seed", seed),
         ("instructions", instructions),
@@ -209,7 +231,7 @@ def serve(
         from simgym.rewards import build_reward
 
         _serve_openenv(
-            world,
+            served,
             wm,
             out,
             host=host,
@@ -225,7 +247,7 @@ def serve(
         )
         return
     _serve_mcp(
-        world,
+        served,
         wm,
         out,
         transport=transport,

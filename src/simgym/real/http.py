@@ -243,7 +243,10 @@ class RealHTTP(RealExecutor):
                 continue
             text = str(value)
             if not _HEADER_VALUE.match(text):
-                return "bad_argument", f"{argument} must be printable ASCII (it is sent as {header})"
+                return (
+                    "bad_argument",
+                    f"{argument} must be printable ASCII (it is sent as {header})",
+                )
             headers[header] = text
         try:
             if method in QUERY_METHODS:
@@ -263,7 +266,9 @@ class RealHTTP(RealExecutor):
             body = json.dumps({"status": status})
         if self.output_format == "json":
             return body
-        return format_result([{"type": "text", "text": body}], None, status >= 400, self.output_format)
+        return format_result(
+            [{"type": "text", "text": body}], None, status >= 400, self.output_format
+        )
 
     def _error(
         self,
@@ -280,7 +285,9 @@ class RealHTTP(RealExecutor):
         if self.output_format == "json":
             text = json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False)
         else:
-            text = format_result([{"type": "text", "text": message}], None, True, self.output_format)
+            text = format_result(
+                [{"type": "text", "text": message}], None, True, self.output_format
+            )
         return text, meta
 
     def describe(self) -> dict[str, Any]:
