@@ -4,7 +4,9 @@
 MCP session (:mod:`simgym.integrations.mcp_server`); ``--openenv`` hands the same world to
 :mod:`simgym.integrations.openenv_server` when that integration is present. The world is
 ``--domain``, ``--scenario`` (a scenario file, or an episode file with ``scenario:`` and
-``task:``) and ``--task``; every episode is appended to ``--out``.
+``task:``) and ``--task``, or ``--world DIR``: a business world's twin (``simgym logs
+import``), grounded in its records as ``--grounding`` says; every episode is appended to
+``--out``.
 
 Importing this module adds :func:`serve` to the ``simgym`` command as ``simgym serve``
 (:mod:`simgym.cli` imports it for that, the way :mod:`simgym.build` imports backends to

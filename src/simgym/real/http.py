@@ -256,7 +256,7 @@ class RealHTTP(RealExecutor):
             # No arguments left means no body: the service says whether it wanted one.
             body = {"json": rest} if rest else {}
             return self._client.build_request(method, path, headers=headers, **body)
-        except (httpx.HTTPError, ValueError, TypeError) as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError, TypeError) as exc:
             return "bad_argument", f"the call cannot be sent as HTTP: {exc}"
 
     def _render(self, body: str, status: int) -> str:
