@@ -226,12 +226,22 @@ def _compact(value: Any) -> str:
 
 
 def tools_text(tools: list[dict[str, Any]], limit: int = STATE_CHARS) -> str:
-    """The tools as the prompt shows them: indented when few, else one compact line each
-    (a twin of a business system declares dozens; the context is the budget)."""
+    """The tools as the prompt shows them: their JSON schemas when they are few, else one
+    line each, ``name(argument, optional?): description`` (a twin of a business system
+    declares dozens, and the context is the budget)."""
     whole = dump_json(tools)
     if len(whole) <= limit:
         return whole
-    return "[\n" + ",\n".join(_compact(t) for t in tools) + "\n]"
+    return "\n".join(_signature(t) for t in tools)
+
+
+def _signature(tool: dict[str, Any]) -> str:
+    params = tool.get("parameters") or {}
+    props = params.get("properties") or {}
+    needed = set(params.get("required") or [])
+    args = ", ".join(name if name in needed else f"{name}?" for name in props)
+    note = f": {tool['description']}" if tool.get("description") else ""
+    return f"- {tool['name']}({args}){note}"
 
 
 def state_text(state: dict[str, Any], limit: int = STATE_CHARS) -> str:

@@ -109,6 +109,43 @@ def _stamp_style(value: str) -> str:
     return f"{style}-z" if value.endswith("Z") else style
 
 
+def call_result(
+    binding: dict[str, Any],
+    logged: dict[str, Any],
+    arguments: dict[str, Any],
+    collection_of: dict[str, str],
+) -> dict[str, Any] | None:
+    """The record a successful call returned or left: its answer when that is a record
+    (a JSON object with an id), else, for event logs without answers (OCEL, XES), the
+    state of the object of the call's collection the event names."""
+    if outcome(logged) != "ok":
+        return None
+    body = logged.get("response")
+    if isinstance(body, dict) and body.get("id") is not None:
+        return body
+    collection = binding.get("collection")
+    named = arguments.get(binding.get("id_arg") or "")
+    # ids the call names of other records (a new loan's customer_id); an event log may
+    # also name the new record itself by <type>_id, which does not count
+    others = {c: [] for c in collection_of.values()}
+    given = {
+        str(v)
+        for k, v in arguments.items()
+        if isinstance(v, str | int) and owner_collection(k, others) != collection
+    }
+    for obj in logged.get("objects") or []:
+        if not isinstance(obj, dict) or not isinstance(obj.get("state"), dict):
+            continue
+        if collection_of.get(str(obj.get("type"))) != collection:
+            continue
+        oid = str(obj.get("id"))
+        if (named is not None and oid == str(named)) or (
+            binding.get("op") == "create" and oid not in given
+        ):
+            return {"id": obj.get("id"), **obj["state"]}
+    return None
+
+
 def _label(value: Any) -> str:
     return json.dumps(value, sort_keys=True)
 
@@ -412,7 +449,6 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
             session = logged.get("session")
             pending.clear()
             last_seen.clear()
-        body = logged.get("response")
         # a related record seen again: did it take a value of a record made before?
         for obj in _shown(calls, binding, logged):
             ref = (obj[0], str(obj[1].get("id")))
@@ -428,7 +464,8 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
                         elif key in hits:
                             misses[key] += 1
             last_seen[ref] = {**(old or {}), **obj[1]}
-        if outcome(logged) != "ok" or not isinstance(body, dict) or "id" not in body:
+        body = call_result(binding, logged, args, calls.collection_of)
+        if body is None:
             continue
         op = binding.get("op")
         if op == "create" and len(creates[tool]) < MAX_EXAMPLES:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simgym.logs.behaviour import error_code, outcome
+from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
 from simgym.logs.mask import Masker
 from simgym.logs.model import ImportReport, LogRecord
@@ -209,9 +209,9 @@ class _Replay:
                 )
             if kind != "ok":
                 continue
-            response = logged.get("response")
+            response = call_result(binding, logged, call.arguments, self.collection_of)
             shown: list[tuple[str, dict[str, Any]]] = []
-            if isinstance(response, dict) and collection and response.get("id") is not None:
+            if response is not None and collection:
                 if binding.get("op") == "create":
                     new = self._ids(collection) - before
                     if len(new) == 1:

@@ -262,6 +262,32 @@ HTTP_PATH_KEYS = ("url.path", "http.target")
 HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 
 
+# An event log's attributes mix what was asked with what came of it. These name the
+# outcome: kept as the record's answer, never as arguments (a twin's rules must not read
+# the answer to decide it).
+OUTCOME_KEYS = (
+    "outcome",
+    "code",
+    "error_code",
+    "result",
+    "from_status",
+    "to_status",
+    "lifecycle:transition",
+)
+
+
+def pop_outcome(attrs: dict[str, JSON]) -> JSON:
+    """Take an event's outcome attributes out of ``attrs``; return them as its answer
+    (a refusal as ``{"error": {"code": ...}}``, like an API's), or None."""
+    found = {k: attrs.pop(k) for k in OUTCOME_KEYS if k in attrs}
+    if not found:
+        return None
+    refused = str(found.get("outcome", "ok")).lower() not in ("ok", "success", "complete")
+    if refused and found.get("code") not in (None, ""):
+        return {"error": {"code": found["code"]}}
+    return found
+
+
 def pop_http(attrs: dict[str, JSON]) -> tuple[str | None, str | None, str | None, int | None]:
     """Take an event's HTTP method, route, path and status out of ``attrs`` (each None
     when absent; a status that is not a number is left in place)."""

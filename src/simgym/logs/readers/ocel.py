@@ -26,7 +26,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from simgym.logs.jsonstream import iter_array
-from simgym.logs.model import JSON, ImportReport, LogRecord, ObjectRef, parse_time, pop_http
+from simgym.logs.model import (
+    JSON,
+    ImportReport,
+    LogRecord,
+    ObjectRef,
+    parse_time,
+    pop_http,
+    pop_outcome,
+)
 
 _ACTOR_KEYS = ("resource", "org:resource", "user", "actor")
 _ROLE_KEYS = ("role", "org:role")
@@ -77,6 +85,7 @@ def _record(
         k: v for k, v in attrs.items() if k not in _ACTOR_KEYS + _ROLE_KEYS + _SESSION_KEYS
     }
     method, route, path, status = pop_http(arguments)
+    answer = pop_outcome(arguments)
     if named is not None:  # the events' own grouping, the same in JSON and SQLite
         session = str(named)
     else:
@@ -93,6 +102,7 @@ def _record(
         arguments=arguments,
         status=status,
         error=status is not None and status >= 500,
+        response=answer,
         objects=refs,
         source=source,
         path=path if http else None,

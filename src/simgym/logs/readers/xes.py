@@ -19,7 +19,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from xml.etree.ElementTree import Element, ParseError, iterparse
 
-from simgym.logs.model import JSON, ImportReport, LogRecord, ObjectRef, parse_time, pop_http
+from simgym.logs.model import (
+    JSON,
+    ImportReport,
+    LogRecord,
+    ObjectRef,
+    parse_time,
+    pop_http,
+    pop_outcome,
+)
 
 _TYPED = {"string", "date", "int", "float", "boolean", "id"}
 _ABORTED = {"ate_abort", "pi_abort"}
@@ -63,6 +71,8 @@ def _record(
     method, route, path, status = pop_http(attrs)
     http = method is not None and route is not None
     aborted = str(attrs.get("lifecycle:transition", "")).lower() in _ABORTED
+    objects = _objects(case, attrs, nested)
+    answer = pop_outcome(attrs)
     return LogRecord(
         session=case,
         operation=route if http else str(name),  # type: ignore[arg-type]
@@ -74,7 +84,8 @@ def _record(
         arguments=dict(attrs),
         status=status,
         error=(status is not None and status >= 500) or (status is None and aborted),
-        objects=_objects(case, attrs, nested),
+        response=answer,
+        objects=objects,
         path=path if http else None,
         source=source,
         attributes={"activity": str(name)} if http else {},
