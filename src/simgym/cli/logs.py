@@ -13,6 +13,7 @@ from rich.table import Table
 
 from simgym.cli.console import make_console
 from simgym.cli.errors import friendly_errors
+from simgym.cli.options import WorldModelOptions, world_model_options
 
 _FORMATS = "auto|otlp|ocel|xes|har|mcp|trajectories|jsonl|csv"
 
@@ -138,3 +139,104 @@ def inspect(
         rule = f"{r['operation']}: {r['field']} required ({r['status']})"
         table.add_row("required", escape(rule), str(r["count"]))
     _console.print(table)
+
+    behaviour_path = world / "behaviour.json"
+    if behaviour_path.is_file():
+        _print_guards(json.loads(behaviour_path.read_text()))
+
+
+def _print_guards(behaviour: dict) -> None:
+    """The rules the twin enforces, a line per guard, in the order it checks them."""
+    table = Table(title="enforced by the twin (behaviour.json)")
+    for column in ("tool", "refuses with", "when", "seen"):
+        table.add_column(column)
+    for tool, rules in behaviour.get("tools", {}).items():
+        for guard in rules.get("guards", []):
+            answer = guard.get("answer")
+            code = answer.get("error", {}).get("code") if isinstance(answer, dict) else None
+            when = " and ".join(
+                f"{c['feature']} "
+                + (
+                    f"in {c['in']}"
+                    if "in" in c
+                    else f"not in {c['not_in']}"
+                    if "not_in" in c
+                    else f"> {c['above']}"
+                    if "above" in c
+                    else f"< {c['below']}"
+                )
+                for c in guard.get("when", [])
+            )
+            shown = f"{guard.get('status')} {code}" if code else str(guard.get("status"))
+            table.add_row(escape(tool), escape(shown), escape(when), str(guard.get("support", "")))
+        sets = rules.get("sets") or {}
+        if sets:
+            table.add_row(escape(tool), "sets", escape(json.dumps(sets)), "")
+    _console.print(table)
+
+
+@logs_app.command("eval")
+@friendly_errors
+@world_model_options
+def eval_twin(
+    files: Annotated[list[Path], typer.Argument(help="log files of one format")],
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="folder for the training world and eval.json")
+    ],
+    format: Annotated[str, typer.Option(help="the logs' format, or auto")] = "auto",
+    holdout: Annotated[float, typer.Option(help="share of sessions held out")] = 0.2,
+    seed: Annotated[int, typer.Option(help="the split's key")] = 0,
+    grounding: Annotated[str, typer.Option(help="off | facts | strict")] = "strict",
+    experience: Annotated[
+        bool, typer.Option(help="retrieve from the training sessions' transitions")
+    ] = False,
+    max_sessions: Annotated[
+        int | None, typer.Option(help="replay at most this many held-out sessions")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
+    *,
+    wm: WorldModelOptions,
+) -> None:
+    """Fidelity of the twin: build a world from the training sessions, replay the
+    held-out sessions through it, compare with what the real system logged."""
+    from simgym.core.errors import SimgymError
+    from simgym.logs.eval import evaluate
+
+    if not 0 < holdout < 1:
+        raise SimgymError(f"--holdout is a share between 0 and 1, not {holdout}")
+    report = evaluate(
+        [str(f) for f in files],
+        out,
+        format=format,
+        holdout=holdout,
+        seed=seed,
+        world_model=wm.build(),
+        grounding=grounding,
+        experience=experience,
+        max_sessions=max_sessions,
+    )
+    if as_json:
+        print(json.dumps(report, indent=2, default=str))
+        return
+    table = Table(title=f"twin fidelity on {report['sessions']} held-out sessions")
+    table.add_column("metric")
+    table.add_column("value")
+    for key in (
+        "calls",
+        "replayed",
+        "json_validity",
+        "outcome_agreement",
+        "violations",
+        "violations_answered",
+        "violations_exact",
+        "final_state_checks",
+        "final_state_agreement",
+    ):
+        value = report.get(key)
+        table.add_row(key.replace("_", " "), "-" if value is None else str(value))
+    for kind, row in report.get("violations_by_kind", {}).items():
+        table.add_row(f"  {kind} violations", f"{row['calls']} answered {row['answered']}")
+    for reason, n in report.get("not_replayed", {}).items():
+        table.add_row("  not replayed", f"{n}: {escape(reason)}")
+    _console.print(table)
+    _console.print(f"report: {escape(str(out / 'eval.json'))}", highlight=False)

@@ -145,6 +145,19 @@ def _swap(value: Any, ids: dict[str, Any]) -> Any:
     return value
 
 
+def _swap_text(value: Any, ids: dict[str, Any]) -> Any:
+    """Ids inside text too ("customer cust-7 has not passed KYC")."""
+    if isinstance(value, str):
+        for real, twin in ids.items():
+            value = re.sub(rf"(?<![\w-]){re.escape(real)}(?![\w-])", str(twin), value)
+        return value
+    if isinstance(value, dict):
+        return {k: _swap_text(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_swap_text(v, ids) for v in value]
+    return value
+
+
 class _Replay:
     def __init__(self, world_dir: Path, env: Any, tally: Tally) -> None:
         world = load_world(world_dir)
@@ -200,7 +213,9 @@ class _Replay:
                     group = _group(status)
                     tally.violations[group] += 1
                     tally.violations_answered[group] += agree
-                    tally.violations_exact[group] += body == logged.get("response")
+                    # the twin names its own ids: compare with the real answer's ids mapped
+                    expected = _swap(logged.get("response"), ids)
+                    tally.violations_exact[group] += body == _swap_text(expected, ids)
                 else:
                     tally.unmined += 1
             if not agree and len(tally.mismatches) < 50:
@@ -284,7 +299,7 @@ def evaluate(
     format: str = "auto",
     holdout: float = 0.2,
     seed: int = 0,
-    world_model: str = "local",
+    world_model: Any = "local",
     grounding: str = "strict",
     experience: bool = False,
     mask_key: str = "simgym",
@@ -315,7 +330,7 @@ def evaluate(
     scenario = world_scenario(world_dir)
     longest = max((len(sessions[n]) for n in names), default=1)
     options: dict[str, Any] = {"grounding": grounding, "max_turns": longest + 1, **backend}
-    store = world_dir / "experience.jsonl"
+    store = world_dir / "experience.db"  # the training sessions' transitions only
     if experience and store.is_file():
         options["experience"] = str(store)
     env = make("mcp", world_model, scenario=scenario, **options).sync()
@@ -333,7 +348,7 @@ def evaluate(
         "format": format,
         "holdout": holdout,
         "seed": seed,
-        "world_model": world_model,
+        "world_model": world_model if isinstance(world_model, str) else type(world_model).__name__,
         "grounding": grounding,
         "experience": bool(options.get("experience")),
         "train": {
