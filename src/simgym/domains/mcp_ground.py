@@ -213,6 +213,8 @@ def ground_ruled(
     known = record_fields(records) | set(rules.shape)
     given = {k: v for k, v in args.items() if k not in context and k in known and k != key}
     changes = {**given, **mcp_rules.new_values(rules, feats, args)}
+    if binding.op == "create":
+        changes = {**rules.defaults, **changes}
     if binding.op == "update":
         assert record is not None
         after = mcp_rules.ordered({**record, **changes}, rules.shape)

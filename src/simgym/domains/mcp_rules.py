@@ -9,6 +9,7 @@ A tool's :class:`ToolRules` (``tool_map[tool]["rules"]``, mined from a company's
              real system gave, with ``{{feature}}`` placeholders for the call's values);
 ``missing``  the answer to a call on a record that does not exist;
 ``sets``     fields every successful call sets to one value (``{"status": "approved"}``);
+``defaults`` values of fields a call may give, when it does not (``account_id``: null);
 ``copies``   fields taken from an argument (``{"decision_reason": "reason"}``);
 ``values``   fields the system decides from the state: a default and a decision list;
 ``stamps``   fields that hold the time of the call (``{"updated_at": "iso-us-z"}``);
@@ -125,6 +126,7 @@ class ToolRules(BaseModel):
     guards: list[Guard] = Field(default_factory=list)
     missing: Guard | None = None
     sets: dict[str, Any] = Field(default_factory=dict)
+    defaults: dict[str, Any] = Field(default_factory=dict)
     copies: dict[str, str] = Field(default_factory=dict)
     values: dict[str, DecisionList] = Field(default_factory=dict)
     stamps: dict[str, str] = Field(default_factory=dict)

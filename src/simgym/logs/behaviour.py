@@ -273,8 +273,10 @@ def priority(cond: Condition, status: int = 0) -> int:
         return 0
     if status in (400, 413, 422) and feature.startswith(_CALL_FEATURES):
         return 1 if feature.endswith(".role") else 0
-    if status in (409, 412, 423) and feature.startswith("rec."):
-        return 0
+    if status in (409, 412, 423) and (
+        feature.startswith("rec.") or feature.endswith(("status", "state"))
+    ):
+        return 0  # a conflict is about a state: the record's, or a related status
     if feature.endswith(".exists"):
         return 6  # a related record missing explains a 404, seldom anything else
     if feature.endswith(".role"):
@@ -524,8 +526,15 @@ def _create_rules(rows: list[tuple[Features, dict, dict]]) -> ToolRules:
         if all(_is_stamp(v) for v in values):
             rules.stamps[name] = _stamp_style(values[-1])
             continue
-        if all(name in args and args[name] == body.get(name) for _, args, body in rows):
-            continue  # the caller gives it
+        given = [(args, body) for _, args, body in rows if name in args]
+        if given and all(args[name] == body.get(name) for args, body in given):
+            # the caller gives it; when it does not, the system fills in one value
+            absent = {_label(body.get(name)) for _, args, body in rows if name not in args}
+            if len(absent) == 1:
+                rules.defaults[name] = next(
+                    body.get(name) for _, args, body in rows if name not in args
+                )
+            continue
         source = _copies(name, present)
         if source is not None and source != name:
             rules.copies[name] = source

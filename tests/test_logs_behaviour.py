@@ -1,0 +1,251 @@
+"""The twin enforces the business rules mined from the logs, with the system's answers.
+
+A run of the demo back office is imported; the mined ``behaviour.json`` must hold the
+service's life cycle, permissions and effects, and the twin (the normal engine, strict
+grounding) must refuse what the real service refused with the real service's answer.
+The last test replays held-out sessions (``simgym logs eval``) on the embedded model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("opentelemetry.sdk")
+
+import simgym  # noqa: E402
+from simgym.core.types import Action  # noqa: E402
+from simgym.domains.mcp_rules import (  # noqa: E402
+    Condition,
+    DecisionList,
+    Guard,
+    ToolRules,
+    features,
+    render,
+)
+from simgym.logs import ImportReport, build_world, read_logs  # noqa: E402
+from simgym.logs.behaviour import learn, template  # noqa: E402
+from simgym.logs.eval import evaluate, held_out  # noqa: E402
+from simgym.logs.twin import world_scenario  # noqa: E402
+from simgym.real.backoffice import run_sessions  # noqa: E402
+from simgym.worldmodels.function import FunctionWorldModel  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("behaviour")
+    run_sessions(40, 3, root / "logs")
+    return root / "logs"
+
+
+@pytest.fixture(scope="module")
+def world(logs: Path) -> Path:
+    report = ImportReport()
+    out = logs.parent / "world"
+    build_world(read_logs([str(logs / "sessions.jsonl")], report), out, report=report)
+    return out
+
+
+@pytest.fixture(scope="module")
+def behaviour(world: Path) -> dict[str, Any]:
+    return json.loads((world / "behaviour.json").read_text())["tools"]
+
+
+def _guard(rules: dict[str, Any], code: str) -> dict[str, Any]:
+    found = [
+        g
+        for g in rules.get("guards", [])
+        if (g.get("answer") or {}).get("error", {}).get("code") == code
+    ]
+    assert found, f"no guard answers {code}: {rules.get('guards')}"
+    return found[0]
+
+
+# -- the rules, as data -----------------------------------------------------------------
+
+
+def test_conditions_read_features_and_none_for_missing():
+    feats = features({"role": "auditor", "amount": 70000}, {"id": "L-1", "status": "draft"}, {})
+    assert Condition(feature="arg.role", **{"in": ["auditor"]}).holds(feats)
+    assert Condition(feature="rec.status", not_in=["under_review"]).holds(feats)
+    assert Condition(feature="arg.amount", above=50000).holds(feats)
+    assert not Condition(feature="arg.amount", below=1000).holds(feats)
+    assert Condition(feature="arg.reason", **{"in": [None]}).holds(feats)  # not given
+    assert feats["fmt.role"] == "a" and feats["type.amount"] == "int"
+
+
+def test_features_follow_references_to_related_records():
+    state = {"customers": [{"id": "c-1", "kyc_status": "failed", "documents": ["id_card"]}]}
+    feats = features({"loan_id": "L-1"}, {"id": "L-1", "customer_id": "c-1"}, state)
+    assert feats["customers.kyc_status"] == "failed"
+    assert feats["customers.documents~id_card"] is True
+    assert feats["customers.exists"] is True
+
+
+def test_templates_put_the_calls_values_back():
+    answer = {"error": {"code": "x", "message": "cannot approve L-9 in status draft", "n": 7}}
+    feats = {"arg.loan_id": "L-9", "rec.status": "draft", "rec.amount": 7}
+    made = template(answer, feats)
+    assert made["error"]["message"] == "cannot approve {{arg.loan_id}} in status {{rec.status}}"
+    assert made["error"]["n"] == "{{rec.amount}}"
+    again = render(made, {"arg.loan_id": "L-2", "rec.status": "approved", "rec.amount": 3})
+    assert again == {
+        "error": {"code": "x", "message": "cannot approve L-2 in status approved", "n": 3}
+    }
+
+
+def test_learning_finds_the_separating_condition_and_ignores_identities():
+    ok = [
+        {"arg.role": "reviewer", "arg.actor": f"a{i}", "rec.status": "under_review"}
+        for i in range(6)
+    ]
+    bad = [
+        {"arg.role": "reviewer", "arg.actor": "a1", "rec.status": s} for s in ("draft", "approved")
+    ]
+    rules = learn(bad, ok, status=409)
+    assert [[c.feature for c in r] for r in rules] == [["rec.status"]]
+    assert rules[0][0].not_in == ["under_review"]
+
+
+def test_decision_lists_pick_the_first_rule_that_holds():
+    decision = DecisionList(
+        default="passed",
+        rules=[([Condition(feature="customers.country", **{"in": ["SY"]})], "failed")],
+    )
+    assert decision.value({"customers.country": "SY"}) == "failed"
+    assert decision.value({"customers.country": "DE"}) == "passed"
+    assert ToolRules(guards=[Guard(when=[], status=403)]).guards[0].holds({})
+
+
+# -- what mining finds in the demo service's logs ------------------------------------------
+
+
+def test_mined_life_cycle_and_permissions(behaviour: dict[str, Any]):
+    approve = behaviour["post_loans_loan_id_approve"]
+    assert approve["sets"] == {"status": "approved"}
+    cycle = _guard(approve, "invalid_transition")
+    assert cycle["status"] == 409
+    assert cycle["when"] == [{"feature": "rec.status", "not_in": ["under_review"]}]
+    assert "{{rec.status}}" in cycle["answer"]["error"]["message"]
+    forbidden = _guard(behaviour["post_loans_loan_id_review"], "forbidden")
+    assert forbidden["status"] == 403
+    assert forbidden["when"][0]["feature"] == "arg.role"
+    assert "operator" in forbidden["when"][0]["in"]
+    submit = behaviour["post_loans_loan_id_submit"]
+    assert submit["sets"] == {"status": "submitted"}
+    kyc = _guard(submit, "kyc_required")
+    assert any(c["feature"] == "customers.kyc_status" for c in kyc["when"])
+
+
+def test_mined_effects_of_creates(behaviour: dict[str, Any]):
+    loan = behaviour["post_loans"]
+    assert loan["sets"]["status"] == "draft"
+    assert loan["copies"]["created_by"] == "actor"
+    assert set(loan["stamps"]) == {"created_at", "updated_at"}
+    kyc = behaviour["post_kyc_customer_id"]
+    assert {
+        "collection": "customers",
+        "via": "customer_id",
+        "field": "kyc_status",
+        "source": "result",
+    } in kyc["parents"]
+    assert "result" in kyc["values"]
+
+
+# -- the twin enforces them -----------------------------------------------------------------
+
+
+async def test_the_twin_refuses_with_the_real_answer_and_moves_the_life_cycle(world: Path):
+    scenario = world_scenario(world)
+    unreachable = FunctionWorldModel(lambda messages: '{"unexpected": true}')
+    env = simgym.make("mcp", unreachable, scenario=scenario, grounding="strict")
+    await env.reset()
+    operator = {"actor": "actor-x", "role": "operator"}
+    customer = {
+        "name": "Person-aaaaaa",
+        "email": "user-aaaaaa@example.com",
+        "date_of_birth": "1980-01-02",
+        "country": "DE",
+        "documents": ["id_card", "proof_of_address"],
+        **operator,
+    }
+    made = json.loads(
+        (await env.step(Action.tool_call("post_customers", customer))).observation.text
+    )
+    assert made["kyc_status"] == "pending" and made["created_by"] == "actor-x"
+    cid = made["id"]
+    loan = {"customer_id": cid, "amount": 20000, "term_months": 24, "purpose": "car", **operator}
+    made = json.loads((await env.step(Action.tool_call("post_loans", loan))).observation.text)
+    assert made["status"] == "draft"
+    lid = made["id"]
+    refused = await env.step(
+        Action.tool_call(
+            "post_loans_loan_id_approve", {"loan_id": lid, "actor": "m", "role": "manager"}
+        )
+    )
+    body = json.loads(refused.observation.text)
+    assert body["error"]["code"] == "invalid_transition"
+    assert body["error"]["message"] == "cannot approve a loan application in status draft"
+    assert body["error"]["details"]["object_id"] == lid
+    # KYC not passed yet: the submit is refused as the service refuses it
+    body = json.loads(
+        (
+            await env.step(
+                Action.tool_call("post_loans_loan_id_submit", {"loan_id": lid, **operator})
+            )
+        ).observation.text
+    )
+    assert body["error"]["code"] == "kyc_required"
+    check = json.loads(
+        (
+            await env.step(
+                Action.tool_call("post_kyc_customer_id", {"customer_id": cid, **operator})
+            )
+        ).observation.text
+    )
+    assert check["result"] == "passed"
+    assert next(c for c in env.state["customers"] if c["id"] == cid)["kyc_status"] == "passed"
+    moved = json.loads(
+        (
+            await env.step(
+                Action.tool_call("post_loans_loan_id_submit", {"loan_id": lid, **operator})
+            )
+        ).observation.text
+    )
+    assert moved["status"] == "submitted"
+    body = json.loads(
+        (
+            await env.step(
+                Action.tool_call("post_loans_loan_id_review", {"loan_id": lid, **operator})
+            )
+        ).observation.text
+    )
+    assert body["error"]["code"] == "forbidden"
+    assert next(r for r in env.state["loans"] if r["id"] == lid)["status"] == "submitted"
+
+
+# -- fidelity on held-out sessions ----------------------------------------------------------
+
+
+def test_the_split_is_stable_and_keyed():
+    names = [f"s-{i}" for i in range(400)]
+    picked = [n for n in names if held_out(n, 0.25, 0)]
+    assert picked == [n for n in names if held_out(n, 0.25, 0)]
+    assert picked != [n for n in names if held_out(n, 0.25, 1)]
+    assert 60 < len(picked) < 140
+
+
+def test_eval_on_held_out_sessions_with_the_embedded_model(logs: Path, tmp_path: Path):
+    report = evaluate(
+        [str(logs / "sessions.jsonl")], tmp_path, holdout=0.25, seed=0, max_sessions=4
+    )
+    assert report["sessions"] == 4 and report["replayed"] > 10
+    assert report["json_validity"] >= 0.9
+    assert report["violations"] == 0 or report["violations_answered"] == 1.0
+    assert report["final_state_agreement"] >= 0.9
+    saved = json.loads((tmp_path / "eval.json").read_text())
+    assert saved["outcome_agreement"] == report["outcome_agreement"]
