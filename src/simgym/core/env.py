@@ -736,7 +736,12 @@ class SimEnv:
         trajectory.finished_at = time.time()
         trajectory.world_model = self.world_model.describe()  # settings resolved by now
         trajectory.metrics = _metrics(trajectory)
-        if self._ledger is not None:
+        live = getattr(self.world_model, "live_state", None)
+        if callable(live):
+            # a real world: the records it showed, not the twin's ledger it was given
+            trajectory.final_state = live()
+            trajectory.metrics["state_source"] = "live"
+        elif self._ledger is not None:
             trajectory.final_state = self._ledger.state
         self._finished = True
         if self.writer is not None:

@@ -100,6 +100,8 @@ class RealHTTP(RealExecutor):
         self._server: Any = None
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
         self._bank: Any = None
+        self._collections: dict[str, str] = {}
+        self._seen: dict[str, dict[str, Any]] = {}
 
     # -- episode life -----------------------------------------------------------------
 
@@ -115,6 +117,12 @@ class RealHTTP(RealExecutor):
                 "has no routes"
             )
         self._routes = dict(world.routes)
+        self._collections = {
+            name: binding.collection
+            for name, binding in world.tool_map.items()
+            if binding.collection and binding.op != "none"
+        }
+        self._seen = {}
         self.output_format = world.output_format
         self.forget_turns()
         self.session_id = new_id("simgym-")
@@ -211,7 +219,25 @@ class RealHTTP(RealExecutor):
                 detail=str(exc),
             )
         meta = {"status": response.status_code, "method": method, "path": path}
+        if response.is_success:
+            self._keep(call[0], response)
         return self._render(response.text, response.status_code), meta
+
+    def _keep(self, tool: str, response: httpx.Response) -> None:
+        """A record the service answered with, kept as it last showed it."""
+        collection = self._collections.get(tool)
+        try:
+            body = response.json()
+        except ValueError:
+            return
+        if collection and isinstance(body, dict) and body.get("id") is not None:
+            self._seen.setdefault(collection, {})[str(body["id"])] = body
+
+    def live_state(self) -> dict[str, Any]:
+        """The episode's records as the service's answers last showed them, by
+        collection: what a record check on the real service can read without reaching
+        into its database (a change no answer showed is not in it)."""
+        return {name: list(records.values()) for name, records in self._seen.items()}
 
     def _request(self, tool: str, arguments: dict[str, Any]) -> httpx.Request | tuple[str, str]:
         """The HTTP request of a call, or (error code, message) when it cannot be sent."""
