@@ -327,12 +327,8 @@ def test_xes_streams_traces(tmp_path: Path) -> None:
     ]
     first = records[0]
     assert first.actor == "Pete" and records[1].role == "clerk"
-    assert first.arguments == {
-        "lifecycle:transition": "complete",
-        "amount": 120.5,
-        "items": 2,
-        "urgent": True,
-    }
+    assert first.arguments == {"amount": 120.5, "items": 2, "urgent": True}
+    assert first.response == {"lifecycle:transition": "complete"}  # an outcome, not an input
     assert first.time == parse_time("2025-02-01T08:00:00Z")
     assert report.skipped["XES event without concept:name"] == 1
     assert any(reason.startswith("XML ends early") for reason in report.skipped)
@@ -495,6 +491,7 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
         "entities.json",
         "experience.db",
         "experience.jsonl",
+        "faults.yaml",
         "interface.json",
         "manifest.json",
         "rules.json",

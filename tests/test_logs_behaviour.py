@@ -249,3 +249,33 @@ def test_eval_on_held_out_sessions_with_the_embedded_model(logs: Path, tmp_path:
     assert report["final_state_agreement"] >= 0.9
     saved = json.loads((tmp_path / "eval.json").read_text())
     assert saved["outcome_agreement"] == report["outcome_agreement"]
+
+
+def test_observed_failures_become_a_perturbation_plan(tmp_path: Path):
+    from simgym.logs.faults import FAULTS_FILE
+    from simgym.perturb.plan import load_perturbations
+
+    lines = []
+    for i in range(20):
+        status = 503 if i % 5 == 0 else 429 if i % 10 == 1 else 200
+        body = {"error": "down"} if status >= 400 else {"id": f"T-{i}", "state": "open"}
+        lines.append(
+            {
+                "session": f"s{i}",
+                "method": "GET",
+                "route": "/tickets/{ticket_id}",
+                "path": f"/tickets/T-{i}",
+                "status": status,
+                "response": body,
+            }
+        )
+    log = tmp_path / "calls.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = ImportReport()
+    build_world(read_logs([str(log)], report), tmp_path / "w", report=report)
+    plan = load_perturbations(tmp_path / "w" / FAULTS_FILE)
+    by_kind = {r.fault: r for r in plan.rules}
+    assert by_kind["server_error"].probability == 0.2
+    assert by_kind["server_error"].params == {"status": 503}
+    assert by_kind["rate_limit"].probability == 0.1
+    assert by_kind["server_error"].tools == ["get_tickets_ticket_id"]

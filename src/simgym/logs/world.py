@@ -484,12 +484,15 @@ def _mine(out: Path, manifest: dict[str, JSON]) -> None:
     """Mine the operations' behaviour (guards, effects) into ``behaviour.json``; a world
     the twin cannot serve (no operation with a route) keeps the reason instead."""
     from simgym.logs.behaviour import BEHAVIOUR_FILE, mine_behaviour
+    from simgym.logs.faults import FAULTS_FILE, write_faults
     from simgym.logs.twin import WorldError
 
     try:
         mine_behaviour(out)
+        write_faults(out)
     except WorldError as exc:
         manifest["behaviour"] = f"not mined: {exc}"
     else:
-        manifest["files"] = [*manifest["files"], BEHAVIOUR_FILE]  # type: ignore[list-item]
+        files = [*manifest["files"], BEHAVIOUR_FILE, FAULTS_FILE]  # type: ignore[misc]
+        manifest["files"] = files
     _write_json(out / "manifest.json", manifest)
