@@ -38,7 +38,9 @@ class LocalAgent:
         self,
         model_path: str | os.PathLike[str] | None = None,
         *,
-        n_ctx: int = 4096,
+        # the agent reads every tool's schema: a business twin declares dozens, and the
+        # embedded SmolLM2 was trained to 8192 tokens
+        n_ctx: int = 8192,
         n_threads: int | None = None,
         temperature: float = 0.3,
         max_tokens: int = 128,

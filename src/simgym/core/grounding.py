@@ -102,12 +102,23 @@ class ExperienceSource(Protocol):
     def similar(self, domain: str, action_text: str, *, k: int) -> Sequence[Experience]: ...
 
 
-def facts_block(grounding: Grounding | None) -> str | None:
-    """The ``**Facts:**`` block for a user turn, or None when there is nothing to say."""
+MAX_FACTS_CHARS = 4000  # a list of a thousand records must not crowd out the prompt
+
+
+def facts_block(grounding: Grounding | None, max_chars: int = MAX_FACTS_CHARS) -> str | None:
+    """The ``**Facts:**`` block for a user turn, or None when there is nothing to say;
+    facts past ``max_chars`` are counted, not shown (the first ones come first)."""
     if grounding is None or not grounding.facts:
         return None
     lines = [f"{FACTS_HEADER} {FACTS_NOTE}"]
-    lines += [fact if fact.startswith("- ") else f"- {fact}" for fact in grounding.facts]
+    used = 0
+    for i, fact in enumerate(grounding.facts):
+        line = fact if fact.startswith("- ") else f"- {fact}"
+        if used + len(line) > max_chars and i:
+            lines.append(f"- ... and {len(grounding.facts) - i} more facts of the same kind")
+            break
+        lines.append(line)
+        used += len(line)
     return "\n".join(lines)
 
 

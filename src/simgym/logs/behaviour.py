@@ -52,7 +52,7 @@ from simgym.logs.twin import BEHAVIOUR_FILE, collection_names, load_world, world
 MAX_RULES = 4  # guards learned per kind of refusal
 MAX_EXAMPLES = 3000  # calls kept per tool for learning
 MAX_CALLS = 200_000  # calls read per pass: a larger log's first sessions teach the rules
-MAX_VALUES = 8  # a field with more distinct values is not decided (ids, names, amounts)
+MAX_VALUES = 16  # a field with more distinct values is no category (ids, names, amounts)
 VERSION = 1
 
 
@@ -236,17 +236,16 @@ def _hashable(value: Any) -> bool:
 
 
 _IDENTITY = re.compile(r"(^|_)(id|ids|actor|email|name|key|uuid|by|at)$")
+_REFERENCE = re.compile(r"(^|_)(id|ids|actor|key|uuid|by|at)$")
 
 
 def usable(key: str, values: list[Any]) -> bool:
     """Whether a rule of the business may read this feature: not identities (ids, actors,
     emails, names, times: who or when, not what) and not values nearly all different."""
-    field = key.split(".", 1)[-1].split("~", 1)[0]
-    if (
-        _IDENTITY.search(field.lower())
-        and not key.endswith(".exists")
-        and not key.startswith(("has.", "type.", "fmt."))
-    ):
+    field = key.split(".", 1)[-1].split("~", 1)[0].lower()
+    if key.startswith(("type.", "fmt.")) and _REFERENCE.search(field):
+        return False  # the shape of an id or an actor says who, never what
+    if _IDENTITY.search(field) and not key.endswith(".exists") and not key.startswith("has."):
         return False
     if not all(_hashable(v) for v in values):
         return False
@@ -310,12 +309,13 @@ def _candidates(pos: list[Features], neg: list[Features], keys: list[str]) -> li
             continue
         if pos_set != {None} and len(present) < 2 * len(set(present)):
             continue  # values seldom repeated: ids, names, dates, not a category
-        if key.startswith(_CALL_FEATURES) or pos_set == {None}:
+        if key.startswith(_CALL_FEATURES) or pos_set == {None} or len(neg_set) > 4:
             # a call's own values: refuse those seen refused (a role never refused is not
             # known to be forbidden)
             out.append(Condition(feature=key, **{"in": sorted(fresh, key=_label)}))
         else:
-            # a record's state: a closed set, so any state never seen to succeed refuses
+            # a record's state among few: a closed set (a life cycle), so any state never
+            # seen to succeed refuses; among many (countries) only those seen refused do
             out.append(Condition(feature=key, not_in=sorted(neg_set, key=_label)))
     return out
 

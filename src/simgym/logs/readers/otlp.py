@@ -117,7 +117,7 @@ def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord
         query = _first(attrs, "url.query")
         if query and path and "?" not in path:
             path = f"{path}?{query}"
-        if arguments is None and str(method).upper() in ("GET", "DELETE"):
+        if arguments in (None, "") and str(method).upper() in ("GET", "DELETE"):
             arguments = query_arguments(path)
         return LogRecord(
             system="http",
