@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,11 @@ EXPERIENCE_DB = "experience.db"
 SFT = "sft.jsonl"
 TASKS = "tasks.jsonl"
 HISTORY = 6  # earlier calls kept in an SFT row's prompt
+# What a huge log gives beyond these is more of the same; the caps keep an import of
+# millions of records linear and its folder small (the first sessions are kept).
+MAX_TRANSITIONS = 200_000
+MAX_SFT_ROWS = 20_000
+MAX_TASKS = 2_000
 ARTIFACTS = (EXPERIENCE, EXPERIENCE_DB, SFT, TASKS)
 
 
@@ -111,11 +117,12 @@ def write_artifacts(world_dir: str | Path, *, history: int = HISTORY) -> dict[st
     """Write the artifacts into a world folder; returns rows per file."""
     root = Path(world_dir)
     twin = open_twin(root)
-    tasks = mine_tasks(twin)
+    tasks = mine_tasks(twin, limit=MAX_TASKS)
+    rows = sft_rows(twin, {t.id: t for t in tasks}, history=history)
     counts = {
-        EXPERIENCE: _write_jsonl(root / EXPERIENCE, experience_rows(twin)),
+        EXPERIENCE: _write_jsonl(root / EXPERIENCE, islice(experience_rows(twin), MAX_TRANSITIONS)),
         TASKS: _write_jsonl(root / TASKS, (t.model_dump(mode="json") for t in tasks)),
-        SFT: _write_jsonl(root / SFT, sft_rows(twin, {t.id: t for t in tasks}, history=history)),
+        SFT: _write_jsonl(root / SFT, islice(rows, MAX_SFT_ROWS)),
     }
     db = root / EXPERIENCE_DB
     for stale in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):

@@ -259,9 +259,9 @@ def instruction_for(plan: list[dict[str, Any]], checks: list[dict[str, Any]], tw
 # -- tasks ------------------------------------------------------------------------------
 
 
-def mine_tasks(world: str | Path | Twin) -> list[Task]:
+def mine_tasks(world: str | Path | Twin, limit: int | None = None) -> list[Task]:
     """One task per session of a world that created something (see the module
-    docstring), in the order of its ``sessions.jsonl``."""
+    docstring), in the order of its ``sessions.jsonl``; at most ``limit``."""
     twin = world if isinstance(world, Twin) else open_twin(world)
     types = twin.world["entities"].get("types", {}) or {}
     operations = [op for op in twin.world["interface"]["operations"] if isinstance(op, dict)]
@@ -275,6 +275,8 @@ def mine_tasks(world: str | Path | Twin) -> list[Task]:
         checks = walk.checks()
         if not checks:
             continue
+        if limit is not None and len(tasks) >= limit:
+            break
         roles = sorted({str(e["arguments"]["role"]) for e in walk.plan if "role" in e["arguments"]})
         tasks.append(
             Task(
