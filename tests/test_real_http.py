@@ -248,3 +248,23 @@ async def test_serve_world_offers_its_operations_over_mcp(
         await client.call_tool("submit_answer", {"answer": "done"})
     [episode] = list(simgym.read_trajectories(out))
     assert episode.scenario["server_name"] == world_dir.name and episode.answer == "done"
+
+
+def test_mined_tasks_pass_on_the_twin_and_on_the_real_service(world_dir: Path, tmp_path: Path):
+    """The plan agent follows a mined task's logged calls; the records reward checks the
+    twin's ledger, and on the real service the records its answers showed."""
+    tasks = [json.loads(line) for line in (world_dir / "tasks.jsonl").read_text().splitlines()]
+    assert tasks, "the import mined no task"
+    one = tmp_path / "tasks.jsonl"
+    one.write_text(json.dumps(tasks[0]) + "\n")
+    runner = CliRunner()
+    scores = {}
+    for name, extra in (("twin", []), ("real", ["-w", "real-http", "--serve-backoffice"])):
+        out = tmp_path / f"{name}.jsonl"
+        args = ["run", str(one), "--world", str(world_dir), "--agent", "plan", "-o", str(out)]
+        result = runner.invoke(app, [*args, *extra])
+        assert result.exit_code == 0, result.output
+        episode = json.loads(out.read_text().splitlines()[0])
+        scores[name] = episode["metrics"]["reward_details"]
+    assert scores["real"]["passed"] == scores["real"]["total"] > 0
+    assert scores["twin"]["passed"] == scores["twin"]["total"]
