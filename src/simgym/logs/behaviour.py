@@ -47,7 +47,13 @@ from simgym.domains.mcp_rules import (
     render,
 )
 from simgym.logs.calls import CallMapper
-from simgym.logs.twin import BEHAVIOUR_FILE, collection_names, load_world, world_scenario
+from simgym.logs.twin import (
+    BEHAVIOUR_FILE,
+    collection_names,
+    load_world,
+    read_sessions,
+    world_scenario,
+)
 
 MAX_RULES = 4  # guards learned per kind of refusal
 MAX_EXAMPLES = 3000  # calls kept per tool for learning
@@ -61,17 +67,9 @@ VERSION = 1
 
 def _sessions(root: Path) -> Iterator[list[dict[str, Any]]]:
     path = root / "sessions.jsonl"
-    if not path.is_file():
-        return
-    with path.open(encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                session = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            records = session.get("records") if isinstance(session, dict) else None
-            if isinstance(records, list):
-                yield [r for r in records if isinstance(r, dict)]
+    if path.is_file():
+        for _, records in read_sessions(path):
+            yield records
 
 
 def outcome(record: dict[str, Any]) -> str:

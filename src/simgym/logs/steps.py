@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.types import Action
 from simgym.logs.calls import CallMapper, ToolCall
-from simgym.logs.twin import load_world, world_scenario
+from simgym.logs.twin import load_world, read_sessions, world_scenario
 
 DOMAIN = "mcp"
 SESSIONS = "sessions.jsonl"
@@ -87,19 +87,6 @@ def open_twin(world_dir: str | Path) -> Twin:
         mapper=CallMapper(operations, roles=bool(world["roles"])),
         world=world,
     )
-
-
-def read_sessions(path: str | Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
-    """``(session, records)`` per line of a world's ``sessions.jsonl`` (bad lines skipped)."""
-    with open(path, encoding="utf-8", errors="replace") as lines:
-        for line in lines:
-            try:
-                data = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(data, dict) and isinstance(data.get("records"), list):
-                records = [r for r in data["records"] if isinstance(r, dict)]
-                yield str(data.get("session", "")), records
 
 
 def observation_text(response: Any) -> str:

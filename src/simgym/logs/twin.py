@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +89,22 @@ def _roles(sessions: Path, rules: dict[str, Any]) -> list[str]:
         seen.add(str(rule.get("role", "")))
         seen.update(str(r) for r in rule.get("allowed_roles", []) or [])
     if sessions.is_file():
-        with sessions.open(encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                try:
-                    session = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                for record in session.get("records", []) if isinstance(session, dict) else []:
-                    if isinstance(record, dict) and isinstance(record.get("role"), str):
-                        seen.add(record["role"])
+        for _, records in read_sessions(sessions):
+            seen.update(r["role"] for r in records if isinstance(r.get("role"), str))
     return sorted(r for r in seen if r and r != "(none)")
+
+
+def read_sessions(path: str | Path) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+    """``(session, records)`` per line of a world's ``sessions.jsonl`` (bad lines skipped)."""
+    with open(path, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                data = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(data, dict) and isinstance(data.get("records"), list):
+                records = [r for r in data["records"] if isinstance(r, dict)]
+                yield str(data.get("session", "")), records
 
 
 # -- names, routes and bindings ----------------------------------------------------------
