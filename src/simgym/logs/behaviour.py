@@ -449,7 +449,20 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
             session = logged.get("session")
             pending.clear()
             last_seen.clear()
-        # a related record seen again: did it take a value of a record made before?
+        body = call_result(binding, logged, args, calls.collection_of)
+        op = binding.get("op")
+        if body is not None and op in ("create", "update"):
+            if op == "create" and len(creates[tool]) < MAX_EXAMPLES:
+                creates[tool].append((feats, args, body))
+            elif op == "update" and before is not None and len(updates[tool]) < MAX_EXAMPLES:
+                updates[tool].append((args, dict(before), body))
+            pointers = {**body, **args}
+            for via, value in pointers.items():
+                collection = owner_collection(via, calls.scenario["state"])
+                if collection and collection != binding.get("collection"):
+                    pending[(collection, str(value))].append((tool, via, body))
+        # a related record seen again (an event log may show it in this very event): did
+        # it take a value of a record made before?
         for obj in _shown(calls, binding, logged):
             ref = (obj[0], str(obj[1].get("id")))
             old = last_seen.get(ref)
@@ -464,20 +477,6 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
                         elif key in hits:
                             misses[key] += 1
             last_seen[ref] = {**(old or {}), **obj[1]}
-        body = call_result(binding, logged, args, calls.collection_of)
-        if body is None:
-            continue
-        op = binding.get("op")
-        if op == "create" and len(creates[tool]) < MAX_EXAMPLES:
-            creates[tool].append((feats, args, body))
-        elif op == "update" and before is not None and len(updates[tool]) < MAX_EXAMPLES:
-            updates[tool].append((args, dict(before), body))
-        if op in ("create", "update"):
-            pointers = {**body, **args}
-            for via, value in pointers.items():
-                collection = owner_collection(via, calls.scenario["state"])
-                if collection and collection != binding.get("collection"):
-                    pending[(collection, str(value))].append((tool, via, body))
     rules: dict[str, ToolRules] = {}
     for tool, rows in creates.items():
         rules[tool] = _create_rules(rows)

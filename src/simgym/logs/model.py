@@ -276,10 +276,18 @@ OUTCOME_KEYS = (
 )
 
 
-def pop_outcome(attrs: dict[str, JSON]) -> JSON:
-    """Take an event's outcome attributes out of ``attrs``; return them as its answer
-    (a refusal as ``{"error": {"code": ...}}``, like an API's), or None."""
-    found = {k: attrs.pop(k) for k in OUTCOME_KEYS if k in attrs}
+def pop_outcome(attrs: dict[str, JSON], objects: list[ObjectRef] = ()) -> JSON:
+    """Take an event's outcome attributes out of ``attrs``: those :data:`OUTCOME_KEYS`
+    names, and those that restate a field of an object the event touched (a KYC event's
+    ``result``, also the new check's ``result``); return them as its answer (a refusal as
+    ``{"error": {"code": ...}}``, like an API's), or None."""
+    restated = {
+        k
+        for k, v in attrs.items()
+        for o in objects
+        if o.state and k in o.state and o.state[k] == v
+    }
+    found = {k: attrs.pop(k) for k in (*OUTCOME_KEYS, *sorted(restated)) if k in attrs}
     if not found:
         return None
     refused = str(found.get("outcome", "ok")).lower() not in ("ok", "success", "complete")
