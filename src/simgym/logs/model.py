@@ -265,29 +265,26 @@ HTTP_STATUS_KEYS = ("http.response.status_code", "http.status_code")
 # An event log's attributes mix what was asked with what came of it. These name the
 # outcome: kept as the record's answer, never as arguments (a twin's rules must not read
 # the answer to decide it).
+# (An attribute that restates the touched object's new state is no sure sign: a new
+# account's account_type was asked for, a KYC check's result was decided. "reason" is
+# taken as an outcome: an event log's reason is mostly why something happened.)
 OUTCOME_KEYS = (
     "outcome",
     "code",
     "error_code",
     "result",
+    "reason",
     "from_status",
     "to_status",
     "lifecycle:transition",
 )
 
 
-def pop_outcome(attrs: dict[str, JSON], objects: list[ObjectRef] = ()) -> JSON:
-    """Take an event's outcome attributes out of ``attrs``: those :data:`OUTCOME_KEYS`
-    names, and those that restate a field of an object the event touched (a KYC event's
-    ``result``, also the new check's ``result``); return them as its answer (a refusal as
-    ``{"error": {"code": ...}}``, like an API's), or None."""
-    restated = {
-        k
-        for k, v in attrs.items()
-        for o in objects
-        if o.state and k in o.state and o.state[k] == v
-    }
-    found = {k: attrs.pop(k) for k in (*OUTCOME_KEYS, *sorted(restated)) if k in attrs}
+def pop_outcome(attrs: dict[str, JSON]) -> JSON:
+    """Take an event's outcome attributes (:data:`OUTCOME_KEYS`) out of ``attrs``; return
+    them as its answer (a refusal as ``{"error": {"code": ...}}``, like an API's), or
+    None."""
+    found = {k: attrs.pop(k) for k in OUTCOME_KEYS if k in attrs}
     if not found:
         return None
     refused = str(found.get("outcome", "ok")).lower() not in ("ok", "success", "complete")

@@ -85,7 +85,7 @@ def _record(
         k: v for k, v in attrs.items() if k not in _ACTOR_KEYS + _ROLE_KEYS + _SESSION_KEYS
     }
     method, route, path, status = pop_http(arguments)
-    answer = pop_outcome(arguments, refs)
+    answer = pop_outcome(arguments)
     if named is not None:  # the events' own grouping, the same in JSON and SQLite
         session = str(named)
     else:

@@ -72,7 +72,7 @@ def _record(
     http = method is not None and route is not None
     aborted = str(attrs.get("lifecycle:transition", "")).lower() in _ABORTED
     objects = _objects(case, attrs, nested)
-    answer = pop_outcome(attrs, objects)
+    answer = pop_outcome(attrs)
     return LogRecord(
         session=case,
         operation=route if http else str(name),  # type: ignore[arg-type]
