@@ -697,6 +697,8 @@ def test_har_from_chromium(tmp_path: Path) -> None:
     assert api[0].time is not None and api[0].duration_ms is not None
     world = build_world(iter(records), tmp_path / "w")
     assert world["counts"]["operations"] >= 3
+    interface = json.loads((tmp_path / "w" / "interface.json").read_text())
+    assert [s["route"] for s in interface["screens"]] == ["/"]  # the page, not the API calls
     assert "eve@bank.test" not in (tmp_path / "w" / "sessions.jsonl").read_text()
 
 

@@ -155,6 +155,7 @@ def _fields_named(response: JSON) -> list[str]:
 
 
 _PARAM = re.compile(r"\{[^}]*\}")
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 
 
 def _operation_id(record: LogRecord) -> str:
@@ -178,6 +179,8 @@ class _Operation:
         self.roles_ok: Counter[str] = Counter()
         self.denied: Counter[tuple[str, int]] = Counter()
         self.invalid: list[tuple[int, frozenset[str] | None, list[str]]] = []
+        self.pages = 0  # answers that were HTML pages: a screen of the web app
+        self.title: str | None = None
 
     @property
     def route(self) -> str:
@@ -191,6 +194,12 @@ class _Operation:
     def add(self, r: LogRecord) -> None:
         self.names[r.operation] += 1
         self.calls += 1
+        mime = r.attributes.get("mime") if isinstance(r.attributes, dict) else None
+        if isinstance(mime, str) and "html" in mime:
+            self.pages += 1
+            if self.title is None and isinstance(r.response, str):
+                found = _TITLE.search(r.response)
+                self.title = " ".join(found.group(1).split())[:120] if found else None
         self.failed += r.failed
         if r.arguments is not None:
             self.arguments.add(r.arguments)
@@ -222,6 +231,17 @@ class _Operation:
         out["statuses"] = dict(sorted(self.statuses.items()))
         out["responses"] = {k: s.schema() for k, s in sorted(self.responses.items())}
         return out
+
+    def screen(self) -> dict[str, JSON] | None:
+        """The operation as a screen of a web app (HAR), when its answers were pages."""
+        if not self.pages:
+            return None
+        return {
+            "route": self.route,
+            "method": self.method,
+            "visits": self.pages,
+            "title": self.title,
+        }
 
 
 _BATCH = 5000  # rows written to the scratch file at a time
@@ -445,7 +465,11 @@ def build_world(
         scratch.unlink(missing_ok=True)
 
     operations = sorted((op.describe() for op in builder.ops.values()), key=lambda o: o["name"])
-    _write_json(out / "interface.json", {"version": VERSION, "operations": operations})
+    screens = [op.screen() for op in builder.ops.values() if op.pages]
+    interface: dict[str, JSON] = {"version": VERSION, "operations": operations}
+    if screens:  # a browser's log (HAR): the pages the users saw, by route
+        interface["screens"] = sorted(screens, key=lambda x: str(x["route"]))  # type: ignore[index]
+    _write_json(out / "interface.json", interface)
     entities = {
         otype: {
             "count": len(items),
