@@ -229,7 +229,7 @@ _REFUSAL = re.compile(
     re.IGNORECASE,
 )
 _QUESTION = re.compile(
-    r"(\?\s*$|\b(please confirm|could you (confirm|clarify)|can you (confirm|clarify)|"
+    r"(\?(\s|$)|\b(please confirm|could you (confirm|clarify)|can you (confirm|clarify)|"
     r"which (one|of)|do you want me to|should i|before i (proceed|go ahead)|need your "
     r"(confirmation|approval)))",
     re.IGNORECASE | re.MULTILINE,
