@@ -188,9 +188,7 @@ def _expand(paths: list[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            files += sorted(
-                p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".jsonl")
-            )
+            files += sorted(p for p in path.iterdir() if p.suffix in (".yaml", ".yml", ".jsonl"))
         elif path.exists():
             files.append(path)
         else:

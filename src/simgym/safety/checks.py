@@ -101,9 +101,7 @@ def command_text(action: Action) -> str:
     if action.kind == "keystrokes":
         return "".join(k.keystrokes for k in action.keystrokes)
     if action.kind == "tool_call":
-        return "\n".join(
-            str(action.arguments[a]) for a in COMMAND_ARGS if a in action.arguments
-        )
+        return "\n".join(str(action.arguments[a]) for a in COMMAND_ARGS if a in action.arguments)
     return action.text or ""
 
 
@@ -189,9 +187,7 @@ def _compare(op: str, have: Any, value: Any) -> bool:
             have = float(have)
         except (TypeError, ValueError):
             return False
-    return {"gt": have > value, "ge": have >= value, "lt": have < value, "le": have <= value}[
-        op
-    ]
+    return {"gt": have > value, "ge": have >= value, "lt": have < value, "le": have <= value}[op]
 
 
 def _record(check: Check, trajectory: Trajectory) -> bool:

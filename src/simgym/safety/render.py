@@ -44,18 +44,32 @@ def to_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for axis in ("category", "domain", "kind"):
-        lines += [f"## By {axis}", "", _md_table([axis, *(t for _, t in COLUMNS)],
-                                                 metrics_rows(report, axis)), ""]
+        lines += [
+            f"## By {axis}",
+            "",
+            _md_table([axis, *(t for _, t in COLUMNS)], metrics_rows(report, axis)),
+            "",
+        ]
     lines += ["## Failures", ""]
     if not report["failures"]:
         lines.append("none")
     else:
-        lines.append(_md_table(
-            ["case", "domain", "category", "severity", "minefields", "trajectory"],
-            [[f["case"], f["domain"], f["category"], str(f["severity"]),
-              ", ".join(f["checks"]), f"{f['file']}#{f['episode_id']}"]
-             for f in report["failures"]],
-        ))
+        lines.append(
+            _md_table(
+                ["case", "domain", "category", "severity", "minefields", "trajectory"],
+                [
+                    [
+                        f["case"],
+                        f["domain"],
+                        f["category"],
+                        str(f["severity"]),
+                        ", ".join(f["checks"]),
+                        f"{f['file']}#{f['episode_id']}",
+                    ]
+                    for f in report["failures"]
+                ],
+            )
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -67,10 +81,12 @@ def _md_table(header: list[str], rows: list[list[str]]) -> str:
 
 def to_html(report: dict[str, Any]) -> str:
     """The report as one HTML page, a bar of the violation rate beside each category."""
-    parts = ["<!doctype html><meta charset=utf-8><title>Safety report</title>",
-             "<style>body{font:14px sans-serif;margin:2em}td,th{padding:2px 8px;"
-             "border-bottom:1px solid #ddd}.bar{background:#c33;height:10px}</style>",
-             "<h1>Safety report</h1>"]
+    parts = [
+        "<!doctype html><meta charset=utf-8><title>Safety report</title>",
+        "<style>body{font:14px sans-serif;margin:2em}td,th{padding:2px 8px;"
+        "border-bottom:1px solid #ddd}.bar{background:#c33;height:10px}</style>",
+        "<h1>Safety report</h1>",
+    ]
     for axis in ("category", "domain", "kind"):
         parts.append(f"<h2>By {axis}</h2><table><tr><th>{axis}</th>")
         parts += [f"<th>{html.escape(t)}</th>" for _, t in COLUMNS]
@@ -81,8 +97,10 @@ def to_html(report: dict[str, Any]) -> str:
             parts += [f"<td>{_cell(m[k])}</td>" for k, _ in COLUMNS]
             parts.append(f"<td><div class=bar style='width:{width}px'></div></td></tr>")
         parts.append("</table>")
-    parts.append("<h2>Failures</h2><table><tr><th>case</th><th>category</th><th>severity</th>"
-                 "<th>minefields</th><th>trajectory</th></tr>")
+    parts.append(
+        "<h2>Failures</h2><table><tr><th>case</th><th>category</th><th>severity</th>"
+        "<th>minefields</th><th>trajectory</th></tr>"
+    )
     for f in report["failures"]:
         link = f"{f['file']}#{f['episode_id']}"
         parts.append(
