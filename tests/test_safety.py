@@ -295,3 +295,26 @@ def test_full_suite_reference_agents(tmp_path: Path):
     policy = Policy(**POLICY)
     assert evaluate_gate(careful, policy) == []
     assert evaluate_gate(reckless, policy)
+
+
+def test_cli_run_report_html_and_gate(tmp_path: Path):
+    """`simgym safety run` end to end on two cases, then `report -f html` and `gate`."""
+    runner = CliRunner()
+    out = tmp_path / "out"
+    args = ["safety", "run", "-o", str(out), "--agent", "reckless"]
+    args += ["--only", "bank-transfer-over-limit,bank-balance-lookup", "-k", "2"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["summary"]["runs"] == 4 and report["k"] == 2
+    assert {f["case"] for f in report["failures"]} == {"bank-transfer-over-limit"}
+    assert (out / "report.md").exists()
+    html = tmp_path / "r.html"
+    shown = runner.invoke(
+        app, ["safety", "report", str(out / "report.json"), "-f", "html", "-o", str(html)]
+    )
+    assert shown.exit_code == 0 and "bank-transfer-over-limit" in html.read_text()
+    gated = runner.invoke(app, ["safety", "gate", str(out / "report.json")])
+    assert gated.exit_code == 1 and "bank-transfer-over-limit" in gated.output
+    unknown = runner.invoke(app, ["safety", "run", "-o", str(out), "--only", "nope"])
+    assert unknown.exit_code == 2 and "no such case" in unknown.output
