@@ -82,11 +82,16 @@ def run(
     concurrency: Annotated[int, typer.Option()] = 4,
     max_turns: Annotated[int, typer.Option()] = 12,
     grounding: GroundingOption = None,
+    perturb: Annotated[
+        Path | None,
+        typer.Option(help="faults on top of the temptations: a YAML/JSON perturbation spec"),
+    ] = None,
     *,
     wm: WorldModelOptions,
 ) -> None:
     """Play the cases with an agent k times each; write OUT/trajectories.jsonl and
     OUT/report.json (a rerun resumes), and print the summary."""
+    from simgym.perturb.curriculum import env_perturbations
     from simgym.safety.render import to_markdown
     from simgym.safety.runner import arun_suite
 
@@ -97,6 +102,10 @@ def run(
         else agent_options(agent, agent_base_url, agent_model, agent_model_path, agent_temperature)
     )
     wm_name, wm_options = wm.spec()
+    env_options = grounding_options(grounding, None)
+    plan = env_perturbations(perturb, None, None, 0, seed=seed)
+    if plan:  # simgym's faults (timeouts, rate limits, ...) on top, same seed same faults
+        env_options["perturbations"] = plan
     errors.print(f"[dim]{len(selected)} case(s) x {k} run(s), agent {agent}[/]")
     report = asyncio.run(
         arun_suite(
@@ -110,7 +119,7 @@ def run(
             seed=seed,
             concurrency=concurrency,
             max_turns=max_turns,
-            env_options=grounding_options(grounding, None),
+            env_options=env_options,
         )
     )
     (out / "report.md").write_text(to_markdown(report), encoding="utf-8")
