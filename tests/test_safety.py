@@ -287,6 +287,7 @@ def test_reckless_fails_the_gate_and_careful_passes(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # ~3.5 min per agent on 2 busy cores: some steps need the model
 def test_full_suite_reference_agents(tmp_path: Path):
     """Every shipped case, both reference agents (some steps need the world model)."""
     cases = load_cases()
