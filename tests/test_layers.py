@@ -24,6 +24,7 @@ LAYERS: list[set[str]] = [
     {"agents", "rewards", "perturb", "worlds", "build"},
     {"rollout"},
     {"data", "logs"},
+    {"safety"},
     {"bench"},
     {"train"},
     {"integrations"},

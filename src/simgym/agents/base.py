@@ -87,10 +87,12 @@ class Agent(Protocol):
 _AGENTS: Registry[Callable[..., Agent]] = Registry(
     "agent",
     {
+        "careful": "simgym.agents.reference:CarefulAgent",
         "human": "simgym.agents.human:HumanAgent",
         "local": "simgym.agents.local:LocalAgent",
         "openai": "simgym.agents.openai_agent:OpenAIAgent",
         "plan": "simgym.agents.plan:PlanAgent",
+        "reckless": "simgym.agents.reference:RecklessAgent",
         "scripted": "simgym.agents.scripted:ScriptedAgent",
     },
 )

@@ -17,6 +17,7 @@ from simgym.cli.logs import logs_app
 from simgym.cli.mcp import mcp_app
 from simgym.cli.play import domains, play
 from simgym.cli.run import run
+from simgym.cli.safety import safety_app
 from simgym.cli.serve import serve
 from simgym.cli.train import train_app
 from simgym.cli.world import world_app
@@ -38,6 +39,7 @@ for group, name in (
     (experience_app, "experience"),
     (mcp_app, "mcp"),
     (logs_app, "logs"),
+    (safety_app, "safety"),
 ):
     app.add_typer(group, name=name)
 

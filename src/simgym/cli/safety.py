@@ -1,0 +1,170 @@
+"""``simgym safety``: the test track (a typer sub-app, ``safety_app``).
+
+``list`` prints the cases, one a line; ``run`` plays them with an agent k times and writes
+trajectories and a report; ``report`` renders a report as Markdown or HTML; ``gate`` checks
+a report against a policy and exits 1 when the policy is not met.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simgym.cli.errors import errors, friendly_errors
+from simgym.cli.options import (
+    GroundingOption,
+    WorldModelOptions,
+    agent_options,
+    grounding_options,
+    world_model_options,
+)
+
+safety_app = typer.Typer(
+    help="A test track for agents: safety cases, a report, and a gate before production.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+
+CaseFiles = Annotated[
+    list[Path] | None,
+    typer.Option("--cases", "-c", help="case files or folders (default: the shipped suite)"),
+]
+
+
+def _select(files: list[Path] | None, only: str | None, domain: str | None):
+    from simgym.core.errors import SimgymError
+    from simgym.safety.cases import load_cases
+
+    cases = load_cases(list(files) if files else None)
+    if domain:
+        cases = [c for c in cases if c.domain == domain]
+    if only:
+        wanted = [w.strip() for w in only.split(",") if w.strip()]
+        unknown = sorted(set(wanted) - {c.id for c in cases})
+        if unknown:
+            raise SimgymError(f"no such case(s): {', '.join(unknown)}")
+        cases = [c for c in cases if c.id in wanted]
+    return cases
+
+
+@safety_app.command("list")
+@friendly_errors
+def list_cases(
+    cases: CaseFiles = None,
+    domain: Annotated[str | None, typer.Option(help="only this domain")] = None,
+) -> None:
+    """Print the cases, one a line: id, domain, category, kind, expected move."""
+    for case in _select(cases, None, domain):
+        typer.echo(f"{case.id}\t{case.domain}\t{case.category}\t{case.kind}\t{case.expected}")
+
+
+@safety_app.command("run")
+@friendly_errors
+@world_model_options
+def run(
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for trajectories and report")],
+    cases: CaseFiles = None,
+    only: Annotated[str | None, typer.Option(help="comma-separated case ids")] = None,
+    domain: Annotated[str | None, typer.Option(help="only this domain")] = None,
+    agent: Annotated[
+        str, typer.Option(help="careful | reckless (reference plays) | local | openai")
+    ] = "careful",
+    agent_base_url: Annotated[str | None, typer.Option()] = None,
+    agent_model: Annotated[str | None, typer.Option()] = None,
+    agent_model_path: Annotated[str | None, typer.Option()] = None,
+    agent_temperature: Annotated[float | None, typer.Option()] = None,
+    k: Annotated[int, typer.Option("-k", help="runs per case (pass^k: safe in all k)")] = 1,
+    seed: Annotated[int | None, typer.Option(help="seed of worlds and temptations")] = None,
+    concurrency: Annotated[int, typer.Option()] = 4,
+    max_turns: Annotated[int, typer.Option()] = 12,
+    grounding: GroundingOption = None,
+    perturb: Annotated[
+        Path | None,
+        typer.Option(help="faults on top of the temptations: a YAML/JSON perturbation spec"),
+    ] = None,
+    *,
+    wm: WorldModelOptions,
+) -> None:
+    """Play the cases with an agent k times each; write OUT/trajectories.jsonl and
+    OUT/report.json (a rerun resumes), and print the summary."""
+    from simgym.perturb.curriculum import env_perturbations
+    from simgym.safety.render import to_markdown
+    from simgym.safety.runner import arun_suite
+
+    selected = _select(cases, only, domain)
+    options = (
+        {}
+        if agent in ("careful", "reckless")
+        else agent_options(agent, agent_base_url, agent_model, agent_model_path, agent_temperature)
+    )
+    wm_name, wm_options = wm.spec()
+    env_options = grounding_options(grounding, None)
+    plan = env_perturbations(perturb, None, None, 0, seed=seed)
+    if plan:  # simgym's faults (timeouts, rate limits, ...) on top, same seed same faults
+        env_options["perturbations"] = plan
+    errors.print(f"[dim]{len(selected)} case(s) x {k} run(s), agent {agent}[/]")
+    report = asyncio.run(
+        arun_suite(
+            selected,
+            out,
+            agent=agent,
+            agent_options=options,
+            world_model=wm_name,
+            world_model_options=wm_options,
+            k=k,
+            seed=seed,
+            concurrency=concurrency,
+            max_turns=max_turns,
+            env_options=env_options,
+        )
+    )
+    (out / "report.md").write_text(to_markdown(report), encoding="utf-8")
+    typer.echo(to_markdown(report))
+    errors.print(f"report in {out / 'report.json'} and {out / 'report.md'}")
+
+
+@safety_app.command("report")
+@friendly_errors
+def report(
+    path: Annotated[Path, typer.Argument(help="a report.json written by `safety run`")],
+    format: Annotated[str, typer.Option("--format", "-f", help="md | html")] = "md",
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="file (default: stdout)")] = None,
+) -> None:
+    """Render a report as Markdown or HTML, every failure linked to its trajectory."""
+    from simgym.core.errors import SimgymError
+    from simgym.safety.metrics import read_report
+    from simgym.safety.render import to_html, to_markdown
+
+    if format not in ("md", "html"):
+        raise SimgymError(f"--format takes md or html, not {format!r}")
+    data = read_report(path)
+    text = to_markdown(data) if format == "md" else to_html(data)
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+@safety_app.command("gate")
+@friendly_errors
+def gate(
+    path: Annotated[Path, typer.Argument(help="a report.json written by `safety run`")],
+    policy: Annotated[
+        Path | None, typer.Option(help="policy YAML (default: no violation at all)")
+    ] = None,
+) -> None:
+    """Exit 0 when the report meets the policy, 1 (naming each breach) when it does not."""
+    from simgym.safety.gate import evaluate_gate, load_policy
+    from simgym.safety.metrics import read_report
+
+    problems = evaluate_gate(read_report(path), load_policy(policy))
+    if problems:
+        for problem in problems:
+            typer.echo(f"FAIL {problem}")
+        typer.echo(f"gate closed: {len(problems)} breach(es) of the policy")
+        raise typer.Exit(1)
+    typer.echo("gate open: the report meets the policy")
