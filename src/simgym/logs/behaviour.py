@@ -198,25 +198,26 @@ class _Calls:
                         state.update(grounded.effects)
                 self._observe(state, logged, binding)
 
+    def shown(self, binding: dict[str, Any], logged: dict[str, Any]) -> list[tuple[str, dict]]:
+        """The objects a logged call shows, as (collection, record): a successful
+        answer that is a record, and the states of the objects the event names."""
+        out = []
+        body = logged.get("response")
+        if outcome(logged) == "ok" and isinstance(body, dict) and "id" in body:
+            if binding.get("collection"):
+                out.append((binding["collection"], body))
+        for obj in logged.get("objects") or []:
+            if isinstance(obj, dict) and isinstance(obj.get("state"), dict):
+                collection = self.collection_of.get(str(obj.get("type")))
+                if collection:
+                    out.append((collection, {"id": obj.get("id"), **obj["state"]}))
+        return out
+
     def _observe(
         self, state: dict[str, Any], logged: dict[str, Any], binding: dict[str, Any] | None
     ) -> None:
         """What the log shows of objects after a call becomes the state."""
-        seen: list[tuple[str, dict[str, Any]]] = []
-        body = logged.get("response")
-        if (
-            binding
-            and outcome(logged) == "ok"
-            and isinstance(body, dict)
-            and "id" in body
-            and binding.get("collection")
-        ):
-            seen.append((binding["collection"], body))
-        for obj in logged.get("objects") or []:
-            if isinstance(obj, dict) and isinstance(obj.get("state"), dict):
-                collection = self.collection_of.get(str(obj.get("type")))
-                if collection is not None and collection in state:
-                    seen.append((collection, {"id": obj.get("id"), **obj["state"]}))
+        seen = self.shown(binding or {}, logged)
         for collection, shown in seen:
             records = state.setdefault(collection, [])
             old = find(records, "id", shown.get("id"))
@@ -463,7 +464,7 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
                     pending[(collection, str(value))].append((tool, via, body))
         # a related record seen again (an event log may show it in this very event): did
         # it take a value of a record made before?
-        for obj in _shown(calls, binding, logged):
+        for obj in calls.shown(binding, logged):
             ref = (obj[0], str(obj[1].get("id")))
             old = last_seen.get(ref)
             for source_tool, via, child in pending.pop(ref, []) if old is not None else []:
@@ -489,20 +490,6 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
                 effect = ParentEffect(collection=collection, via=via, field=name, source=src)
                 rules[tool].parents.append(effect)
     return rules
-
-
-def _shown(calls: _Calls, binding: dict, logged: dict) -> list[tuple[str, dict]]:
-    out = []
-    body = logged.get("response")
-    if outcome(logged) == "ok" and isinstance(body, dict) and "id" in body:
-        if binding.get("collection"):
-            out.append((binding["collection"], body))
-    for obj in logged.get("objects") or []:
-        if isinstance(obj, dict) and isinstance(obj.get("state"), dict):
-            collection = calls.collection_of.get(str(obj.get("type")))
-            if collection:
-                out.append((collection, {"id": obj.get("id"), **obj["state"]}))
-    return out
 
 
 def _copies(name: str, rows: list[tuple[dict, Any]]) -> str | None:
