@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from simgym.domains.mcp_rules import find
 from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
 from simgym.logs.mask import Masker
@@ -242,9 +243,11 @@ class _Replay:
             for coll, fields in shown:
                 real_id = str(fields.get("id"))
                 seen = real_final.setdefault((coll, real_id), {})
+                state = self.env.state or {}
+                twin = find(state.get(coll) or [], "id", ids.get(real_id, real_id))
                 seen.update(
                     {
-                        k: (v, self._twin_value(coll, ids.get(real_id, real_id), k))
+                        k: (v, _ABSENT if twin is None else twin.get(k, _ABSENT))
                         for k, v in fields.items()
                     }
                 )
@@ -254,13 +257,6 @@ class _Replay:
         state = self.env.state or {}
         records = state.get(collection) if collection else None
         return {r.get("id") for r in records or [] if isinstance(r, dict)}
-
-    def _twin_value(self, collection: str, twin_id: Any, name: str) -> Any:
-        state = self.env.state or {}
-        for record in state.get(collection) or []:
-            if isinstance(record, dict) and str(record.get("id")) == str(twin_id):
-                return record.get(name, _ABSENT)
-        return _ABSENT
 
     def _final_state(
         self, real: dict[tuple[str, str], dict[str, tuple[Any, Any]]], ids: dict[str, Any]
