@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
-from simgym.domains import mcp_rules
+from simgym.domains import mcp_rules, mcp_style
 from simgym.domains.mcp_rules import ToolRules
 
 if TYPE_CHECKING:
@@ -236,7 +236,7 @@ def ground_ruled(
     return Grounding(
         facts=facts,
         effects=effects,
-        observation=exact_result(after, fmt) if complete else None,
+        observation=exact_result(after, fmt, state) if complete else None,
         expect=[] if complete else _expect_values(after, key, fmt),
     )
 
@@ -500,7 +500,7 @@ def _get(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Gr
     record = find_record(records, call.key, call.id_value)
     if record is None:
         return _missing(call, state, fmt)
-    shown = exact_result(record, fmt)
+    shown = exact_result(mcp_style.arrange(record, call.collection, state), fmt, state)
     return Grounding(
         facts=[f"{call.tool} reads {call.noun} {call.id_value}: {compact(record)}"],
         observation=shown,
@@ -513,8 +513,12 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     if record is None:
         return _missing(call, state, fmt)
     changes = {k: v for k, v in call.values.items() if k != call.key}
+    doubts = value_doubts(changes, record, records, call)
+    if doubts:
+        before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
+        return Grounding(facts=[before, *doubts])
     after = {**record, **changes}
-    shown = exact_result(after, fmt)
+    shown = exact_result(mcp_style.arrange(after, call.collection, state), fmt, state)
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
     grounding = Grounding(
         facts=[
@@ -538,7 +542,7 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         message = f"{call.noun} {new_id} already exists"
         return Grounding(
             facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
-            observation=exact_error(409, message, fmt),
+            observation=exact_error(409, mcp_style.error_text(message, call.tool, state), fmt),
             expect=[shown_value(new_id, fmt)],
         )
     absent = missing_parents(call, state)
@@ -612,7 +616,7 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
     message = f"{call.noun} {call.id_value} not found"
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
-    shown = exact_error(404, message, fmt)
+    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt)
     old = _tombstones(state, call.collection).get(str(call.id_value))
     forbid: list[str] = []
     if old is not None:
@@ -625,6 +629,36 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
         expect=[shown_value(call.id_value, fmt)] if shown is None else [],
         forbid=forbid,
     )
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+MIN_UNIQUE = 3  # fewer records prove nothing about a field being unique
+
+
+def value_doubts(
+    changes: dict[str, Any], record: dict[str, Any] | None, records: list[dict], call: Call
+) -> list[str]:
+    """Why a server might refuse or rewrite these new values, which makes their effect
+    uncertain: a value another record holds in a field where every record's value is
+    distinct (an email, a username), or an email address that is malformed or not in
+    lower case (servers commonly reject the one and normalize the other)."""
+    doubts = []
+    for name, value in changes.items():
+        if not isinstance(value, str):
+            continue
+        values = [r.get(name) for r in records if r is not record and name in r]
+        distinct = len(values) >= MIN_UNIQUE and len(set(map(str, values))) == len(values)
+        holder = next((r for r in records if r is not record and r.get(name) == value), None)
+        if distinct and holder is not None:
+            doubts.append(
+                f"{call.noun} {holder.get(call.key)} already has {name} {value!r}, and no two "
+                f"{call.collection} share a {name}: the server may refuse this call"
+            )
+        if "email" in name.lower() and not _EMAIL.fullmatch(value):
+            doubts.append(f"{value!r} is not a well-formed email address: the server may refuse it")
+        elif "email" in name.lower() and value != value.lower():
+            doubts.append(f"the server may store the email address {value!r} in lower case")
+    return doubts
 
 
 def _unsure(call: Call, records: list[dict]) -> Grounding | None:
@@ -755,12 +789,14 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def exact_result(value: Any, fmt: str) -> str | None:
-    """A successful call's exact observation in the scenario's format (None for text)."""
+def exact_result(value: Any, fmt: str, state: dict[str, Any] | None = None) -> str | None:
+    """A successful call's exact observation in the scenario's format (None for text),
+    written the way the server has written its answers so far (:mod:`.mcp_style`)."""
     if fmt == "json":
-        return compact(value)
+        return mcp_style.dumps(value, state)
     if fmt == "mcp":
-        return compact({"content": [{"type": "text", "text": compact(value)}], "isError": False})
+        text = mcp_style.dumps(value, state)
+        return compact({"content": [{"type": "text", "text": text}], "isError": False})
     return None
 
 
