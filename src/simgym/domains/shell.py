@@ -40,6 +40,13 @@ READ_ONLY = frozenset(
     nl od xxd hexdump strings tac rev fold expand fmt""".split()
 )
 EDITORS = frozenset({"vim", "vi", "nano", "emacs", "sed", "perl", "truncate", "patch", "dd"})
+MODE_CHANGERS = frozenset({"chmod", "chown", "chgrp", "setfacl"})
+# A Linux machine's own directories: they exist whatever the scenario lists, and what is
+# in them is more than the ledger holds (a scenario may still describe files there).
+SYSTEM_DIRS = frozenset(
+    """/bin /boot /dev /etc /lib /lib32 /lib64 /media /mnt /opt /proc /root /run /sbin
+    /snap /srv /sys /tmp /usr /var""".split()
+)
 # Options that make an otherwise read-only program write or delete (find -delete, sort -o).
 WRITING_OPTIONS = re.compile(
     r"\bfind\b[^;&|]*\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b"
@@ -150,6 +157,7 @@ class _Session:
         self.cwd = cwd
         self.env = dict(env)
         self.home = home
+        self.system: set[str] = set()  # the machine's own directories (SYSTEM_DIRS)
         self.result = ShellResult()
 
     # -- paths --------------------------------------------------------------------
@@ -241,7 +249,11 @@ def run_line(
     machine's time, shown as every file's time by ``ls -l`` (without it a long listing is
     left to the model)."""
     files = Files(entries, root)
-    session = _Session(files, cwd, env or {}, home, {files.abs(k) for k in unknown}, clock)
+    given = {files.abs(k) for k in unknown}
+    system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
+    session = _Session(files, cwd, env or {}, home, given | system, clock)
+    session.system = system
+    session.dirs |= system
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -249,27 +261,29 @@ def run_line(
     outputs: list[str] = []
     certain = True
     try:
-        commands = _split(text, session.env)
+        commands = _commands(text)
     except (_Unknown, ValueError):
         commands, certain = None, False
     if commands is None:
         _describe_unknown(session, text)
     else:
         status = 0
-        for connector, words, redirects in commands:
+        for connector, command in commands:
             if connector == "&&" and status != 0 or connector == "||" and status == 0:
                 continue
             try:
-                out, status = _run(session, words, redirects, user=user, host=host)
-            except _Unknown:
+                # bash expands each command as it runs it, after the ones before it
+                for _, words, redirects in _split(command, session.env):
+                    out, status = _run(session, words, redirects, user=user, host=host)
+                    outputs.append(out)
+            except (_Unknown, ValueError):
                 certain = False
                 _describe_unknown(session, text)
                 break
-            outputs.append(out)
         session.result.status = status
     result = session.result
-    if session.unknown != {files.abs(k) for k in unknown}:
-        result.unknown = sorted(session.unknown)
+    if session.unknown != given | system:
+        result.unknown = sorted(session.unknown - (system - given))
     if session.cwd != cwd:
         result.cwd = session.cwd
     if certain:
@@ -280,10 +294,22 @@ def run_line(
 # -- parsing ------------------------------------------------------------------------
 
 _VAR = re.compile(r"\$(\w+|\{\w+\})")
+# ${VAR:-word} ${VAR-word} (a default) and ${VAR:+word} ${VAR+word} (an alternative)
+_VAR_OR = re.compile(r"\$\{(\w+)(:?)([-+])([^}$`]*)\}")
+
+
+def _substitute(match: re.Match[str], env: dict[str, str]) -> str:
+    name, colon, op, word = match.groups()
+    value = env.get(name)
+    is_set = value is not None and (value != "" or not colon)
+    if op == "-":
+        return value if is_set and value is not None else word
+    return word if is_set else ""
 
 
 def _expand(text: str, env: dict[str, str]) -> str:
-    """$VAR and ${VAR} outside single quotes, as bash expands them."""
+    """$VAR, ${VAR}, ${VAR:-word} and ${VAR:+word} outside single quotes, as bash expands
+    them; other parameter forms (``${#VAR}``, ``$#``, ``$@``) are left to the model."""
     out, quote = [], None
     i = 0
     while i < len(text):
@@ -299,13 +325,56 @@ def _expand(text: str, env: dict[str, str]) -> str:
                 out.append(env.get(name, ""))
                 i = match.end()
                 continue
-            if text[i + 1 : i + 2] in ("(", "?", "$", "!"):
+            match = _VAR_OR.match(text, i)
+            if match:
+                out.append(_substitute(match, env))
+                i = match.end()
+                continue
+            if text[i + 1 : i + 2] in ("(", "?", "$", "!", "{", "#", "@", "*", "-"):
                 raise _Unknown
         elif ch == "`" and quote != "'":
             raise _Unknown
         out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _commands(line: str) -> list[tuple[str, str]]:
+    """The line's commands, unexpanded, each with the connector before it (``;``, ``&&``,
+    ``||``). Pipes and background jobs are left to the model (:class:`_Unknown`)."""
+    commands: list[tuple[str, str]] = []
+    connector, start, quote, i = ";", 0, None, 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        elif quote is None and ch == "#" and (i == 0 or line[i - 1] in " \t;&|"):
+            break  # a comment runs to the end of the line
+        elif quote is None and ch in ";&|":
+            pair = line[i : i + 2]
+            if pair in ("&&", "||"):
+                joined, width = pair, 2
+            elif ch == ";":
+                joined, width = ";", 1
+            elif ch == "&" and i > 0 and line[i - 1] in "<>":
+                i += 1  # 2>&1, &>: a redirection, not a job
+                continue
+            else:
+                raise _Unknown  # a pipe or a background job
+            if line[start:i].strip():
+                commands.append((connector, line[start:i]))
+            connector, start = joined, i + width
+            i += width
+            continue
+        i += 1
+    if quote is not None:
+        raise ValueError("unterminated quote")
+    if line[start:i].strip():
+        commands.append((connector, line[start:i]))
+    return commands
 
 
 def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tuple[str, str]]]]:
@@ -423,7 +492,8 @@ def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     if target == "-":
         raise _Unknown
     path = session.path(target)
-    session.check_scope(path)
+    if path not in session.system:  # those exist, whatever is in them
+        session.check_scope(path)
     if session.has(path):
         return "", f"bash: cd: {target}: Not a directory\n", 1
     if not session.is_dir(path):
@@ -444,6 +514,8 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     for name in targets:
         path = session.path(name)
         session.check_scope(path)
+        if path == "/" and session.files.root == "/":
+            raise _Unknown  # the whole machine's top level: more than the ledger holds
         if session.has(path):
             files_shown.append(name)
         elif session.is_dir(path):
@@ -457,7 +529,7 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
             blocks.append(_long(session, [(n, session.path(n)) for n in shown], user, None))
         else:
             blocks.append(_columns(shown, "1" in flags))
-    for name, path in dirs_shown:
+    for name, path in sorted(dirs_shown, key=lambda shown: _ls_key(shown[0])):
         names = session.children(path)
         if "a" in flags:
             names = sorted([".", "..", *names], key=_ls_key)
@@ -499,8 +571,11 @@ def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: 
             mode = "drwxr-x---" if path == home and user != "root" else "drwxr-xr-x"
             links, size = 2 + subdirs, 4096
         else:
-            size = len(session.read(path).encode("utf-8"))
-            mode, links = "-rw-r--r--", 1
+            content = session.read(path)
+            size = len(content.encode("utf-8"))
+            # a script with a #! line is placed executable (as the real sandbox does)
+            mode = "-rwxr-xr-x" if content.startswith("#!") else "-rw-r--r--"
+            links = 1
         blocks += -(-size // 4096) * 4
         owner = user if path == home or path.startswith(home + "/") else "root"
         cells.append((mode, str(links), owner, owner, str(size), shown))
@@ -849,7 +924,11 @@ def _describe_unknown(session: _Session, text: str) -> None:
         if path in seen or not session.files.in_scope(path):
             continue
         seen.add(path)
-        if path in session.content:
+        if path in session.system:
+            result.facts.append(f"{path} is a directory of the system; its files are not known")
+        elif path in session.unknown:
+            result.facts.append(f"{path} was changed by a program: its content is not known")
+        elif path in session.content:
             result.facts.append(file_fact(path, session.content[path]))
         elif path in session.dirs:
             result.facts.append(_directory_fact(session, path))
@@ -859,7 +938,16 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
     """Remember what a program simgym does not run may have changed: the files it
     redirects into or edits, and the directory it runs in unless it only reads."""
     for target in re.findall(r"(?:^|[^<&\d])>>?\s*([^\s;&|<>]+)", text):
-        session.unknown.add(session.path(target))
+        path = session.path(target)
+        parent = posixpath.dirname(path)
+        if (
+            session.files.in_scope(path)
+            and path not in session.content
+            and path not in session.dirs
+        ):
+            if parent in session.dirs and parent not in session.unknown:
+                session.write(path, "")  # bash creates it before the program runs
+        session.unknown.add(path)
     programs = {w for w in re.split(r"[;&|]+", text) if w.strip()}
     names = {p.split()[0] for p in programs if p.split()}
     if names - READ_ONLY - set(_COMMANDS) - {"git", "sudo"} or "sudo" in names:
@@ -878,6 +966,10 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
             )
     if "git" in names and not re.search(r"\bgit\s+(status|log|diff|show|branch|remote)\b", text):
         session.unknown.add(session.cwd)
+    if names & MODE_CHANGERS:
+        for word in words[1:]:
+            if not word.startswith(("-", "+")) and session.path(word) in session.content:
+                session.unknown.add(session.path(word))  # its mode, shown by ls -l
     if names & EDITORS:
         for word in words[1:]:
             path = session.path(word)
