@@ -142,6 +142,7 @@ class Call:
     limit: int | None = None
     fuzzy: bool = False  # text filters match as case-insensitive substrings (a search)
     unknown: list[str] = field(default_factory=list)  # what of the call was not understood
+    arguments: dict[str, Any] = field(default_factory=dict)  # as the agent passed them
 
     @property
     def sure(self) -> bool:
@@ -173,6 +174,7 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     records = collections(state)[call.collection]
     if not call.sure:
         return _unsure(call, records)
+    call.arguments = args
     return OPS[call.op](call, records, state, scenario.output_format)
 
 
@@ -501,6 +503,8 @@ def _get(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Gr
     if record is None:
         return _missing(call, state, fmt)
     shown = exact_result(mcp_style.arrange(record, call.collection, state), fmt, state)
+    if mcp_style.partial(state, call.collection, record.get(call.key)):
+        shown = None  # the server filled in fields of this record that the ledger lacks
     return Grounding(
         facts=[f"{call.tool} reads {call.noun} {call.id_value}: {compact(record)}"],
         observation=shown,
@@ -516,9 +520,13 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     doubts = value_doubts(changes, record, records, call)
     if doubts:
         before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
-        return Grounding(facts=[before, *doubts])
+        # until the server shows the record again, these fields are not known
+        unsure = mcp_style.mark_partial(call.collection, call.id_value, sorted(changes))
+        return Grounding(facts=[before, *doubts], effects=unsure)
     after = {**record, **changes}
     shown = exact_result(mcp_style.arrange(after, call.collection, state), fmt, state)
+    if mcp_style.partial(state, call.collection, record.get(call.key)):
+        shown = None  # the server filled in fields of this record that the ledger lacks
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
     grounding = Grounding(
         facts=[
@@ -561,9 +569,12 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     missing = sorted(record_fields(records) - set(record))
     if missing:
         facts.append(f"the server fills in {', '.join(missing)} of the new {call.noun} itself")
+    effects: dict[str, Any] = {call.collection: [*records, record]}
+    if missing:
+        effects.update(mcp_style.mark_partial(call.collection, new_id, missing))
     return Grounding(
         facts=facts,
-        effects={call.collection: [*records, record]},
+        effects=effects,
         expect=_unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
     )
 
@@ -605,9 +616,17 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     others = [r.get(call.key) for r in records if r not in found]
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
+    # a record the server completed itself may match or show fields the ledger lacks
+    known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
+    # free-text search is matched the server's own way (spaces, accents, words): not exact
+    plain = not call.queries and not call.fuzzy
+    complete = known and plain and (call.limit is None or len(found) <= call.limit)
+    answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
     return Grounding(
         facts=facts,
-        expect=expect,
+        effects=mcp_style.pending(call.tool, call.arguments, shown, call.key),
+        observation=None if answer is None else exact_result(answer, fmt, state),
+        expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
     )
 

@@ -12,8 +12,14 @@ hook) reads each answer and keeps in the ledger's ``_style``:
 * ``error_prefix``: what it writes before an error's message, with the tool's name as
   ``{tool}`` (the official SDK's servers write ``Error executing tool {tool}: ``),
 
-and :func:`arrange` and :func:`dumps` write exact answers that way. Until a server has
-shown anything, answers are compact and in the ledger's order (as before).
+* ``lists``: per list tool, the shape of its answer (``{"customer_id": "{arg:customer_id}",
+  "accounts": "{items}"}``) and the fields each item shows, learned from an answer that
+  listed exactly the records simgym had computed for that call (``pending``, left by
+  grounding), so a shape is only kept once the server and simgym agree on what matches,
+
+and :func:`arrange`, :func:`dumps` and :func:`list_answer` write exact answers that way.
+Until a server has shown anything, answers are compact and in the ledger's order, and
+lists have no exact answer.
 """
 
 from __future__ import annotations
@@ -49,29 +55,177 @@ def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
     return prefix.replace("{tool}", tool) + message if isinstance(prefix, str) else message
 
 
-def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[str, Any] | None:
-    """The ledger patch that records how this answer was written (None: nothing new)."""
-    text, failed = _result_text(observation)
-    if text is None:
+PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}
+
+
+def mark_partial(collection: str, record_id: Any, fields: list[str]) -> dict[str, Any]:
+    """The ledger patch that notes a created record's fields only the server knows."""
+    return {PARTIAL: {collection: {str(record_id): list(fields)}}}
+
+
+def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
+    """Whether the ledger lacks fields of this record that the server filled in."""
+    marks = state.get(PARTIAL)
+    found = marks.get(collection) if isinstance(marks, dict) else None
+    return isinstance(found, dict) and str(record_id) in found
+
+
+def _complete(value: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that fills in partial records from an answer that shows them
+    whole (a create's answer names the status and time the server gave)."""
+    marks = state.get(PARTIAL)
+    if not isinstance(marks, dict) or not marks:
         return None
-    old = _style(state)
-    if failed:
-        prefix = _error_prefix(text, getattr(action, "name", None) or "")
-        if prefix is None or prefix == old.get("error_prefix"):
+    patch: dict[str, Any] = {}
+    for obj in _objects(value):
+        for collection, pending_ids in marks.items():
+            records = state.get(collection)
+            if not isinstance(pending_ids, dict) or not isinstance(records, list):
+                continue
+            for record_id, fields in pending_ids.items():
+                shown = [
+                    r for r in records if isinstance(r, dict) and str(r.get("id")) == record_id
+                ]
+                if not shown or str(obj.get("id")) != record_id or not set(fields) <= set(obj):
+                    continue
+                whole = {**shown[0], **{k: obj[k] for k in fields}}
+                current = patch.get(collection, records)
+                patch[collection] = [whole if r is shown[0] else r for r in current]
+                patch.setdefault(PARTIAL, {}).setdefault(collection, {})[record_id] = None
+    return patch or None
+
+
+ITEMS = "{items}"
+COUNT = "{count}"
+
+
+def pending(
+    tool: str, arguments: dict[str, Any], records: list[dict[str, Any]], key: str
+) -> dict[str, Any]:
+    """The ledger patch grounding leaves for a list call: what simgym found, for
+    :func:`observe_mcp` to compare with the server's answer."""
+    ids = [r.get(key) for r in records]
+    found = {"tool": tool, "arguments": arguments, "ids": ids, "key": key}
+    return {STYLE: {"pending": [found]}}  # a list: a merge patch replaces it whole
+
+
+def list_answer(tool: str, records: list[dict[str, Any]], arguments: dict, state: dict) -> Any:
+    """The exact answer of a list tool whose shape was learned, or None."""
+    learned = _style(state).get("lists", {}).get(tool)
+    if not isinstance(learned, dict):
+        return None
+    fields = learned.get("fields")
+    if records and not isinstance(fields, list):
+        return None  # only an empty answer was seen: what an item shows is not known
+    if records and any(k not in r for r in records for k in fields):
+        return None  # a record the server completed itself (a create's defaults)
+    items = [{k: r[k] for k in fields} for r in records] if records else []
+    return _fill(learned.get("shape"), items, arguments)
+
+
+def _fill(shape: Any, items: list[dict], arguments: dict[str, Any]) -> Any:
+    if shape == ITEMS:
+        return items
+    if shape == COUNT:
+        return len(items)
+    if isinstance(shape, str) and shape.startswith("{arg:") and shape.endswith("}"):
+        return arguments.get(shape[5:-1])
+    if isinstance(shape, dict):
+        return {k: _fill(v, items, arguments) for k, v in shape.items()}
+    return shape
+
+
+def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
+    """The shape of a list answer that shows exactly the records ``wanted["ids"]`` in
+    that order, with every other value explained by the call's arguments or the count;
+    None when the answer is not that."""
+    ids, arguments = wanted.get("ids") or [], wanted.get("arguments") or {}
+    key = wanted.get("key") or "id"
+    if isinstance(value, list):
+        items, shape = value, ITEMS
+    elif isinstance(value, dict):
+        lists = [k for k, v in value.items() if isinstance(v, list)]
+        if len(lists) != 1:
             return None
-        return {STYLE: {**old, "error_prefix": prefix}}
+        items, shape = value[lists[0]], {}
+        for name, item in value.items():
+            if name == lists[0]:
+                shape[name] = ITEMS
+            elif item == len(ids) and not isinstance(item, bool):
+                shape[name] = COUNT
+            else:
+                named = [a for a, v in arguments.items() if v == item]
+                if len(named) != 1:
+                    return None
+                shape[name] = "{arg:" + named[0] + "}"
+    else:
+        return None
+    if not all(isinstance(i, dict) for i in items) or [i.get(key) for i in items] != ids:
+        return None
+    keys = {tuple(i) for i in items}
+    if len(keys) > 1:
+        return None
+    return {"shape": shape, "fields": list(next(iter(keys))) if keys else None}
+
+
+def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that records how this answer was written (None: nothing new).
+    A list call's ``pending`` record stays until an answer agrees with it (under teacher
+    forcing the model's guess is observed first, then the real answer)."""
+    before = _style(state)
+    style = dict(before)
+    tool = getattr(action, "name", None) or ""
+    text, failed = _result_text(observation)
+    if text is not None and failed:
+        prefix = _error_prefix(text, tool)
+        if prefix is not None:
+            style["error_prefix"] = prefix
+    value = _loads(text) if text is not None and not failed else None
+    completed = None
+    if isinstance(value, dict | list):
+        assert text is not None
+        style["indent"] = _indent(text)
+        orders = dict(style.get("order", {}))
+        for collection, order in _orders(value, state).items():
+            orders[collection] = _merge(orders.get(collection), order)
+        if orders:
+            style["order"] = orders
+        completed = _complete(value, state)
+        wanted = (style.get("pending") or [None])[0]
+        if isinstance(wanted, dict) and wanted.get("tool") == tool:
+            lists = dict(style.get("lists", {}))
+            learned = _learn_list(value, wanted, state)
+            if learned is None:
+                lists.pop(tool, None)  # this answer disagrees with simgym's matching
+            else:
+                known = lists.get(tool) or {}
+                if learned["fields"] is None and known.get("shape") == learned["shape"]:
+                    learned["fields"] = known.get("fields")  # an empty list shows no fields
+                lists[tool] = learned
+                style.pop("pending")
+            style["lists"] = lists
+    patch = _patch(before, style)
+    return {**(patch or {}), **completed} if completed else patch
+
+
+def _loads(text: str) -> Any:
     try:
-        value = json.loads(text)
+        return json.loads(text)
     except ValueError:
         return None
-    if not isinstance(value, dict | list):
-        return None
-    style: dict[str, Any] = {**old, "indent": _indent(text), "order": dict(old.get("order", {}))}
-    for collection, order in _orders(value, state).items():
-        style["order"][collection] = _merge(style["order"].get(collection), order)
-    if not style["order"]:
-        del style["order"]
-    return None if style == old else {STYLE: style}
+
+
+def _patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch (RFC 7386) that turns the ledger's style ``before`` into ``after``."""
+
+    def diff(old: Any, new: Any) -> Any:
+        if not (isinstance(old, dict) and isinstance(new, dict)):
+            return new
+        out = {k: None for k in old if k not in new}
+        out.update({k: diff(old.get(k), v) for k, v in new.items() if old.get(k) != v})
+        return out
+
+    return None if before == after else {STYLE: diff(before, after)}
 
 
 def _style(state: dict[str, Any] | None) -> dict[str, Any]:
