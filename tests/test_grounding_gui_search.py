@@ -114,9 +114,10 @@ def test_observed_results_give_invented_pages_their_title():
     )
     action = Action.tool_call("web_search", {"queries": ["node 22"]})
     patch = search_ground.observe_search(results, action, {"facts": []})
-    assert patch == {
-        "seen": {"https://nodejs.org/en/blog/release/v22.0.0": results.split("\n")[1][4:]}
+    assert patch["seen"] == {
+        "https://nodejs.org/en/blog/release/v22.0.0": results.split("\n")[1][4:]
     }
+    assert patch["_answers"] == {"q:node 22": results}
     state = merge_patch({"facts": []}, patch)
     g = ground("search", extract("https://nodejs.org/en/blog/release/v22.0.0"), state)
     assert g.facts == [
@@ -382,3 +383,25 @@ async def test_android_env_open_app_is_checked_and_recorded():
     turn = env.trajectory.turns[0]
     assert turn.grounding["strict"] == {"problems": [], "action": "accepted"}
     assert env.state["app"] == "Clock" and "7:00 AM" in env.state["tree"]  # observed
+
+
+def test_search_gives_the_same_answer_to_the_same_call():
+    """The engine and its pages do not change during an episode: a query or a page read
+    again gets the answer it got before, whatever the model would say."""
+    results = '## Results for "tide tables"\n[1] Tides\nURL: https://t.example/\nSnippet: 6am'
+    query = Action.tool_call("web_search", {"queries": ["tide tables"]})
+    state = merge_patch({}, search_ground.observe_search(results, query, {}))
+    assert ground("search", query, state).observation == results
+    both = Action.tool_call("web_search", {"queries": ["tide tables", "moon"]})
+    assert getattr(ground("search", both, state), "observation", None) is None
+    read = Action.tool_call("web_extractor", {"url": "https://t.example/", "goal": "high tide"})
+    page = "# Tides\n\nHigh tide at 6."
+    state = merge_patch(state, search_ground.observe_search(page, read, state))
+    assert ground("search", read, state).observation == page
+    other = Action.tool_call("web_extractor", {"url": "https://t.example/", "goal": "low"})
+    assert getattr(ground("search", other, state), "observation", None) is None
+    # an error is not remembered: a retry may succeed
+    assert "_answers" not in search_ground.observe_search("Error: 503", other, state)
+    # simgym's bookkeeping never reaches a model shown the state
+    ledger = StateLedger(state)
+    assert "_answers" not in ledger.render() and "seen" in ledger.render()
