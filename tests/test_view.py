@@ -83,7 +83,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     runs = _write(tmp_path / "runs.jsonl", [*plain, special, *group])
     sim = [_episode(n) for n in range(2)]
     real = [_episode(n) for n in range(2)]
-    real[0].turns[0].observation = Observation(text="total 12\ndrwxr-xr-x 2 root root 4096 app0.conf")
+    real[0].turns[0].observation = Observation(
+        text="total 12\ndrwxr-xr-x 2 root root 4096 app0.conf"
+    )
     real[0].world_model = {"backend": "real"}
     sim_path = _write(tmp_path / "cmp.jsonl", sim)
     real_path = _write(tmp_path / "cmp.real.jsonl", real)
@@ -164,9 +166,10 @@ def test_list_pages_and_filters(client):
     rewarded = client.get("/api/episodes", params={"rmin": "0.5", "rmax": "0.6"}).json()
     assert sorted(e["total_reward"] for e in rewarded["episodes"]) == [0.5, 0.5, 0.6]
     assert client.get("/api/episodes", params={"task": "grpo"}).json()["total"] == 3
-    assert client.get("/api/episodes", params={"agent": "scripted", "wm": "function"}).json()[
-        "total"
-    ] == 13
+    assert (
+        client.get("/api/episodes", params={"agent": "scripted", "wm": "function"}).json()["total"]
+        == 13
+    )
 
 
 def test_search_inside_actions_and_observations(client):
@@ -276,13 +279,22 @@ def test_cli_export(files, tmp_path):
     out = tmp_path / "site"
     done = CliRunner().invoke(
         app,
-        ["view", str(files["runs"]), str(files["report"]), "--export", str(out),
-         "--index", str(tmp_path / "c.sqlite")],
+        [
+            "view",
+            str(files["runs"]),
+            str(files["report"]),
+            "--export",
+            str(out),
+            "--index",
+            str(tmp_path / "c.sqlite"),
+        ],
     )
     assert done.exit_code == 0, done.output
     assert (out / "episode-1.html").is_file()
-    refused = CliRunner().invoke(app, ["view", str(files["runs"]), "--host", "0.0.0.0",
-                                      "--index", str(tmp_path / "c.sqlite")])
+    refused = CliRunner().invoke(
+        app,
+        ["view", str(files["runs"]), "--host", "0.0.0.0", "--index", str(tmp_path / "c.sqlite")],
+    )
     assert refused.exit_code == 2
 
 

@@ -42,7 +42,9 @@ def view(
         from simgym.view.app import Viewer, create_app
         from simgym.view.export import export_site
     except ImportError as exc:
-        raise SimgymError(f"simgym view needs FastAPI: pip install 'simgym[view]' ({exc})") from None
+        raise SimgymError(
+            f"simgym view needs FastAPI: pip install 'simgym[view]' ({exc})"
+        ) from None
     viewer = Viewer.open(files, index)
     added = viewer.index.refresh()
     errors.print(f"{viewer.index.count()} episodes indexed ({added} new)")

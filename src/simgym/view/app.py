@@ -40,6 +40,8 @@ def default_index_path(files: list[Path]) -> Path:
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     key = "\n".join(sorted(str(Path(f).resolve()) for f in files))
     return cache / "simgym" / "view" / (hashlib.sha1(key.encode()).hexdigest()[:16] + ".sqlite")
+
+
 _TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
 

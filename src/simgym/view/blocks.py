@@ -168,8 +168,16 @@ def diff_columns(a: str, b: str) -> tuple[str, str]:
                 left.append(f'<div class="del">{hx}</div>')
                 right.append(f'<div class="add">{hy}</div>')
             else:
-                left.append(f'<div class="del">{e(x)}</div>' if x is not None else '<div class="gap"> </div>')
-                right.append(f'<div class="add">{e(y)}</div>' if y is not None else '<div class="gap"> </div>')
+                left.append(
+                    f'<div class="del">{e(x)}</div>'
+                    if x is not None
+                    else '<div class="gap"> </div>'
+                )
+                right.append(
+                    f'<div class="add">{e(y)}</div>'
+                    if y is not None
+                    else '<div class="gap"> </div>'
+                )
     return "".join(left), "".join(right)
 
 

@@ -57,8 +57,10 @@ def export_site(viewer: Viewer, out: str | Path) -> int:
         for row in index.compared(sim, real, 1, 10**9):
             a, b = index.trajectory(row["sim"]), index.trajectory(row["real"])
             if a is not None and b is not None:
-                write(links.compare(row["sim"], row["real"]), compare_page(
-                    index, row["sim"], row["real"], a, b, links))
+                write(
+                    links.compare(row["sim"], row["real"]),
+                    compare_page(index, row["sim"], row["real"], a, b, links),
+                )
     write(links.groups(), groups_page(index, links))
     for group in index.groups(1, 10**9):
         members = [(r, index.trajectory(r["id"])) for r in index.group(group["group_id"])]

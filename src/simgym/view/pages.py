@@ -86,7 +86,7 @@ def layout(title: str, body: str, links: Links, *, live: bool = False, extra: st
         f"<title>{e(title)} · simgym view</title>"
         f'<link rel="stylesheet" href="{links.asset("viewer.css")}">'
         f'</head><body data-live="{int(live)}"{extra}>'
-        f'<header><b>simgym view</b><nav>{nav}</nav>'
+        f"<header><b>simgym view</b><nav>{nav}</nav>"
         '<span class="keys">j/k turns · n/p episodes</span></header>'
         f"<main>{body}</main>"
         f'<script src="{links.asset("viewer.js")}"></script></body></html>'
@@ -115,7 +115,9 @@ def filter_form(index: Index, f: Filters) -> str:
         f'<input name="rmax" value="{e(fmt(f.rmax) if f.rmax is not None else "")}" size="4"'
         ' placeholder="max"></label>'
         + _select(
-            "status", "end", [("done", "done"), ("truncated", "truncated"), ("open", "neither")],
+            "status",
+            "end",
+            [("done", "done"), ("truncated", "truncated"), ("open", "neither")],
             f.status,
         )
         + _select("errors", "errors", [("yes", "with errors"), ("no", "no errors")], f.errors)
@@ -216,7 +218,7 @@ def turn_block(turn: Turn, domain: str) -> str:
     if turn.perturbation:
         flags += f'<span class="tag fault">fault: {e(turn.perturbation.get("fault"))}</span>'
     if turn.error:
-        flags += f'<span class="tag bad">error</span>'
+        flags += '<span class="tag bad">error</span>'
     parts = [
         f'<h3>Turn {turn.index} {flags}<span class="meta">{e(" · ".join(meta))}</span></h3>',
         '<div class="label">action</div>',
@@ -322,7 +324,7 @@ def compare_list_page(index: Index, links: Links) -> str:
                 (
                     [
                         f'<a href="{e(links.compare(r["sim"], r["real"]))}"><code>'
-                        f'{e(r["task_id"])}</code></a>',
+                        f"{e(r['task_id'])}</code></a>",
                         e(r["domain"]),
                         e(r["turns"]),
                         e(r["instruction"][:120]),
@@ -383,7 +385,8 @@ def groups_page(index: Index, links: Links, page: int = 1) -> str:
             ["group", "domain", "samples", "mean reward", "min", "max"],
             (
                 [
-                    f'<a href="{e(links.group(r["group_id"]))}"><code>{e(r["group_id"])}</code></a>',
+                    f'<a href="{e(links.group(r["group_id"]))}">'
+                    f'<code>{e(r["group_id"])}</code></a>',
                     e(r["domain"]),
                     e(r["samples"]),
                     e(fmt(r["mean"])),

@@ -61,7 +61,9 @@ def _safety(report: dict[str, Any], episode_link: Callable[[dict], str | None]) 
     header = ["", *(label for _, label in _SAFETY_COLUMNS)]
 
     def rows(groups: dict[str, Any]) -> list[list[str]]:
-        return [[e(name), *(e(fmt(g.get(k))) for k, _ in _SAFETY_COLUMNS)] for name, g in groups.items()]
+        return [
+            [e(name), *(e(fmt(g.get(k))) for k, _ in _SAFETY_COLUMNS)] for name, g in groups.items()
+        ]
 
     out.append(table(header, rows({"all": report.get("summary", {})})))
     for axis in ("category", "domain", "kind"):
@@ -145,8 +147,14 @@ def _score(report: dict[str, Any]) -> str:
     if macro:
         scores = macro.get("scores") or {}
         lines.append(
-            ["<b>macro</b>", "", "", "", *(e(fmt(scores.get(d))) for d in _DIMENSIONS),
-             e(fmt(macro.get("total_strict")))]
+            [
+                "<b>macro</b>",
+                "",
+                "",
+                "",
+                *(e(fmt(scores.get(d))) for d in _DIMENSIONS),
+                e(fmt(macro.get("total_strict"))),
+            ]
         )
     out.append(table(header, lines))
     metric_names = sorted({m for g in domains.values() for m in (g.get("metrics") or {})})
@@ -156,7 +164,13 @@ def _score(report: dict[str, Any]) -> str:
             table(
                 ["domain", *metric_names],
                 [
-                    [e(d), *(e(fmt(((g.get("metrics") or {}).get(m) or {}).get("mean"))) for m in metric_names)]
+                    [
+                        e(d),
+                        *(
+                            e(fmt(((g.get("metrics") or {}).get(m) or {}).get("mean")))
+                            for m in metric_names
+                        ),
+                    ]
                     for d, g in domains.items()
                 ],
             )

@@ -338,7 +338,9 @@ class Index:
     def count(self, filters: Filters | None = None) -> int:
         where, args = (filters or Filters()).where()
         with self._lock:
-            return self._db.execute(f"SELECT count(*) FROM episodes e WHERE {where}", args).fetchone()[0]
+            return self._db.execute(
+                f"SELECT count(*) FROM episodes e WHERE {where}", args
+            ).fetchone()[0]
 
     def page(self, filters: Filters, page: int = 1, per_page: int = 50) -> list[dict[str, Any]]:
         """One page of episode rows (oldest first)."""
