@@ -232,7 +232,7 @@ def test_live_episodes_appear(client, files):
     with open(files["runs"], "a", encoding="utf-8") as f:
         f.write(_episode(99).model_dump_json() + "\n")
         f.write('{"torn": ')  # a line still being written
-    assert client.get("/api/poll").json() == {"total": before + 1, "added": 1}
+    assert client.get("/api/poll").json() == {"total": before + 1, "added": 1, "indexing": 0}
     assert "task-99" in client.get("/", params={"task": "task-99"}).text
 
 

@@ -46,9 +46,9 @@ def view(
             f"simgym view needs FastAPI: pip install 'simgym[view]' ({exc})"
         ) from None
     viewer = Viewer.open(files, index)
-    added = viewer.index.refresh()
-    errors.print(f"{viewer.index.count()} episodes indexed ({added} new)")
     if export is not None:
+        added = viewer.index.refresh()
+        errors.print(f"{viewer.index.count()} episodes indexed ({added} new)")
         written = export_site(viewer, export)
         errors.print(f"{written} files written to {export}; open {export / 'index.html'}")
         return
@@ -56,7 +56,7 @@ def view(
     require_token_off_loopback(host, secret)
     import uvicorn
 
-    app = create_app(viewer, token=secret)
+    app = create_app(viewer, token=secret, background=True)
     shown = f"http://{host}:{port}/" + (f"?token={secret}" if secret else "")
     errors.print(f"simgym view on {shown}")
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -19,6 +21,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from simgym.core.errors import SimgymError
 from simgym.view.pages import (
+    PER_PAGE,
     Links,
     compare_list_page,
     compare_page,
@@ -84,10 +87,18 @@ class Viewer:
         return None if rowid is None else (links or Links()).episode(rowid)
 
 
-def create_app(viewer: Viewer, *, token: str | None = None) -> FastAPI:
+# How long a page load may spend indexing before it shows what is indexed so far.
+PAGE_BUDGET_S = 0.5
+
+
+def create_app(viewer: Viewer, *, token: str | None = None, background: bool = False) -> FastAPI:
+    """The app. ``background``: index the files in a thread from the start, so the first
+    page of a big file shows at once and fills in (the list says how far indexing got)."""
     app = FastAPI(title="simgym view", docs_url=None, redoc_url=None, openapi_url=None)
     index = viewer.index
     links = Links()
+    if background:
+        threading.Thread(target=index.refresh, name="simgym-view-index", daemon=True).start()
 
     if token:
         secret = token.encode()
@@ -107,20 +118,27 @@ def create_app(viewer: Viewer, *, token: str | None = None) -> FastAPI:
 
     @app.get("/", response_class=HTMLResponse)
     def episodes(request: Request) -> str:
-        index.refresh()
+        index.refresh(PAGE_BUDGET_S)
         p = params(request)
         page = int(p["page"]) if p.get("page", "").isdigit() else 1
-        return list_page(index, Filters.from_params(p), page, links)
+        f = Filters.from_params(p)
+        # The background indexer has just started: wait a moment for one page of rows.
+        deadline = time.perf_counter() + 2 * PAGE_BUDGET_S
+        while index.indexing and time.perf_counter() < deadline:
+            if index.count(f) >= page * PER_PAGE:
+                break
+            time.sleep(0.05)
+        return list_page(index, f, page, links)
 
     @app.get("/api/poll")
     def poll() -> dict[str, int]:
-        added = index.refresh()
-        return {"total": index.count(), "added": added}
+        added = index.refresh(PAGE_BUDGET_S)
+        return {"total": index.count(), "added": added, "indexing": int(index.indexing)}
 
     @app.get("/api/episodes")
     def api_episodes(request: Request) -> dict[str, Any]:
         """One page of the filtered list as JSON (for scripts)."""
-        index.refresh()
+        index.refresh(PAGE_BUDGET_S)
         p = params(request)
         page = int(p["page"]) if p.get("page", "").isdigit() else 1
         f = Filters.from_params(p)

@@ -186,6 +186,11 @@ def list_page(index: Index, f: Filters, page: int, links: Links, *, live: bool =
     body = (
         "<h1>Episodes</h1>"
         + form
+        + (
+            '<div id="indexing">still indexing: the counts grow as you reload</div>'
+            if live and (index.indexing or index.behind)
+            else ""
+        )
         + '<div id="fresh" hidden></div>'
         + pager(links, params, page, total)
         + episode_rows(rows, links, params)
@@ -386,7 +391,7 @@ def groups_page(index: Index, links: Links, page: int = 1) -> str:
             (
                 [
                     f'<a href="{e(links.group(r["group_id"]))}">'
-                    f'<code>{e(r["group_id"])}</code></a>',
+                    f"<code>{e(r['group_id'])}</code></a>",
                     e(r["domain"]),
                     e(r["samples"]),
                     e(fmt(r["mean"])),

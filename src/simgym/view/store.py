@@ -14,6 +14,7 @@ import json
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -26,7 +27,7 @@ from simgym.core.types import Trajectory
 SCHEMA_VERSION = 1
 # Text per episode that goes into the full-text index (long screens are cut, not dropped).
 SEARCH_CHARS = 100_000
-_BATCH = 2_000
+_BATCH = 1_000
 
 _SCHEMA = f"""
 PRAGMA user_version = {SCHEMA_VERSION};
@@ -248,27 +249,43 @@ class Index:
                 ).fetchone()[0]
                 self.file_ids[path] = fid
         self.skipped = 0  # lines that were no trajectory
+        self.behind = False  # the last refresh stopped before the end of a file
+        self._indexing = threading.Lock()
 
     # -- indexing ---------------------------------------------------------------------
-    def refresh(self) -> int:
+    def refresh(self, budget_s: float | None = None) -> int:
         """Index what was appended to the files since the last refresh; the number of new
-        episodes."""
-        added = 0
-        with self._lock:
+        episodes. With ``budget_s``, stop after about that long (the rest waits for the
+        next refresh: :attr:`behind` says so). A refresh already running elsewhere (the
+        app's background indexer) makes this one return 0 at once."""
+        if not self._indexing.acquire(blocking=False):
+            return 0
+        try:
+            deadline = None if budget_s is None else time.perf_counter() + budget_s
+            added = 0
+            self.behind = False
             for path, fid in self.file_ids.items():
-                added += self._refresh_file(path, fid)
-        return added
+                added += self._refresh_file(path, fid, deadline)
+            return added
+        finally:
+            self._indexing.release()
 
-    def _refresh_file(self, path: Path, fid: int) -> int:
-        offset, lines = self._db.execute(
-            "SELECT offset, lines FROM files WHERE id = ?", (fid,)
-        ).fetchone()
+    @property
+    def indexing(self) -> bool:
+        """Is a refresh running now?"""
+        return self._indexing.locked()
+
+    def _refresh_file(self, path: Path, fid: int, deadline: float | None) -> int:
+        with self._lock:
+            offset, lines = self._db.execute(
+                "SELECT offset, lines FROM files WHERE id = ?", (fid,)
+            ).fetchone()
         try:
             size = path.stat().st_size
         except FileNotFoundError:
             return 0
         if size < offset:  # rewritten: start again
-            with self._db:
+            with self._lock, self._db:
                 self._db.execute(
                     "DELETE FROM search WHERE rowid IN (SELECT id FROM episodes WHERE file_id=?)",
                     (fid,),
@@ -303,13 +320,16 @@ class Index:
                 if len(rows) >= _BATCH:
                     added += self._insert(fid, rows, texts, offset, lines)
                     rows, texts = [], []
+                    if deadline is not None and time.perf_counter() > deadline:
+                        self.behind = True
+                        return added
         added += self._insert(fid, rows, texts, offset, lines)
         return added
 
     def _insert(
         self, fid: int, rows: list[tuple[Any, ...]], texts: list[str], offset: int, lines: int
     ) -> int:
-        with self._db:
+        with self._lock, self._db:
             if rows:
                 cursor = self._db.execute("SELECT coalesce(max(id), 0) FROM episodes")
                 first = cursor.fetchone()[0] + 1
