@@ -16,7 +16,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from simgym.core.types import Action, Observation, Task, Trajectory, Turn
-from simgym.view.app import Viewer, create_app
+from simgym.viewer.app import Viewer, create_app
 
 DOMAINS = ("terminal", "mcp", "search", "web")
 

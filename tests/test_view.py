@@ -16,9 +16,9 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from simgym.core.trajectories import TrajectoryWriter  # noqa: E402
 from simgym.core.types import Action, Observation, Task, Trajectory, Turn, Usage  # noqa: E402
-from simgym.view.app import Viewer, create_app  # noqa: E402
-from simgym.view.export import export_site  # noqa: E402
-from simgym.view.store import Filters, Index, fts_query  # noqa: E402
+from simgym.viewer.app import Viewer, create_app  # noqa: E402
+from simgym.viewer.export import export_site  # noqa: E402
+from simgym.viewer.store import Filters, Index, fts_query  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 

@@ -39,8 +39,8 @@ def view(
     """
     try:
         from simgym.integrations.http_guard import require_token_off_loopback, resolve_token
-        from simgym.view.app import Viewer, create_app
-        from simgym.view.export import export_site
+        from simgym.viewer.app import Viewer, create_app
+        from simgym.viewer.export import export_site
     except ImportError as exc:
         raise SimgymError(
             f"simgym view needs FastAPI: pip install 'simgym[view]' ({exc})"

@@ -20,7 +20,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from simgym.core.errors import SimgymError
-from simgym.view.pages import (
+from simgym.viewer.pages import (
     PER_PAGE,
     Links,
     compare_list_page,
@@ -32,8 +32,8 @@ from simgym.view.pages import (
     report_page,
     reports_page,
 )
-from simgym.view.reports import load_report, render_report, report_kind
-from simgym.view.store import Filters, Index
+from simgym.viewer.reports import load_report, render_report, report_kind
+from simgym.viewer.store import Filters, Index
 
 COOKIE = "simgym_view"
 
@@ -50,7 +50,7 @@ _TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=ut
 
 def asset(name: str) -> bytes:
     """A file of the page assets shipped with the package (``view/static``)."""
-    return resources.files("simgym.view").joinpath("static", name).read_bytes()
+    return resources.files("simgym.viewer").joinpath("static", name).read_bytes()
 
 
 class Viewer:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from simgym.view.app import Viewer, asset
-from simgym.view.pages import (
+from simgym.viewer.app import Viewer, asset
+from simgym.viewer.pages import (
     PER_PAGE,
     Links,
     compare_list_page,
@@ -19,7 +19,7 @@ from simgym.view.pages import (
     report_page,
     reports_page,
 )
-from simgym.view.store import Filters
+from simgym.viewer.store import Filters
 
 
 def export_site(viewer: Viewer, out: str | Path) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from simgym.core.types import Trajectory, Turn
-from simgym.view.blocks import (
+from simgym.viewer.blocks import (
     details,
     diff_columns,
     e,
@@ -20,7 +20,7 @@ from simgym.view.blocks import (
     similarity,
     table,
 )
-from simgym.view.store import Filters, Index
+from simgym.viewer.store import Filters, Index
 
 PER_PAGE = 50
 

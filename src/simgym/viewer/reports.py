@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
-from simgym.view.blocks import bar_chart, e, fmt, json_block, table
+from simgym.viewer.blocks import bar_chart, e, fmt, json_block, table
 
 _SAFETY_COLUMNS = (
     ("cases", "cases"),
