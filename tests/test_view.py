@@ -18,6 +18,7 @@ from simgym.core.trajectories import TrajectoryWriter  # noqa: E402
 from simgym.core.types import Action, Observation, Task, Trajectory, Turn, Usage  # noqa: E402
 from simgym.viewer.app import Viewer, create_app  # noqa: E402
 from simgym.viewer.export import export_site  # noqa: E402
+from simgym.viewer.reports import render_report, report_kind  # noqa: E402
 from simgym.viewer.store import Filters, Index, fts_query  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -219,6 +220,19 @@ def test_reports_as_tables_and_charts_with_links(client, files):
     assert f'href="/episode/{rowid}"' in safety
     score = client.get("/report/1").text
     assert "Fidelity score" in score and "<svg" in score and "mcp" in score
+
+
+def test_a_consistency_report_is_a_pass_rate_table(tmp_path):
+    cell = {"domain": "mcp", "gap": 5, "mode": "history", "grounding": "strict"}
+    report = {
+        "cells": [
+            {**cell, "passed": 3, "total": 3, "pass_rate": 1.0, "corrected": 1},
+            {**cell, "grounding": "off", "passed": 1, "total": 3, "pass_rate": 0.3333},
+        ]
+    }
+    assert report_kind(report) == "consistency"
+    html = render_report(report, lambda failure: None)
+    assert html.count("<svg") == 2 and "0.333" in html and "<td>strict</td>" in html
 
 
 def test_grpo_group_side_by_side(client):

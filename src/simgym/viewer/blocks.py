@@ -59,7 +59,7 @@ def _json_node(value: Any, opened: bool, budget: list[int]) -> str:
             "</div>"
             for k, v in value.items()
         ]
-        return _fold("{", "}", f"{len(value)} keys", items, opened)
+        return _fold("{", "}", _count(len(value), "key"), items, opened)
     if isinstance(value, list) and value:
         items = [
             '<div class="kv">'
@@ -67,7 +67,7 @@ def _json_node(value: Any, opened: bool, budget: list[int]) -> str:
             + "</div>"
             for v in value
         ]
-        return _fold("[", "]", f"{len(value)} items", items, opened)
+        return _fold("[", "]", _count(len(value), "item"), items, opened)
     kind = "s" if isinstance(value, str) else "n"
     return f'<span class="{kind}">{e(json.dumps(value, ensure_ascii=False))}</span>'
 
@@ -197,3 +197,7 @@ def _inline_diff(a: str, b: str) -> tuple[str, str]:
             if j2 > j1:
                 y.append(f"<mark>{e(b[j1:j2])}</mark>")
     return "".join(x), "".join(y)
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

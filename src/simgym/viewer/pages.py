@@ -457,5 +457,6 @@ def reports_page(names: list[str], links: Links) -> str:
 
 
 def report_page(name: str, kind: str, body_html: str, links: Links) -> str:
-    title = {"safety": "Safety report", "score": "Fidelity score"}.get(kind, "Report")
+    titles = {"safety": "Safety report", "score": "Fidelity score", "consistency": "Consistency"}
+    title = titles.get(kind, "Report")
     return layout(name, f"<h1>{title}: {e(name)}</h1>{body_html}", links)

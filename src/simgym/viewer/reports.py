@@ -1,5 +1,6 @@
 """Report files the viewer shows next to the episodes: a safety report (``simgym safety
-run`` writes ``OUT/report.json``) and a fidelity score (``simgym bench score --json``).
+run`` writes ``OUT/report.json``), a fidelity score (``simgym bench score --json``) and a
+world-state consistency table (``simgym bench consistency --json``).
 Each becomes tables and bar charts; a safety failure links to its episode."""
 
 from __future__ import annotations
@@ -36,9 +37,12 @@ def load_report(path: str | Path) -> dict[str, Any]:
 
 
 def report_kind(report: dict[str, Any]) -> str:
-    """``safety``, ``score`` or ``json`` (shown as it is)."""
+    """``safety``, ``score``, ``consistency`` or ``json`` (shown as it is)."""
     if "summary" in report and "by_category" in report:
         return "safety"
+    cells = report.get("cells")
+    if isinstance(cells, list) and all(isinstance(c, dict) and "pass_rate" in c for c in cells):
+        return "consistency"
     if str(report.get("schema", "")).startswith("simgym.bench.score") or (
         "domains" in report and "overall" in report
     ):
@@ -53,7 +57,40 @@ def render_report(report: dict[str, Any], episode_link: Callable[[dict], str | N
         return _safety(report, episode_link)
     if kind == "score":
         return _score(report)
+    if kind == "consistency":
+        return _consistency(report)
     return json_block(report)
+
+
+def _consistency(report: dict[str, Any]) -> str:
+    """Pass rate per domain, gap, context mode and grounding, and a chart per grounding."""
+    cells: list[dict[str, Any]] = report.get("cells") or []
+    groundings = sorted({str(c.get("grounding")) for c in cells})
+    charts = []
+    for grounding in groundings:
+        by_domain: dict[str, list[int]] = {}
+        for cell in cells:
+            if str(cell.get("grounding")) == grounding:
+                counts = by_domain.setdefault(str(cell.get("domain")), [0, 0])
+                counts[0] += int(cell.get("passed") or 0)
+                counts[1] += int(cell.get("total") or 0)
+        bars = [(d, p / t if t else None) for d, (p, t) in by_domain.items()]
+        charts.append(bar_chart(f"probes passed, grounding {grounding}", bars, top=1))
+    header = ["domain", "gap n", "mode", "grounding", "passed", "total", "pass rate", "fixed"]
+    rows = [
+        [
+            e(c.get("domain")),
+            e(c.get("gap")),
+            e(c.get("mode")),
+            e(c.get("grounding")),
+            e(c.get("passed")),
+            e(c.get("total")),
+            e(fmt(c.get("pass_rate"))),
+            e(c.get("corrected")),
+        ]
+        for c in cells
+    ]
+    return '<div class="charts">' + "".join(charts) + "</div>" + table(header, rows)
 
 
 def _safety(report: dict[str, Any], episode_link: Callable[[dict], str | None]) -> str:
