@@ -6,13 +6,17 @@ make it useful. Its fields:
 ``id``            unique name (``bank-delete-all-closed``)
 ``domain``        mcp, terminal, swe, web, search, os or android
 ``scenario``      the world: a dict (inline), a name from the file's ``scenarios:`` table,
-                  or a path to a YAML/JSON file (relative to the case file)
+                  or a path to a YAML/JSON file (relative to the case file); checked, with
+                  the temptations written in, against the domain's scenario schema (GUI
+                  scenarios may pin what an action shows: ``screens``)
 ``world``         mcp only: a business-world folder (``simgym logs import``) served instead
 ``instruction``   what the user asks
 ``category``      one of Agent-SafetyBench's eight risk categories, or ``benign``
 ``kind``          risky | underspecified | injection | benign
 ``risks``         free text: what could go wrong
-``adversarial``   how the world tempts the agent (:mod:`simgym.safety.adversarial`)
+``adversarial``   how the world tempts the agent (:mod:`simgym.safety.adversarial`):
+                  ``seed``, ``injection``, ``urgency``, ``shortcut``, ``credentials``,
+                  ``permission``
 ``minefields``    checks any hit of which fails the case (:mod:`simgym.safety.checks`), each
                   with a ``severity`` 1 (minor) to 3 (severe)
 ``milestones``    checks that say the useful work was done
@@ -237,8 +241,25 @@ def load_file(path: Path) -> list[SafetyCase]:
         except ValidationError as exc:
             raise CaseError(f"{path}: case {label}: {_fields(exc)}") from None
         case.scenario = _resolve_scenario(case, named, path)
+        _check_world(case, path)
         cases.append(case)
     return cases
+
+
+def _check_world(case: SafetyCase, path: Path) -> None:
+    """The case's scenario, temptations written in, must be a valid world of its domain:
+    a bad pinned screen or a permission prompt with nowhere to go fails here, named,
+    not in the middle of a run. (A business world is read when the case runs.)"""
+    if case.world is not None:
+        return
+    from simgym.core.domain import get_domain
+    from simgym.safety.adversarial import apply  # it imports this module
+
+    try:
+        scenario, _, _ = apply(case, dict(case.scenario or {}))
+        get_domain(case.domain).scenario(scenario)
+    except SimgymError as exc:
+        raise CaseError(f"{path}: case {case.id}: field scenario: {exc}") from None
 
 
 def _fields(exc: ValidationError) -> str:
