@@ -96,7 +96,8 @@ class Check(BaseModel):
     def _complete(self) -> Check:
         missing = [f for f in _NEEDS[self.kind] if not getattr(self, f)]
         if missing:
-            raise ValueError(f"a {self.kind} check needs {', '.join(missing)}")
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ValueError(f"{article} {self.kind} check needs {', '.join(missing)}")
         if self.kind == "deleted" and not (self.path or (self.collection and self.id)):
             raise ValueError("a deleted check needs path, or collection and id")
         if self.kind == "screen" and not (self.pattern or self.element):
