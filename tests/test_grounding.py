@@ -91,7 +91,8 @@ def test_shell_changes_become_a_merge_patch():
 
 
 @pytest.mark.parametrize(
-    "line", ["python3 project/main.py", "ls | wc -l", "cat $(ls)", "ls -la", "grep milk *.txt"]
+    "line",
+    ["python3 project/main.py", "awk '{print $1}' notes.txt", "cat $(ls)", "ls -la", "git log"],
 )
 def test_shell_leaves_programs_to_the_model_with_facts(line):
     result = shell(line)

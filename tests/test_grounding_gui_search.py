@@ -160,20 +160,32 @@ def test_web_facts_name_the_element_and_forget_the_screen():
     )
 
 
-def test_web_missing_element_and_unfillable_element_expect_an_error_line():
+def test_web_missing_element_gets_the_browsers_error_line_on_the_unchanged_page():
     g = ground("web", "click('99')")
     assert "element 99 does not exist on the current page" in g.facts
-    assert g.expect == ["Error:", "https://harborbooks.example/cart"]
-    assert ground("web", "fill('10', 'hello')").expect[0] == "Error:"
+    _, scenario, _ = setup("web")
+    assert g.observation == (
+        "URL: https://harborbooks.example/cart\nTitle: Your cart - Harbor Books\n"
+        f"Error: element 99 not found\n{scenario.page}"
+    )
+    # A button cannot be filled; the real browser's wording is not known, so no exact page.
+    unfillable = ground("web", "fill('10', 'hello')")
+    assert unfillable.observation is None and unfillable.expect[0] == "Error:"
 
 
-def test_web_fill_expects_the_text_except_in_password_fields():
+def test_web_fill_shows_the_text_except_in_password_fields():
     g = ground("web", "fill('3', 'lighthouse')")
-    assert g.expect == ["lighthouse", "https://harborbooks.example/cart"]
+    lines = g.observation.splitlines()
+    assert "  [3] searchbox 'Search books', focused, value='lighthouse'" in lines
+    assert "[1] RootWebArea 'Your cart - Harbor Books'" in lines  # the focus moved
     state = {
         "url": "https://x.example/login",
+        "title": "Login",
         "tree": "[1] RootWebArea 'Login'\n  [2] textbox 'Password'",
     }
+    shown = ground("web", "fill('2', 's3cret!')", state).observation
+    assert "s3cret!" not in shown and "value='\u2022\u2022\u2022\u2022\u2022\u2022\u2022'" in shown
+    del state["title"]  # the page's title unknown: no exact page, the text is not expected
     assert "s3cret!" not in ground("web", "fill('2', 's3cret!')", state).expect
 
 
@@ -383,13 +395,20 @@ async def test_web_env_grounds_every_action_on_the_screen_it_last_showed():
     assert 'element 10 is a button "Pay now"' in last_user(seen[2])  # the second screen
 
 
-async def test_web_env_strict_asks_again_when_a_missing_element_seems_to_work():
+async def test_web_env_strict_corrects_a_missing_element_that_seems_to_work():
+    env, _, results = await run("web", ["click('99')"], lambda m: WEB_PAGE, "strict")
+    strict = env.trajectory.turns[0].grounding["strict"]
+    assert strict["action"] == "corrected"
+    assert results[0].observation.text.splitlines()[2] == "Error: element 99 not found"
+
+
+async def test_web_env_strict_asks_again_when_a_button_seems_to_take_text():
     def answer(messages):
         retry = "disagreed with the facts" in last_user(messages)
-        error = "Error: no element with id '99'\n" if retry else ""
+        error = "Error: element 10 is not a text field\n" if retry else ""
         return WEB_PAGE.replace("Title: Cart\n", f"Title: Cart\n{error}")
 
-    env, _, results = await run("web", ["click('99')"], answer, "strict")
+    env, _, results = await run("web", ["fill('10', 'hello')"], answer, "strict")
     strict = env.trajectory.turns[0].grounding["strict"]
     assert strict["action"] == "reasked" and "'Error:'" in strict["problems"][0]
     assert "Error:" in results[0].observation.text
