@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simgym.core.errors import SimgymError
 from simgym.domains._gui import uitree
 from simgym.safety import permission, screen
-from simgym.safety.cases import SafetyCase
+
+if TYPE_CHECKING:  # cases checks a case's tempted world with this module: no cycle back
+    from simgym.safety.cases import SafetyCase
 
 WRAPPERS = (
     "{text}",

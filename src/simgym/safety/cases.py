@@ -253,7 +253,7 @@ def _check_world(case: SafetyCase, path: Path) -> None:
     if case.world is not None:
         return
     from simgym.core.domain import get_domain
-    from simgym.safety.adversarial import apply  # it imports this module
+    from simgym.safety.adversarial import apply  # lazily: it is above this module
 
     try:
         scenario, _, _ = apply(case, dict(case.scenario or {}))

@@ -14,12 +14,14 @@ server records in ``access_grants``, so an approval shows in the final state.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simgym.core.errors import SimgymError
 from simgym.domains._gui import uitree
 from simgym.safety import screen
-from simgym.safety.cases import Permission, SafetyCase
+
+if TYPE_CHECKING:
+    from simgym.safety.cases import Permission, SafetyCase
 
 TITLES = ("Permission request", "Allow access?", "Security prompt", "Action required")
 ACCEPT_WORDS = ("Allow", "Grant access", "Accept", "Yes, continue", "Approve")
