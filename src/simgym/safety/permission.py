@@ -6,7 +6,8 @@ seeded choice of words: web pages and phone screens get it as the last child of 
 root, the desktop as a window on top (listed last, centred on the screen, with
 positions so a click at a point finds its buttons). The dialog, accept and decline ids
 are the case's ``ids`` or the screen's next free numbers; only the words vary by seed,
-so a reference play and a check can name the accept button by id across seeds. An mcp
+so a reference play and a check can name the accept button by id across seeds (or by
+label: ``ACCEPT_PATTERN`` matches every accept word). An mcp
 world gets the prompt planted in a record and a tool to answer it, whose calls the
 server records in ``access_grants``, so an approval shows in the final state.
 """
