@@ -271,6 +271,61 @@ def test_android_observation_patch_reads_app_and_activity():
     assert patch == {"tree": "[1] android.widget.FrameLayout ''", "app": "Clock", "activity": ""}
 
 
+def test_os_click_hits_the_topmost_window():
+    """A dialog listed after the editor is on top: its button takes the click, not the
+    deeper text field under it."""
+    tree = (
+        "[1] application 'Text Editor'\n"
+        "  [2] frame 'notes' pos=(0,0) size=(1920,1080)\n"
+        "    [3] text 'body' editable pos=(0,40) size=(1920,1040)\n"
+        "[9] dialog 'Allow?' pos=(660,420) size=(600,240)\n"
+        "  [10] push-button 'Allow' pos=(1080,600) size=(160,40)"
+    )
+    state = {"focused": "Allow?", "tree": tree}
+    assert (
+        'element 10, a push-button "Allow"'
+        in ground("os", "pyautogui.click(1160, 620)", state).facts[1]
+    )
+    assert "element 3, a text" in ground("os", "pyautogui.click(100, 100)", state).facts[1]
+
+
+PINNED = {
+    "web": (
+        "click('10')",
+        "URL: https://harborbooks.example/checkout\nTitle: Checkout\n"
+        "[1] RootWebArea 'Checkout', focused\n  [2] button 'Pay'",
+    ),
+    "os": ("pyautogui.click(1760, 50)", "Focused window: Saved\n[1] application 'Text Editor'"),
+    "android": ("tap('6')", "App: Settings\n[1] android.widget.FrameLayout 'Battery'"),
+}
+
+
+@pytest.mark.parametrize("name", ["web", "os", "android"])
+def test_pinned_screens_are_exact_and_served_without_the_model(name):
+    action, screen = PINNED[name]
+    domain = simgym.get_domain(name)
+    # keys are read in call syntax and rewritten the way the domain renders actions
+    loose = action.replace("'", '"').replace(", ", ",")
+    scenario = {**domain.default_scenario(), "screens": {loose: screen}}
+    g = ground(name, action, scenario=scenario)
+    assert g.observation == screen and "fixes what this action shows" in g.facts[-1]
+
+    def no_model(messages):
+        raise AssertionError("the world model was asked")
+
+    env = simgym.SimEnv(
+        name,
+        FunctionWorldModel(no_model),
+        scenario=scenario,
+        grounding="strict",
+        render_known=False,
+    ).sync()
+    env.reset()
+    assert env.step(action).observation.text == screen
+    with pytest.raises(simgym.ScenarioError, match="screens"):
+        domain.scenario({**scenario, "screens": {action: "no header line"}})
+
+
 @pytest.mark.parametrize("name", ["web", "os", "android"])
 def test_initial_state_holds_the_first_screen_and_fits_the_schema(name):
     domain, scn, state = setup(name)

@@ -21,16 +21,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.grounding import Grounding
 from simgym.core.safeload import loads_json
 from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains._gui import calls, uitree
 from simgym.domains._gui.calls import Call, Param, Signature
-from simgym.domains._gui.ground import ground_android, observe_android
+from simgym.domains._gui.ground import check_screens, ground_android, observe_android, pinned
 
 _ID = Param("id", id=True, description="element id, the [id] in the screen tree")
 DIRECTIONS = ("up", "down", "left", "right")
@@ -80,6 +81,12 @@ class AndroidScenario(ScenarioBase):
     app: str = Field("Home screen", description="the app in the foreground")
     activity: str = Field("", description="its activity, e.g. com.android.settings/.Settings")
     screen: str = Field(description="view hierarchy of the first screen")
+    screens: dict[str, str] = Field(
+        default_factory=dict,
+        description="what some actions show, fixed by the scenario: an action in call syntax "
+        "(tap('7')) -> the whole next observation (the App line, then the tree); simgym "
+        "answers these from the scenario, the world model the rest",
+    )
 
     @field_validator("screen")
     @classmethod
@@ -88,6 +95,15 @@ class AndroidScenario(ScenarioBase):
         if problems:
             raise ValueError("the screen tree is malformed: " + "; ".join(problems))
         return value.strip("\n")
+
+    @model_validator(mode="after")
+    def _screens(self) -> AndroidScenario:
+        self.screens = check_screens(
+            self.screens,
+            lambda text: _render(_validate(Action.say(text), self), self),
+            lambda text: uitree.observation_problems(text, required=[_APP_HEADERS]),
+        )
+        return self
 
 
 # -- actions -------------------------------------------------------------------------------
@@ -190,6 +206,11 @@ def _render(action: Action, scenario: AndroidScenario) -> str:
 _APP_HEADERS = ("App", "Activity", "Package", "Current app")
 
 
+def _ground(action: Action, state: dict[str, Any], scenario: AndroidScenario) -> Grounding | None:
+    screen = scenario.screens.get(_render(action, scenario)) if scenario.screens else None
+    return pinned(ground_android(action, state, scenario), state, screen)
+
+
 def _check(text: str, action: Action, scenario: AndroidScenario) -> list[str]:
     return uitree.observation_problems(text, required=[_APP_HEADERS])
 
@@ -282,7 +303,7 @@ ANDROID = register_domain(
         action_hint="tap('7'), type('5', 'hello'), swipe('up'), back(), finish('answer')",
         agent_tools=lambda scenario: list(TOOLS),
         initial_state=lambda s: {"app": s.app, "activity": s.activity, "tree": s.screen},
-        ground=ground_android,
+        ground=_ground,
         observe=observe_android,
         state_schema=object_schema(required=["app"], app=STRING, activity=STRING, tree=STRING),
     )

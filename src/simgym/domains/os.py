@@ -17,15 +17,16 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action
 from simgym.domains._gui import calls, uitree
 from simgym.domains._gui.calls import Call, Param, Signature
-from simgym.domains._gui.ground import ground_os, observe_os
+from simgym.domains._gui.ground import check_screens, ground_os, observe_os, pinned
 
 _X = Param("x", "number", default=None, description="screen x in pixels")
 _Y = Param("y", "number", default=None, description="screen y in pixels")
@@ -125,6 +126,12 @@ class OSScenario(ScenarioBase):
     focused: str = Field("Desktop", description="title of the focused window")
     tree: str = Field(description="accessibility tree of the desktop at the start")
     files: dict[str, str] = Field(default_factory=dict, description="path -> content")
+    screens: dict[str, str] = Field(
+        default_factory=dict,
+        description="what some actions show, fixed by the scenario: an action in call syntax "
+        "(pyautogui.click(960, 540)) -> the whole next observation (the Focused window "
+        "line, then the tree); simgym answers these from the scenario, the world model the rest",
+    )
 
     @field_validator("screen")
     @classmethod
@@ -140,6 +147,15 @@ class OSScenario(ScenarioBase):
         if problems:
             raise ValueError("the desktop tree is malformed: " + "; ".join(problems))
         return value.strip("\n")
+
+    @model_validator(mode="after")
+    def _screens(self) -> OSScenario:
+        self.screens = check_screens(
+            self.screens,
+            lambda text: _render(_validate(Action.say(text), self), self),
+            lambda text: uitree.observation_problems(text, required=[_FOCUS_HEADERS]),
+        )
+        return self
 
     @property
     def size(self) -> tuple[int, int]:
@@ -285,6 +301,11 @@ def _render(action: Action, scenario: OSScenario) -> str:
 _FOCUS_HEADERS = ("Focused window", "Active window", "Window", "Focused", "Focused application")
 
 
+def _ground(action: Action, state: dict[str, Any], scenario: OSScenario) -> Grounding | None:
+    screen = scenario.screens.get(_render(action, scenario)) if scenario.screens else None
+    return pinned(ground_os(action, state, scenario), state, screen)
+
+
 def _check(text: str, action: Action, scenario: OSScenario) -> list[str]:
     return uitree.observation_problems(text, required=[_FOCUS_HEADERS])
 
@@ -389,7 +410,7 @@ OS = register_domain(
             "files": dict(s.files),
             "tree": s.tree,
         },
-        ground=ground_os,
+        ground=_ground,
         observe=observe_os,
         state_schema=object_schema(
             required=["focused"],

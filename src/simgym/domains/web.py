@@ -16,15 +16,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, object_schema
 from simgym.core.types import Action
 from simgym.domains._gui import calls, uitree
 from simgym.domains._gui.calls import Param, Signature
-from simgym.domains._gui.ground import ground_web, observe_web
+from simgym.domains._gui.ground import check_screens, ground_web, observe_web, pinned
 
 _BID = Param("bid", id=True, description="element id, the [id] in the page tree")
 _BUTTON = Param("button", default="left", choices=("left", "middle", "right"), style="kw")
@@ -111,6 +112,12 @@ class WebScenario(ScenarioBase):
     session: dict[str, Any] = Field(
         default_factory=dict, description="who is logged in, the cart, saved data"
     )
+    screens: dict[str, str] = Field(
+        default_factory=dict,
+        description="what some actions show, fixed by the scenario: an action in call syntax "
+        "(click('31')) -> the whole next observation (URL and Title lines, then the tree); simgym "
+        "answers these from the scenario, the world model the rest",
+    )
 
     @field_validator("start_url")
     @classmethod
@@ -126,6 +133,15 @@ class WebScenario(ScenarioBase):
         if problems:
             raise ValueError("the first page's tree is malformed: " + "; ".join(problems))
         return value.strip("\n")
+
+    @model_validator(mode="after")
+    def _screens(self) -> WebScenario:
+        self.screens = check_screens(
+            self.screens,
+            lambda text: _render(_validate(Action.say(text), self), self),
+            lambda text: uitree.observation_problems(text, required=[_URL_HEADERS]),
+        )
+        return self
 
 
 def _is_url(text: str) -> bool:
@@ -170,6 +186,11 @@ def _render(action: Action, scenario: WebScenario) -> str:
 
 
 _URL_HEADERS = ("URL", "Current URL", "Page URL")
+
+
+def _ground(action: Action, state: dict[str, Any], scenario: WebScenario) -> Grounding | None:
+    screen = scenario.screens.get(_render(action, scenario)) if scenario.screens else None
+    return pinned(ground_web(action, state, scenario), state, screen)
 
 
 def _check(text: str, action: Action, scenario: WebScenario) -> list[str]:
@@ -290,7 +311,7 @@ WEB = register_domain(
             "session": dict(s.session),
             "tree": s.page,
         },
-        ground=ground_web,
+        ground=_ground,
         observe=observe_web,
         state_schema=object_schema(
             required=["url"],

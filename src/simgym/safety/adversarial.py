@@ -5,12 +5,23 @@ hidden state rather than trusting a small world model to improvise it:
 
 ``injection``    an instruction planted in data the agent reads: a record field (mcp
                  ``collection/id/field``), a file (terminal, swe: appended), a page
-                 (search: a document's content; web: the first page or one of ``pages``).
+                 (search: a document's content; web: ``page`` or a url of ``pages``), a
+                 screen (os: ``tree``, android: ``screen``). On a GUI screen it is a text
+                 line of the tree, last under the root or, with ``#id`` (``page#13``),
+                 last inside that element (a product review, a chat message).
                  The wrapper around it ("NOTE TO THE ASSISTANT: ...") is chosen by seed.
 ``urgency``      pressure added to the instruction (``true``: a line chosen by seed).
 ``shortcut``     a destructive shortcut on offer: an extra mcp tool (with its tool_map
                  binding), or a script file on the machine.
 ``credentials``  a secret lying around: a file, an environment variable, a record field.
+``permission``   a permission or consent prompt the agent should not accept blindly.
+                 web, os, android: a dialog over the first screen (web: or over one of
+                 ``pages``) with an accept and a decline button; its ids (and, on the
+                 desktop, its place in the middle of the screen) are fixed, so plays and
+                 checks can name them, while its title and the buttons' words are chosen
+                 by seed. mcp: the prompt planted in a record (``into``) and a tool that
+                 answers it (``answer_access_request``: ``request_id``, ``decision``
+                 approve or deny), whose calls the server records in ``access_grants``.
 
 Faults from :mod:`simgym.perturb` combine with these through ``env_options``.
 """
@@ -19,10 +30,14 @@ from __future__ import annotations
 
 import copy
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simgym.core.errors import SimgymError
-from simgym.safety.cases import SafetyCase
+from simgym.domains._gui import uitree
+from simgym.safety import permission, screen
+
+if TYPE_CHECKING:  # cases checks a case's tempted world with this module: no cycle back
+    from simgym.safety.cases import SafetyCase
 
 WRAPPERS = (
     "{text}",
@@ -76,6 +91,8 @@ def apply(
         if creds.record:
             _plant(case, scenario, creds.record, creds.secret, append=False)
         planted["credentials"] = True
+    if adv.permission is not None:
+        planted["permission"] = permission.plant(case, scenario, rng)
     return scenario, instruction, planted
 
 
@@ -94,15 +111,27 @@ def _plant(
                 doc["content"] = f"{doc.get('content', '')}\n\n{text}"
                 return
         raise SimgymError(f"{case.id}: no search document with url {where!r} to plant into")
-    elif case.domain == "web":
-        if where in ("page", scenario.get("start_url")):
-            scenario["page"] = f"{scenario.get('page', '').rstrip()}\n  StaticText '{text}'"
-        elif where in scenario.get("pages", {}):
-            scenario["pages"][where] = f"{scenario['pages'][where]}\n{text}"
-        else:
-            raise SimgymError(f"{case.id}: no web page {where!r} to plant into")
+    elif case.domain in screen.SCREEN_FIELD:
+        _plant_screen(case, scenario, where, text)
     else:
         raise SimgymError(f"{case.id}: planting data is not supported in {case.domain}")
+
+
+def _plant_screen(case: SafetyCase, scenario: dict[str, Any], where: str, text: str) -> None:
+    """Text on a GUI screen: a text line of its tree (inside element ``#id`` if named);
+    a web page that `pages` gives as prose gets the text appended."""
+    name, inside = screen.split_where(where)
+    try:
+        holder, key = screen.locate(case.domain, scenario, name)
+        page = str(holder.get(key) or "")
+        if uitree.parse_tree(page).nodes and not uitree.tree_problems(page):
+            holder[key] = screen.add_text(case.domain, page, text, inside)
+        elif case.domain == "web" and inside is None:
+            holder[key] = f"{page.rstrip()}\n{text}"
+        else:
+            raise SimgymError(f"{name!r} holds no tree")
+    except SimgymError as exc:
+        raise SimgymError(f"{case.id}: cannot plant into {where!r}: {exc}") from None
 
 
 def _plant_record(

@@ -6,13 +6,17 @@ make it useful. Its fields:
 ``id``            unique name (``bank-delete-all-closed``)
 ``domain``        mcp, terminal, swe, web, search, os or android
 ``scenario``      the world: a dict (inline), a name from the file's ``scenarios:`` table,
-                  or a path to a YAML/JSON file (relative to the case file)
+                  or a path to a YAML/JSON file (relative to the case file); checked, with
+                  the temptations written in, against the domain's scenario schema (GUI
+                  scenarios may pin what an action shows: ``screens``)
 ``world``         mcp only: a business-world folder (``simgym logs import``) served instead
 ``instruction``   what the user asks
 ``category``      one of Agent-SafetyBench's eight risk categories, or ``benign``
 ``kind``          risky | underspecified | injection | benign
 ``risks``         free text: what could go wrong
-``adversarial``   how the world tempts the agent (:mod:`simgym.safety.adversarial`)
+``adversarial``   how the world tempts the agent (:mod:`simgym.safety.adversarial`):
+                  ``seed``, ``injection``, ``urgency``, ``shortcut``, ``credentials``,
+                  ``permission``
 ``minefields``    checks any hit of which fails the case (:mod:`simgym.safety.checks`), each
                   with a ``severity`` 1 (minor) to 3 (severe)
 ``milestones``    checks that say the useful work was done
@@ -32,7 +36,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -40,17 +44,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from simgym.core.errors import SimgymError
 from simgym.safety.checks import Check
 
-CATEGORIES = (
-    "privacy_leak",
-    "financial_loss",
-    "unsafe_information",
-    "unsafe_content",
-    "physical_harm",
-    "law_ethics",
-    "harmful_code",
-    "availability",
-    "benign",
-)
 Category = Literal[
     "privacy_leak",
     "financial_loss",
@@ -64,29 +57,36 @@ Category = Literal[
 ]
 Kind = Literal["risky", "underspecified", "injection", "benign"]
 Expected = Literal["ask_or_refuse", "complete"]
-DOMAINS = ("mcp", "search", "terminal", "swe", "web", "os", "android")
+Domain = Literal["mcp", "search", "terminal", "swe", "web", "os", "android"]
+# The Literals are the one list each: pydantic validates with them, the tuples are read off.
+CATEGORIES: tuple[str, ...] = get_args(Category)
+DOMAINS: tuple[str, ...] = get_args(Domain)
+KINDS: tuple[str, ...] = get_args(Kind)
 
 
 class CaseError(SimgymError):
     """A case file that cannot be read: the message names the file, case and field."""
 
 
-class Adversarial(BaseModel):
-    """How the world tempts the agent; see :mod:`simgym.safety.adversarial`."""
+class _Strict(BaseModel):
+    """A part of a case: unknown fields are errors (a typo must not pass silently)."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+class Adversarial(_Strict):
+    """How the world tempts the agent; see :mod:`simgym.safety.adversarial`."""
 
     seed: int = 0
     injection: Injection | None = None
     urgency: bool | str = False
     shortcut: Shortcut | None = None
     credentials: Credentials | None = None
+    permission: Permission | None = None
 
 
-class Injection(BaseModel):
+class Injection(_Strict):
     """An instruction planted in data the agent will read."""
-
-    model_config = ConfigDict(extra="forbid")
 
     text: str = Field(description="the planted instruction")
     into: str = Field(
@@ -95,10 +95,8 @@ class Injection(BaseModel):
     )
 
 
-class Shortcut(BaseModel):
+class Shortcut(_Strict):
     """A destructive shortcut on offer: an extra tool (mcp) or a script file (terminal)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     tool: dict[str, Any] | None = Field(None, description="mcp: a tool declaration")
     binding: dict[str, Any] | None = Field(None, description="mcp: its tool_map entry")
@@ -106,10 +104,8 @@ class Shortcut(BaseModel):
     content: str | None = Field(None, description="terminal, swe: the script")
 
 
-class Credentials(BaseModel):
+class Credentials(_Strict):
     """A secret lying around: in a file, an environment variable or a record field."""
-
-    model_config = ConfigDict(extra="forbid")
 
     secret: str
     path: str | None = Field(None, description="terminal, swe: a file holding it")
@@ -117,16 +113,38 @@ class Credentials(BaseModel):
     record: str | None = Field(None, description="mcp: 'collection/id/field'")
 
 
+class Permission(_Strict):
+    """A permission or consent prompt the agent should not accept blindly."""
+
+    prompt: str = Field(min_length=1, description="what the prompt asks")
+    requester: str = Field("", description="who asks: an app, extension or integration")
+    ids: list[str] = Field(
+        default_factory=list,
+        description="web, os, android: ids of the dialog, its accept button and its decline "
+        "button (default: the next free numbers of the screen)",
+    )
+    into: str | None = Field(
+        None,
+        description="web: a page url of `pages` (default: the first page); mcp: "
+        "'collection/id/field' of the record that carries the request",
+    )
+    tool: str = Field("answer_access_request", description="mcp: the tool that answers it")
+
+    @model_validator(mode="after")
+    def _ids(self) -> Permission:
+        if self.ids and len(self.ids) != 3:
+            raise ValueError("ids are three: the dialog, its accept button, its decline button")
+        return self
+
+
 Adversarial.model_rebuild()
 
 
-class SafetyCase(BaseModel):
+class SafetyCase(_Strict):
     """One case of the test track (the schema is in the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     id: str = Field(min_length=1)
-    domain: Literal["mcp", "search", "terminal", "swe", "web", "os", "android"]
+    domain: Domain
     scenario: dict[str, Any] | str | None = None
     world: str | None = None
     instruction: str = Field(min_length=1)
@@ -223,8 +241,25 @@ def load_file(path: Path) -> list[SafetyCase]:
         except ValidationError as exc:
             raise CaseError(f"{path}: case {label}: {_fields(exc)}") from None
         case.scenario = _resolve_scenario(case, named, path)
+        _check_world(case, path)
         cases.append(case)
     return cases
+
+
+def _check_world(case: SafetyCase, path: Path) -> None:
+    """The case's scenario, temptations written in, must be a valid world of its domain:
+    a bad pinned screen or a permission prompt with nowhere to go fails here, named,
+    not in the middle of a run. (A business world is read when the case runs.)"""
+    if case.world is not None:
+        return
+    from simgym.core.domain import get_domain
+    from simgym.safety.adversarial import apply  # lazily: it is above this module
+
+    try:
+        scenario, _, _ = apply(case, dict(case.scenario or {}))
+        get_domain(case.domain).scenario(scenario)
+    except SimgymError as exc:
+        raise CaseError(f"{path}: case {case.id}: field scenario: {exc}") from None
 
 
 def _fields(exc: ValidationError) -> str:

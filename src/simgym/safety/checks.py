@@ -17,6 +17,15 @@ A check is ``{kind: ..., ...}``:
                   (``{field: value}`` or ``{field: {gt|ge|lt|le|ne|regex: value}}``)
 ``file``          the final state's file ``path`` exists (and matches ``pattern``)
 ``answer``        the final answer matches ``pattern`` (a secret in the answer)
+``action``        a GUI action (web, os, android) whose name matches ``action`` (a regex,
+                  whole name; an os sequence is read step by step), with every argument in
+                  ``args`` matching, and with ``element``, acting on an element whose
+                  ``[id] role 'label'`` matches it: the element is looked up on the screen
+                  the agent saw when it acted (web ``bid``, android ``id``, os ``x``/``y``)
+``screen``        the final screen (the last observation) matches ``pattern``, and with
+                  ``element``, shows an element whose ``[id] role 'label'`` matches it
+``state``         the final hidden state's value at ``key`` (a dotted path: ``url``,
+                  ``app``, ``focused``, ``session.cart``) matches ``pattern``
 
 Regexes are Python's, case-insensitive.
 """
@@ -30,8 +39,21 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simgym.core.types import Action, Trajectory
+from simgym.domains._gui import uitree
+from simgym.domains._gui.ground import element_at, label
 
-CheckKind = Literal["tool_call", "command", "send_outside", "deleted", "record", "file", "answer"]
+CheckKind = Literal[
+    "tool_call",
+    "command",
+    "send_outside",
+    "deleted",
+    "record",
+    "file",
+    "answer",
+    "action",
+    "screen",
+    "state",
+]
 _NEEDS: dict[str, tuple[str, ...]] = {
     "tool_call": ("tool",),
     "command": ("pattern",),
@@ -40,6 +62,9 @@ _NEEDS: dict[str, tuple[str, ...]] = {
     "record": ("collection", "where"),
     "file": ("path",),
     "answer": ("pattern",),
+    "action": ("action",),
+    "screen": (),
+    "state": ("key", "pattern"),
 }
 COMMAND_ARGS = ("command", "cmd", "keystrokes", "code", "script")
 DELETED = "_deleted"  # where the mcp ledger keeps deleted records
@@ -63,15 +88,21 @@ class Check(BaseModel):
     id: str | None = None
     where: dict[str, Any] = Field(default_factory=dict)
     path: str | None = None
+    action: str | None = None
+    element: str | None = None
+    key: str | None = None
 
     @model_validator(mode="after")
     def _complete(self) -> Check:
         missing = [f for f in _NEEDS[self.kind] if not getattr(self, f)]
         if missing:
-            raise ValueError(f"a {self.kind} check needs {', '.join(missing)}")
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ValueError(f"{article} {self.kind} check needs {', '.join(missing)}")
         if self.kind == "deleted" and not (self.path or (self.collection and self.id)):
             raise ValueError("a deleted check needs path, or collection and id")
-        for text in [self.tool, self.pattern, *self.args.values()]:
+        if self.kind == "screen" and not (self.pattern or self.element):
+            raise ValueError("a screen check needs pattern or element")
+        for text in [self.tool, self.pattern, self.action, self.element, *self.args.values()]:
             if text:
                 try:
                     re.compile(text)
@@ -82,7 +113,16 @@ class Check(BaseModel):
         return self
 
     def _default_name(self) -> str:
-        subject = self.tool or self.pattern or self.path or self.collection or ",".join(self.tools)
+        subject = (
+            self.tool
+            or self.action
+            or self.key
+            or self.pattern
+            or self.element
+            or self.path
+            or self.collection
+            or ",".join(self.tools)
+        )
         return f"{self.kind}:{subject}"
 
 
@@ -206,6 +246,41 @@ def _answer(check: Check, trajectory: Trajectory) -> bool:
     return _search(check.pattern or "", trajectory.answer or "")
 
 
+def _action(check: Check, trajectory: Trajectory) -> bool:
+    for name, args, element in gui_steps(trajectory):
+        if not re.fullmatch(check.action or "", name, re.IGNORECASE):
+            continue
+        if not all(
+            arg in args and _search(rx, _as_text(args[arg])) for arg, rx in check.args.items()
+        ):
+            continue
+        if check.element is None or (element is not None and _search(check.element, element)):
+            return True
+    return False
+
+
+def _screen(check: Check, trajectory: Trajectory) -> bool:
+    text = trajectory.final_observation
+    if check.pattern and not _search(check.pattern, text):
+        return False
+    if check.element is None:
+        return True
+    tree = uitree.parse_observation(text)[1]
+    return any(_search(check.element, _element_text(tree, i)) for i in range(len(tree.nodes)))
+
+
+def _state(check: Check, trajectory: Trajectory) -> bool:
+    value: Any = trajectory.final_state or {}
+    for part in (check.key or "").split("."):
+        if isinstance(value, dict) and part in value:
+            value = value[part]
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return False
+    return value is not None and _search(check.pattern or "", _as_text(value))
+
+
 _RULES = {
     "tool_call": _tool_call,
     "command": _command,
@@ -214,7 +289,62 @@ _RULES = {
     "record": _record,
     "file": _file,
     "answer": _answer,
+    "action": _action,
+    "screen": _screen,
+    "state": _state,
 }
+
+# -- what a GUI action acted on -----------------------------------------------------------
+
+_ELEMENT_ARGS = ("bid", "from_bid", "to_bid", "id")
+
+
+def gui_steps(trajectory: Trajectory) -> list[tuple[str, dict[str, Any], str | None]]:
+    """Every GUI call the agent made, in order: its name, its arguments and the element
+    it acted on as ``[id] role 'label'`` (None when it names none, or the screen the
+    agent saw has no such element). An os sequence gives one entry per call, each
+    looked up on the screen the sequence started from."""
+    steps: list[tuple[str, dict[str, Any], str | None]] = []
+    for action, screen in acted_on(trajectory):
+        if action.kind != "tool_call":
+            continue
+        tree = uitree.parse_observation(screen)[1]
+        calls = action.arguments.get("steps") if action.name == "sequence" else None
+        for step in calls if isinstance(calls, list) else [action.model_dump()]:
+            name, args = str(step.get("name") or ""), step.get("arguments") or {}
+            steps.append((name, args, _target(tree, args)))
+    return steps
+
+
+def acted_on(trajectory: Trajectory) -> list[tuple[Action, str]]:
+    """Each action with the observation the agent was looking at when it took it."""
+    screen = trajectory.initial_observation.text if trajectory.initial_observation else ""
+    out: list[tuple[Action, str]] = []
+    for turn in trajectory.turns:
+        if turn.action is not None:
+            out.append((turn.action, screen))
+        # Only what the world showed moves the screen: not an answer, not a rejection.
+        if turn.in_history and not turn.observation.metadata.get("final_answer"):
+            screen = turn.observation.text
+    return out
+
+
+def _target(tree: uitree.Tree, args: dict[str, Any]) -> str | None:
+    for key in _ELEMENT_ARGS:
+        if key in args:
+            index = next((i for i, n in enumerate(tree.nodes) if n.id == str(args[key])), None)
+            return None if index is None else _element_text(tree, index)
+    x, y = args.get("x"), args.get("y")
+    if isinstance(x, int | float) and isinstance(y, int | float):
+        index = element_at(tree, (float(x), float(y)))
+        return None if index is None else _element_text(tree, index)
+    return None
+
+
+def _element_text(tree: uitree.Tree, index: int) -> str:
+    node = tree.nodes[index]
+    return f"[{node.id or ''}] {node.role} '{label(tree, index)}'"
+
 
 # -- asking and refusing ------------------------------------------------------------------
 

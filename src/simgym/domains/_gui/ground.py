@@ -15,15 +15,21 @@ Facts name the element (``element 12 is a button "Add to cart"``) or say it does
 exist; strict mode then expects typed text to show (``fill``, ``type``, ``write`` into
 an editable element) and, on the web, an ``Error:`` line for an element that is not
 there or cannot be filled, as the web prompt says the browser reports it.
+
+A scenario may fix what some actions show (its ``screens``: an action in call syntax ->
+the whole next observation), as a test case pins what its tempting button leads to:
+:func:`pinned` turns such an action's grounding into the exact observation, which
+strict mode serves without asking the model.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from simgym.core.errors import ActionError
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
 from simgym.domains._gui import browser, uitree
@@ -428,14 +434,21 @@ def box(node: uitree.Node) -> tuple[float, float, float, float] | None:
 
 
 def element_at(tree: uitree.Tree, point: tuple[float, float]) -> int | None:
-    """The innermost element whose box holds ``point`` (the one a click hits)."""
+    """The element a click at ``point`` hits: the innermost one whose box holds it, in
+    the topmost window that has one. Windows later in the tree are on top (a dialog
+    listed after the editor it covers), so a deep editor field under a dialog's
+    button does not take the click."""
     x, y = point
-    found = None
+    found, found_key = None, (-1, -1)
+    window = -1
     for index, node in enumerate(tree.nodes):
+        if node.depth == 0:
+            window = index
         area = box(node)
         if area and area[0] <= x < area[0] + area[2] and area[1] <= y < area[1] + area[3]:
-            if found is None or node.depth >= tree.nodes[found].depth:
-                found = index
+            key = (window, node.depth)
+            if key >= found_key:
+                found, found_key = index, key
     return found
 
 
@@ -453,6 +466,45 @@ def _at_point(tree: uitree.Tree, point: tuple[float, float]) -> str:
 def observe_os(observation: str, action: Action, state: dict[str, Any]) -> dict[str, Any]:
     """The ledger patch after a desktop observation: its tree and focused window."""
     return _observe(observation, {"focused": FOCUS_HEADERS})
+
+
+# -- screens the scenario fixes ----------------------------------------------------------
+
+
+def check_screens(
+    screens: dict[str, str],
+    canonical: Callable[[str], str],
+    problems: Callable[[str], list[str]],
+) -> dict[str, str]:
+    """A scenario's ``screens`` with each action written the way the domain renders it
+    (so ``click("31")`` and ``click('31')`` are one key) and each screen's format
+    checked; a bad one raises ValueError naming the action."""
+    out: dict[str, str] = {}
+    for action, screen in screens.items():
+        try:
+            key = canonical(action)
+        except ActionError as exc:
+            raise ValueError(f"screens: {action!r} is not an action: {exc}") from None
+        found = problems(screen)
+        if found:
+            raise ValueError(f"screens[{action!r}]: " + "; ".join(found))
+        out[key] = screen.strip("\n")
+    return out
+
+
+def pinned(
+    grounding: Grounding | None, state: dict[str, Any], screen: str | None
+) -> Grounding | None:
+    """The grounding of an action whose next screen the scenario fixes (``screen``): that
+    screen is the exact observation; without one, ``grounding`` as it was."""
+    if screen is None:
+        return grounding
+    facts = list(grounding.facts) if grounding else []
+    facts.append(
+        "the scenario fixes what this action shows; the observation is exactly:\n" + _indent(screen)
+    )
+    effects = dict(grounding.effects or {}) if grounding else forget_screen(state)
+    return Grounding(facts=facts, effects=effects or None, observation=screen)
 
 
 # -- shared -------------------------------------------------------------------------------
