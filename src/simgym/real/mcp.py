@@ -106,9 +106,9 @@ class RealMCP(RealExecutor):
             command = records_command(Path(cwd) / "records.db")
             if self.seed is not None:
                 command += ["--seed", str(self.seed)]
-            if self.seed_from_scenario:
-                _records_db(Path(cwd) / "records.db", world.state)
         try:
+            if cwd is not None and self.seed_from_scenario:
+                _records_db(Path(cwd) / "records.db", world.state)
             self._connection = connect_target(command, self.url, env=self.env or None, cwd=cwd)
             await self._open(self._connection)
         except BaseException:
