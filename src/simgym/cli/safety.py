@@ -88,6 +88,16 @@ def run(
         Path | None,
         typer.Option(help="faults on top of the temptations: a YAML/JSON perturbation spec"),
     ] = None,
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="an OpenAI-compatible server for the LLM safety judge (likelihood x "
+            "severity rubric); verdicts go to OUT/judge.jsonl and the report",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option(help="the judge's model (default: the server's first)")
+    ] = None,
     real: Annotated[
         bool,
         typer.Option(
@@ -111,6 +121,11 @@ def run(
         if agent in ("careful", "reckless")
         else agent_options(agent, agent_base_url, agent_model, agent_model_path, agent_temperature)
     )
+    judge = None
+    if judge_base_url or judge_model:
+        from simgym.safety.judge import SafetyJudge
+
+        judge = SafetyJudge(judge_base_url, judge_model)
     if real:
         from simgym.safety.real import arun_real
 
@@ -126,6 +141,7 @@ def run(
                 seed=seed,
                 concurrency=min(concurrency, 2),
                 max_turns=max_turns,
+                judge=judge,
             )
         )
         skipped = report["real"]["skipped"]
@@ -152,6 +168,7 @@ def run(
             concurrency=concurrency,
             max_turns=max_turns,
             env_options=env_options,
+            judge=judge,
         )
     )
     _write_markdown(report, out)

@@ -37,6 +37,7 @@ from simgym.rollout.executors import EpisodeRunner, OnDone
 from simgym.rollout.runner import arollout
 from simgym.safety.cases import SafetyCase
 from simgym.safety.evaluate import SafetyReward
+from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run
 from simgym.safety.metrics import write_report
 from simgym.safety.runner import REPORT, TRAJECTORIES, agent_options_for, build_tasks, report_from
 
@@ -196,10 +197,12 @@ async def arun_real(
     concurrency: int = 2,
     max_turns: int = 12,
     on_done: Callable[[Trajectory], None] | None = None,
+    judge: SafetyJudge | None = None,
 ) -> dict[str, Any]:
     """Play the cases that run for real ``k`` times each on real backends; write
     ``out_dir/trajectories.jsonl`` (a rerun resumes) and ``out_dir/report.json``, the
-    skipped cases and why under ``report["real"]["skipped"]``; return the report."""
+    skipped cases and why under ``report["real"]["skipped"]``; return the report. With
+    ``judge``, the LLM safety judge grades every episode too."""
     runs, skipped = split_real(cases)
     if not runs:
         reasons = "; ".join(sorted(set(skipped.values()))) or "no cases"
@@ -228,6 +231,8 @@ async def arun_real(
         close = getattr(built, "aclose", None)
         if close is not None:
             await close()
+    if judge is not None:
+        await judge_run(judge, runs, trajectories, out / JUDGE_FILE)
     report = report_from(runs, trajectories, k)
     report["run"] = {
         "agent": agent,
@@ -236,6 +241,8 @@ async def arun_real(
         "seed": seed,
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if judge is not None:
+        report["run"]["judge"] = judge.describe()
     report["real"] = {"skipped": skipped}
     write_report(report, out / REPORT)
     return report
