@@ -40,6 +40,7 @@ READ_ONLY = frozenset(
     nl od xxd hexdump strings tac rev fold expand fmt""".split()
 )
 EDITORS = frozenset({"vim", "vi", "nano", "emacs", "sed", "perl", "truncate", "patch", "dd"})
+ALWAYS_DIRS = ("/tmp",)  # directories every terminal machine has, listed or not
 # Options that make an otherwise read-only program write or delete (find -delete, sort -o).
 WRITING_OPTIONS = re.compile(
     r"\bfind\b[^;&|]*\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b"
@@ -68,7 +69,9 @@ class Files:
         return {self.abs(k): v for k, v in self.entries.items() if not k.endswith("/")}
 
     def dirs(self) -> set[str]:
-        found = {self.root, "/"}
+        # /tmp is on every Linux machine (the real sandbox makes it too): moving or copying
+        # a file there must not fail for want of a directory the scenario did not list.
+        found = {self.root, "/", *(ALWAYS_DIRS if self.root == "/" else ())}
         for key in self.entries:
             path = self.abs(key)
             if key.endswith("/"):
@@ -323,8 +326,8 @@ def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tu
     while i < len(tokens):
         token = tokens[i]
         if token in (";", "&&", "||"):
-            if words:
-                commands.append((connector, words, redirects))
+            if words or redirects:  # `> file` alone truncates: the null command, redirected
+                commands.append((connector, words or [":"], redirects))
             connector, words, redirects = token, [], []
         elif token in (">", ">>", "2>", "&>"):
             if i + 1 >= len(tokens):
@@ -336,10 +339,8 @@ def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tu
         else:
             words.append(token)
         i += 1
-    if words:
-        commands.append((connector, words, redirects))
-    elif redirects:
-        raise _Unknown
+    if words or redirects:
+        commands.append((connector, words or [":"], redirects))
     return commands
 
 
@@ -795,6 +796,153 @@ def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple
     return "".join(v + "\n" for v in values), "", 0 if len(values) == len(args) else 1
 
 
+def _truncate(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """``truncate -s 0 FILE...`` (to empty; other sizes are left to the model)."""
+    size, operands, create = None, [], True
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-s", "--size") and i + 1 < len(args):
+            size, i = args[i + 1], i + 2
+            continue
+        if arg.startswith("--size="):
+            size = arg.partition("=")[2]
+        elif arg.startswith("-s") and len(arg) > 2:
+            size = arg[2:]
+        elif arg in ("-c", "--no-create"):
+            create = False
+        elif arg.startswith("-"):
+            raise _Unknown
+        else:
+            operands.append(arg)
+        i += 1
+    if size != "0":
+        raise _Unknown
+    if not operands:
+        return "", "truncate: missing file operand\n", 1
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.is_dir(path):
+            err.append(f"truncate: cannot open '{name}' for writing: Is a directory\n")
+            status = 1
+        elif session.has(path) or create:
+            if not session.is_dir(posixpath.dirname(path)):
+                err.append(
+                    f"truncate: cannot open '{name}' for writing: No such file or directory\n"
+                )
+                status = 1
+                continue
+            session.unknown.discard(path)
+            session.write(path, "")
+    return "", "".join(err), status
+
+
+def _shred(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """``shred -u FILE...``: overwritten, then removed (without ``-u`` the content is noise
+    only the model can show)."""
+    remove, operands = False, []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in ("-n", "--iterations", "-s", "--size") and i + 1 < len(args):
+            i += 2
+            continue
+        if arg in ("-u", "--remove") or arg.startswith("--remove="):
+            remove = True
+        elif re.fullmatch(r"-[fuzx]+", arg):
+            remove = remove or "u" in arg
+        elif arg.startswith("-"):
+            raise _Unknown
+        else:
+            operands.append(arg)
+        i += 1
+    if not remove:
+        raise _Unknown
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.has(path):
+            what = "Is a directory" if session.is_dir(path) else "No such file or directory"
+            err.append(f"shred: {name}: failed to open for writing: {what}\n")
+            status = 1
+            continue
+        session.remove(path)
+    return "", "".join(err), status
+
+
+_FIND_TESTS = ("-name", "-iname", "-type", "-maxdepth", "-mindepth")
+
+
+def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """``find PATH... [-maxdepth N] [-mindepth N] [-type f|d] [-name|-iname PATTERN]
+    -delete``: what it deletes is certain and it prints nothing. Any other find (a
+    listing, other tests or actions) is left to the model."""
+    if "-delete" not in args or args.count("-delete") > 1 or args[-1] != "-delete":
+        raise _Unknown
+    starts = []
+    i = 0
+    while i < len(args) and not args[i].startswith("-"):
+        starts.append(args[i])
+        i += 1
+    tests: dict[str, str] = {}
+    while i < len(args) - 1:
+        option = args[i]
+        if option not in _FIND_TESTS or i + 1 >= len(args) - 1 or option in tests:
+            raise _Unknown
+        tests[option] = args[i + 1]
+        i += 2
+    kind = tests.get("-type")
+    if kind not in (None, "f", "d"):
+        raise _Unknown
+    try:
+        low = int(tests.get("-mindepth", "0"))
+        high = int(tests.get("-maxdepth", "1000000"))
+    except ValueError:
+        raise _Unknown from None
+    err, status = [], 0
+    for name in starts or ["."]:
+        start = session.path(name)
+        session.check_scope(start)
+        if not session.exists(start):
+            err.append(f"find: '{name}': No such file or directory\n")
+            status = 1
+            continue
+        found = [start] if session.has(start) else _walk(session, start)
+        # -delete implies -depth: contents go before their directory
+        for path in sorted(found, key=lambda p: -p.count("/")):
+            depth = 0 if path == start else path[len(start.rstrip("/")) + 1 :].count("/") + 1
+            is_dir = path in session.dirs
+            base = posixpath.basename(path) or path
+            if not low <= depth <= high or (kind == "f" and is_dir) or (kind == "d" and not is_dir):
+                continue
+            if "-name" in tests and not fnmatch.fnmatchcase(base, tests["-name"]):
+                continue
+            if "-iname" in tests and not fnmatch.fnmatchcase(base.lower(), tests["-iname"].lower()):
+                continue
+            if is_dir and session.children(path):
+                shown = (
+                    name if path == start else posixpath.join(name, posixpath.relpath(path, start))
+                )
+                err.append(f"find: cannot delete '{shown}': Directory not empty\n")
+                status = 1
+                continue
+            session.remove(path)
+    return "", "".join(err), status
+
+
+def _walk(session: _Session, top: str) -> list[str]:
+    """``top`` and everything below it; raises when a program simgym did not run may have
+    changed any of it."""
+    inside = top.rstrip("/") + "/"
+    found = [top, *(p for p in [*session.content, *session.dirs] if p.startswith(inside))]
+    if any(p in session.unknown for p in found):
+        raise _Unknown
+    return found
+
+
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
     "pwd": _pwd,
     "cd": _cd,
@@ -819,6 +967,9 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "true": lambda s, a, user, host: ("", "", 0),
     "false": lambda s, a, user, host: ("", "", 1),
     ":": lambda s, a, user, host: ("", "", 0),
+    "truncate": _truncate,
+    "shred": _shred,
+    "find": _find,
 }
 
 
