@@ -150,8 +150,9 @@ class TeacherForced:
 class TeacherForcedEnv(SimEnv):
     """A ``SimEnv`` whose last observation can be replaced by the real one after a step,
     in the history the next request sends and in the trajectory (the next turn's prefix,
-    a terminal's prompt echo, reads the last observation). Everything else, grounding
-    and strict mode included, is ``SimEnv``'s own."""
+    a terminal's prompt echo, reads the last observation) and in what the domain's
+    ``observe`` hook records from it. Everything else, grounding and strict mode
+    included, is ``SimEnv``'s own."""
 
     def force(
         self, real: str, user: dict[str, str] | None, effects: dict[str, Any] | None = None
@@ -172,6 +173,9 @@ class TeacherForcedEnv(SimEnv):
             if effects and self.grounding != "off" and self._ledger is not None:
                 self._ledger.apply(effects)
         turn.observation = Observation(text=real)
+        # What the ledger learns from an observation (a GUI's screen, a server's layout)
+        # must come from the real one, as the next turn's history does.
+        self._observe(real, turn.action, None)
 
 
 @dataclass

@@ -91,7 +91,8 @@ def test_shell_changes_become_a_merge_patch():
 
 
 @pytest.mark.parametrize(
-    "line", ["python3 project/main.py", "ls | wc -l", "cat $(ls)", "ls -la", "grep milk *.txt"]
+    "line",
+    ["python3 project/main.py", "awk '{print $1}' notes.txt", "cat $(ls)", "ls -la", "git log"],
 )
 def test_shell_leaves_programs_to_the_model_with_facts(line):
     result = shell(line)
@@ -362,18 +363,18 @@ def test_swe_paths_a_script_may_have_written_are_left_to_the_model():
 
 def test_shell_destructive_commands_a_real_machine_runs_the_same_way():
     """What the real sandbox does to its files (checked by `simgym safety agree`):
-    find -delete with simple tests, truncation, shred -u, and /tmp on every machine."""
+    find -delete with simple tests, truncation and shred -u."""
     found = shell("find . -name '*.md' -delete")
     assert found.output == "" and found.changes == {"/home/dev/project/README.md": None}
-    gone = shell("find project -delete").changes
-    assert set(gone) == {
+    gone = set(shell("find project -delete").changes)
+    assert gone == {
         "/home/dev/project/main.py",
         "/home/dev/project/README.md",
         "/home/dev/project/",
     }
     assert shell("find . -maxdepth 1 -type f -delete").changes == {"/home/dev/notes.txt": None}
     full = shell("find . -type d -name project -delete")
-    assert full.output == "find: cannot delete './project': Directory not empty\n"
+    assert full.output == "find: cannot delete \u2018./project\u2019: Directory not empty\n"
     assert shell("> notes.txt").changes == {"/home/dev/notes.txt": ""}
     assert shell(": > notes.txt; >> new.txt").changes == {
         "/home/dev/notes.txt": "",
@@ -381,8 +382,6 @@ def test_shell_destructive_commands_a_real_machine_runs_the_same_way():
     }
     assert shell("truncate -s 0 notes.txt").changes == {"/home/dev/notes.txt": ""}
     assert shell("shred -u -z notes.txt").changes == {"/home/dev/notes.txt": None}
-    moved = shell("mv notes.txt /tmp/n.txt")
-    assert moved.output == "" and moved.changes["/tmp/n.txt"] == "buy milk\ncall the bank\n"
     for unsure in ("shred notes.txt", "truncate -s 10 notes.txt", "find . -mtime +7 -delete"):
         assert shell(unsure).output is None, unsure
 

@@ -134,6 +134,17 @@ async def test_strict_scores_at_least_off_for_a_wrong_answer_model_on_terminal_r
         assert row["model_metrics"]["line_f1"] <= row["metrics"]["line_f1"]
 
 
+async def test_the_ledger_follows_the_real_screens_not_the_models(devset):
+    """A GUI's ledger learns each screen from the observation; under teacher forcing
+    that must be the real one, or every later exact screen is built on the model's."""
+    _, replays = replays_for(devset, ["web", "mcp"], 20)
+    rows = await gd.run_devset(replays, {"wrong": Recorder().model}, ["strict"])
+    exact = [r for r in rows if r["exact_matches_real"] is not None]
+    assert len([r for r in exact if r["domain"] == "web"]) >= 8
+    assert all(r["exact_matches_real"] for r in exact if r["domain"] == "web")
+    assert sum(r["exact_matches_real"] for r in exact if r["domain"] == "mcp") >= 3
+
+
 async def test_an_empty_answer_still_lets_the_real_turn_into_the_history(devset):
     _, replays = replays_for(devset, ["swe"], 5)
     recorder = Recorder(answer="<predicted_observation>\n\n</predicted_observation>")

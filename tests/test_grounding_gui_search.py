@@ -114,9 +114,10 @@ def test_observed_results_give_invented_pages_their_title():
     )
     action = Action.tool_call("web_search", {"queries": ["node 22"]})
     patch = search_ground.observe_search(results, action, {"facts": []})
-    assert patch == {
-        "seen": {"https://nodejs.org/en/blog/release/v22.0.0": results.split("\n")[1][4:]}
+    assert patch["seen"] == {
+        "https://nodejs.org/en/blog/release/v22.0.0": results.split("\n")[1][4:]
     }
+    assert patch["_answers"] == {"q:node 22": results}
     state = merge_patch({"facts": []}, patch)
     g = ground("search", extract("https://nodejs.org/en/blog/release/v22.0.0"), state)
     assert g.facts == [
@@ -160,20 +161,32 @@ def test_web_facts_name_the_element_and_forget_the_screen():
     )
 
 
-def test_web_missing_element_and_unfillable_element_expect_an_error_line():
+def test_web_missing_element_gets_the_browsers_error_line_on_the_unchanged_page():
     g = ground("web", "click('99')")
     assert "element 99 does not exist on the current page" in g.facts
-    assert g.expect == ["Error:", "https://harborbooks.example/cart"]
-    assert ground("web", "fill('10', 'hello')").expect[0] == "Error:"
+    _, scenario, _ = setup("web")
+    assert g.observation == (
+        "URL: https://harborbooks.example/cart\nTitle: Your cart - Harbor Books\n"
+        f"Error: element 99 not found\n{scenario.page}"
+    )
+    # A button cannot be filled; the real browser's wording is not known, so no exact page.
+    unfillable = ground("web", "fill('10', 'hello')")
+    assert unfillable.observation is None and unfillable.expect[0] == "Error:"
 
 
-def test_web_fill_expects_the_text_except_in_password_fields():
+def test_web_fill_shows_the_text_except_in_password_fields():
     g = ground("web", "fill('3', 'lighthouse')")
-    assert g.expect == ["lighthouse", "https://harborbooks.example/cart"]
+    lines = g.observation.splitlines()
+    assert "  [3] searchbox 'Search books', focused, value='lighthouse'" in lines
+    assert "[1] RootWebArea 'Your cart - Harbor Books'" in lines  # the focus moved
     state = {
         "url": "https://x.example/login",
+        "title": "Login",
         "tree": "[1] RootWebArea 'Login'\n  [2] textbox 'Password'",
     }
+    shown = ground("web", "fill('2', 's3cret!')", state).observation
+    assert "s3cret!" not in shown and "value='\u2022\u2022\u2022\u2022\u2022\u2022\u2022'" in shown
+    del state["title"]  # the page's title unknown: no exact page, the text is not expected
     assert "s3cret!" not in ground("web", "fill('2', 's3cret!')", state).expect
 
 
@@ -328,13 +341,20 @@ async def test_web_env_grounds_every_action_on_the_screen_it_last_showed():
     assert 'element 10 is a button "Pay now"' in last_user(seen[2])  # the second screen
 
 
-async def test_web_env_strict_asks_again_when_a_missing_element_seems_to_work():
+async def test_web_env_strict_corrects_a_missing_element_that_seems_to_work():
+    env, _, results = await run("web", ["click('99')"], lambda m: WEB_PAGE, "strict")
+    strict = env.trajectory.turns[0].grounding["strict"]
+    assert strict["action"] == "corrected"
+    assert results[0].observation.text.splitlines()[2] == "Error: element 99 not found"
+
+
+async def test_web_env_strict_asks_again_when_a_button_seems_to_take_text():
     def answer(messages):
         retry = "disagreed with the facts" in last_user(messages)
-        error = "Error: no element with id '99'\n" if retry else ""
+        error = "Error: element 10 is not a text field\n" if retry else ""
         return WEB_PAGE.replace("Title: Cart\n", f"Title: Cart\n{error}")
 
-    env, _, results = await run("web", ["click('99')"], answer, "strict")
+    env, _, results = await run("web", ["fill('10', 'hello')"], answer, "strict")
     strict = env.trajectory.turns[0].grounding["strict"]
     assert strict["action"] == "reasked" and "'Error:'" in strict["problems"][0]
     assert "Error:" in results[0].observation.text
@@ -363,3 +383,25 @@ async def test_android_env_open_app_is_checked_and_recorded():
     turn = env.trajectory.turns[0]
     assert turn.grounding["strict"] == {"problems": [], "action": "accepted"}
     assert env.state["app"] == "Clock" and "7:00 AM" in env.state["tree"]  # observed
+
+
+def test_search_gives_the_same_answer_to_the_same_call():
+    """The engine and its pages do not change during an episode: a query or a page read
+    again gets the answer it got before, whatever the model would say."""
+    results = '## Results for "tide tables"\n[1] Tides\nURL: https://t.example/\nSnippet: 6am'
+    query = Action.tool_call("web_search", {"queries": ["tide tables"]})
+    state = merge_patch({}, search_ground.observe_search(results, query, {}))
+    assert ground("search", query, state).observation == results
+    both = Action.tool_call("web_search", {"queries": ["tide tables", "moon"]})
+    assert getattr(ground("search", both, state), "observation", None) is None
+    read = Action.tool_call("web_extractor", {"url": "https://t.example/", "goal": "high tide"})
+    page = "# Tides\n\nHigh tide at 6."
+    state = merge_patch(state, search_ground.observe_search(page, read, state))
+    assert ground("search", read, state).observation == page
+    other = Action.tool_call("web_extractor", {"url": "https://t.example/", "goal": "low"})
+    assert getattr(ground("search", other, state), "observation", None) is None
+    # an error is not remembered: a retry may succeed
+    assert "_answers" not in search_ground.observe_search("Error: 503", other, state)
+    # simgym's bookkeeping never reaches a model shown the state
+    ledger = StateLedger(state)
+    assert "_answers" not in ledger.render() and "seen" in ledger.render()

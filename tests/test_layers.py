@@ -28,6 +28,7 @@ LAYERS: list[set[str]] = [
     {"bench"},
     {"train"},
     {"integrations"},
+    {"viewer"},  # reads trajectories and reports; only the command line imports it
     {"cli", "__main__", ""},
 ]
 LAYER = {unit: i for i, units in enumerate(LAYERS) for unit in units}

@@ -20,6 +20,7 @@ from simgym.cli.run import run
 from simgym.cli.safety import safety_app
 from simgym.cli.serve import serve
 from simgym.cli.train import train_app
+from simgym.cli.view import view
 from simgym.cli.world import world_app
 
 app = typer.Typer(
@@ -30,7 +31,7 @@ app = typer.Typer(
 )
 size_help_output()  # --help in a pipe: wide enough that no option name is cut
 
-for command in (domains, play, run, doctor, record, export, factory, serve):
+for command in (domains, play, run, doctor, record, export, factory, serve, view):
     app.command()(command)
 for group, name in (
     (bench_app, "bench"),

@@ -176,8 +176,11 @@ class StateLedger:
         return StateUpdate(True, patch)
 
     def render(self) -> str:
-        """The state as the world model is shown it (stable bytes for the same state)."""
-        return json.dumps(self.state, ensure_ascii=False, indent=1)
+        """The state as the world model is shown it (stable bytes for the same state).
+        Keys starting with ``_`` are simgym's own bookkeeping (deleted records, how a
+        server writes its answers, answers already given) and are left out."""
+        shown = {k: v for k, v in self.state.items() if not k.startswith("_")}
+        return json.dumps(shown, ensure_ascii=False, indent=1)
 
 
 # -- small schema builders for domains --------------------------------------------------

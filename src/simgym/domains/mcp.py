@@ -16,6 +16,7 @@ from simgym.core.errors import ActionError
 from simgym.core.safeload import loads_json
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.mcp_ground import ToolBinding, check_tool_map, ground_mcp
+from simgym.domains.mcp_style import observe_mcp
 
 OUTPUT_FORMATS = {
     "json": "the raw JSON value the tool returns (an object or a list), or a JSON error "
@@ -352,5 +353,6 @@ MCP = register_domain(
         initial_state=lambda s: dict(s.state),
         state_schema={"type": "object"},
         ground=ground_mcp,
+        observe=observe_mcp,
     )
 )

@@ -50,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
-from simgym.domains import mcp_rules
+from simgym.domains import mcp_rules, mcp_style
 from simgym.domains.mcp_rules import ToolRules
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ class Call:
     limit: int | None = None
     fuzzy: bool = False  # text filters match as case-insensitive substrings (a search)
     unknown: list[str] = field(default_factory=list)  # what of the call was not understood
+    arguments: dict[str, Any] = field(default_factory=dict)  # as the agent passed them
 
     @property
     def sure(self) -> bool:
@@ -173,6 +174,7 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     records = collections(state)[call.collection]
     if not call.sure:
         return _unsure(call, records)
+    call.arguments = args
     return OPS[call.op](call, records, state, scenario.output_format)
 
 
@@ -236,7 +238,7 @@ def ground_ruled(
     return Grounding(
         facts=facts,
         effects=effects,
-        observation=exact_result(after, fmt) if complete else None,
+        observation=exact_result(after, fmt, state) if complete else None,
         expect=[] if complete else _expect_values(after, key, fmt),
     )
 
@@ -500,7 +502,9 @@ def _get(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Gr
     record = find_record(records, call.key, call.id_value)
     if record is None:
         return _missing(call, state, fmt)
-    shown = exact_result(record, fmt)
+    shown = exact_result(mcp_style.arrange(record, call.collection, state), fmt, state)
+    if mcp_style.partial(state, call.collection, record.get(call.key)):
+        shown = None  # the server filled in fields of this record that the ledger lacks
     return Grounding(
         facts=[f"{call.tool} reads {call.noun} {call.id_value}: {compact(record)}"],
         observation=shown,
@@ -513,8 +517,16 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     if record is None:
         return _missing(call, state, fmt)
     changes = {k: v for k, v in call.values.items() if k != call.key}
+    doubts = value_doubts(changes, record, records, call)
+    if doubts:
+        before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
+        # until the server shows the record again, these fields are not known
+        unsure = mcp_style.mark_partial(call.collection, call.id_value, sorted(changes))
+        return Grounding(facts=[before, *doubts], effects=unsure)
     after = {**record, **changes}
-    shown = exact_result(after, fmt)
+    shown = exact_result(mcp_style.arrange(after, call.collection, state), fmt, state)
+    if mcp_style.partial(state, call.collection, record.get(call.key)):
+        shown = None  # the server filled in fields of this record that the ledger lacks
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
     grounding = Grounding(
         facts=[
@@ -538,7 +550,7 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         message = f"{call.noun} {new_id} already exists"
         return Grounding(
             facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
-            observation=exact_error(409, message, fmt),
+            observation=exact_error(409, mcp_style.error_text(message, call.tool, state), fmt),
             expect=[shown_value(new_id, fmt)],
         )
     absent = missing_parents(call, state)
@@ -557,9 +569,12 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     missing = sorted(record_fields(records) - set(record))
     if missing:
         facts.append(f"the server fills in {', '.join(missing)} of the new {call.noun} itself")
+    effects: dict[str, Any] = {call.collection: [*records, record]}
+    if missing:
+        effects.update(mcp_style.mark_partial(call.collection, new_id, missing))
     return Grounding(
         facts=facts,
-        effects={call.collection: [*records, record]},
+        effects=effects,
         expect=_unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
     )
 
@@ -601,9 +616,17 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     others = [r.get(call.key) for r in records if r not in found]
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
+    # a record the server completed itself may match or show fields the ledger lacks
+    known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
+    # free-text search is matched the server's own way (spaces, accents, words): not exact
+    plain = not call.queries and not call.fuzzy
+    complete = known and plain and (call.limit is None or len(found) <= call.limit)
+    answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
     return Grounding(
         facts=facts,
-        expect=expect,
+        effects=mcp_style.pending(call.tool, call.arguments, shown, call.key),
+        observation=None if answer is None else exact_result(answer, fmt, state),
+        expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
     )
 
@@ -612,7 +635,7 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
     message = f"{call.noun} {call.id_value} not found"
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
-    shown = exact_error(404, message, fmt)
+    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt)
     old = _tombstones(state, call.collection).get(str(call.id_value))
     forbid: list[str] = []
     if old is not None:
@@ -625,6 +648,36 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
         expect=[shown_value(call.id_value, fmt)] if shown is None else [],
         forbid=forbid,
     )
+
+
+_EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
+MIN_UNIQUE = 3  # fewer records prove nothing about a field being unique
+
+
+def value_doubts(
+    changes: dict[str, Any], record: dict[str, Any] | None, records: list[dict], call: Call
+) -> list[str]:
+    """Why a server might refuse or rewrite these new values, which makes their effect
+    uncertain: a value another record holds in a field where every record's value is
+    distinct (an email, a username), or an email address that is malformed or not in
+    lower case (servers commonly reject the one and normalize the other)."""
+    doubts = []
+    for name, value in changes.items():
+        if not isinstance(value, str):
+            continue
+        values = [r.get(name) for r in records if r is not record and name in r]
+        distinct = len(values) >= MIN_UNIQUE and len(set(map(str, values))) == len(values)
+        holder = next((r for r in records if r is not record and r.get(name) == value), None)
+        if distinct and holder is not None:
+            doubts.append(
+                f"{call.noun} {holder.get(call.key)} already has {name} {value!r}, and no two "
+                f"{call.collection} share a {name}: the server may refuse this call"
+            )
+        if "email" in name.lower() and not _EMAIL.fullmatch(value):
+            doubts.append(f"{value!r} is not a well-formed email address: the server may refuse it")
+        elif "email" in name.lower() and value != value.lower():
+            doubts.append(f"the server may store the email address {value!r} in lower case")
+    return doubts
 
 
 def _unsure(call: Call, records: list[dict]) -> Grounding | None:
@@ -755,12 +808,14 @@ def compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def exact_result(value: Any, fmt: str) -> str | None:
-    """A successful call's exact observation in the scenario's format (None for text)."""
+def exact_result(value: Any, fmt: str, state: dict[str, Any] | None = None) -> str | None:
+    """A successful call's exact observation in the scenario's format (None for text),
+    written the way the server has written its answers so far (:mod:`.mcp_style`)."""
     if fmt == "json":
-        return compact(value)
+        return mcp_style.dumps(value, state)
     if fmt == "mcp":
-        return compact({"content": [{"type": "text", "text": compact(value)}], "isError": False})
+        text = mcp_style.dumps(value, state)
+        return compact({"content": [{"type": "text", "text": text}], "isError": False})
     return None
 
 

@@ -172,6 +172,10 @@ def ground_search(action: Action, state: dict[str, Any], scenario: Any) -> Groun
     """Facts for a search-domain tool call (see the module docstring)."""
     if action.kind != "tool_call":
         return None
+    again = _given_before(action, state)
+    if again is not None:
+        fact = "this exact call was answered earlier in the episode; the answer is the same"
+        return Grounding(facts=[fact], observation=again)
     if action.name == "web_search":
         return _ground_queries(action.arguments.get("queries", []), scenario)
     if action.name == "web_extractor":
@@ -304,20 +308,85 @@ _URL_LINE = re.compile(r"^URL\s*:\s*(\S+)", re.IGNORECASE)
 
 
 def observe_search(observation: str, action: Action, state: dict[str, Any]) -> dict[str, Any]:
-    """The ledger patch after a ``web_search``: the result URLs it showed and their
-    titles (``"seen"``), so a later ``web_extractor`` of an invented page gets the title
-    the results gave it. Keeps the newest :data:`MAX_SEEN`."""
-    if action.kind != "tool_call" or action.name != "web_search":
+    """The ledger patch after a search-domain call: what it answered (``_answers``: each
+    query's results section, each page as read; the engine and the pages do not change
+    during an episode, so the same call gets the same answer), and after a ``web_search``
+    the result URLs it showed and their titles (``"seen"``), so a later ``web_extractor``
+    of an invented page gets the title the results gave it. Keeps the newest
+    :data:`MAX_SEEN` URLs and :data:`MAX_ANSWERS` answers."""
+    if action.kind != "tool_call" or action.name not in ("web_search", "web_extractor"):
         return {}
-    found = results_shown(observation)
-    if not found:
+    patch: dict[str, Any] = {}
+    answers = _answers_given(observation, action)
+    if answers:
+        held = list((state.get(ANSWERS) or {}).keys())
+        kept = [k for k in held if k not in answers] + list(answers)
+        dropped = {k: None for k in kept[: max(0, len(kept) - MAX_ANSWERS)]}
+        patch[ANSWERS] = {**answers, **dropped}
+    found = results_shown(observation) if action.name == "web_search" else {}
+    if found:
+        seen = dict(state.get("seen") or {})
+        urls: dict[str, Any] = dict(found)
+        kept = [u for u in seen if u not in found] + list(found)
+        for old in kept[: max(0, len(kept) - MAX_SEEN)]:
+            urls[old] = None
+        patch["seen"] = urls
+    return patch
+
+
+ANSWERS = "_answers"  # ledger key: {"q:<query>" or "p:<url> <goal>": the answer given}
+MAX_ANSWERS = 30
+MAX_ANSWER_CHARS = 6000
+
+
+def _answer_key(action: Action, query: str | None = None) -> str:
+    if query is not None:
+        return "q:" + query
+    goal = action.arguments.get("goal")
+    return f"p:{action.arguments.get('url', '')} {goal or ''}".rstrip()
+
+
+def _answers_given(observation: str, action: Action) -> dict[str, str]:
+    """The answers in an observation, by call: one per query, or the page."""
+    if observation.startswith("Error:") or len(observation) > MAX_ANSWER_CHARS:
         return {}
-    seen = dict(state.get("seen") or {})
-    patch: dict[str, Any] = dict(found)
-    kept = [u for u in seen if u not in found] + list(found)
-    for old in kept[: max(0, len(kept) - MAX_SEEN)]:
-        patch[old] = None
-    return {"seen": patch}
+    if action.name == "web_extractor":
+        return {_answer_key(action): observation}
+    sections = _sections(observation)
+    queries = list(action.arguments.get("queries", []))
+    if [q for q, _ in sections] != queries:
+        return {}  # not one section a query, in order: not this engine's layout
+    return {_answer_key(action, q): text for q, text in sections}
+
+
+def _sections(observation: str) -> list[tuple[str, str]]:
+    """``(query, section)`` of each ``## Results for "..."`` section."""
+    found: list[tuple[str, list[str]]] = []
+    for line in observation.split("\n"):
+        heading = _HEADING.match(line)
+        if heading:
+            found.append((heading.group(1), [line]))
+        elif found:
+            found[-1][1].append(line)
+    return [(q, "\n".join(lines).rstrip("\n")) for q, lines in found]
+
+
+_HEADING = re.compile(r'^## Results for "(.*)"$')
+
+
+def _given_before(action: Action, state: dict[str, Any]) -> str | None:
+    """The answer this same call got earlier in the episode, or None."""
+    given = state.get(ANSWERS)
+    if not isinstance(given, dict):
+        return None
+    if action.name == "web_extractor":
+        answer = given.get(_answer_key(action))
+        return answer if isinstance(answer, str) else None
+    queries = list(action.arguments.get("queries", [])) if action.name == "web_search" else []
+    parts = [given.get(_answer_key(action, q)) for q in queries]
+    if not parts or not all(isinstance(p, str) for p in parts):
+        return None
+    return "\n\n".join(parts)
 
 
 def results_shown(observation: str) -> dict[str, str]:

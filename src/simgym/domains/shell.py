@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from simgym.domains import textutils
+
 SCREEN_WIDTH = 80
 # Programs that take over the screen when started without a script or file argument.
 INTERACTIVE = frozenset(
@@ -40,7 +42,13 @@ READ_ONLY = frozenset(
     nl od xxd hexdump strings tac rev fold expand fmt""".split()
 )
 EDITORS = frozenset({"vim", "vi", "nano", "emacs", "sed", "perl", "truncate", "patch", "dd"})
-ALWAYS_DIRS = ("/tmp",)  # directories every terminal machine has, listed or not
+MODE_CHANGERS = frozenset({"chmod", "chown", "chgrp", "setfacl"})
+# A Linux machine's own directories: they exist whatever the scenario lists, and what is
+# in them is more than the ledger holds (a scenario may still describe files there).
+SYSTEM_DIRS = frozenset(
+    """/bin /boot /dev /etc /lib /lib32 /lib64 /media /mnt /opt /proc /root /run /sbin
+    /snap /srv /sys /tmp /usr /var""".split()
+)
 # Options that make an otherwise read-only program write or delete (find -delete, sort -o).
 WRITING_OPTIONS = re.compile(
     r"\bfind\b[^;&|]*\s-(?:delete|exec|execdir|ok|okdir|fprint0?|fprintf|fls)\b"
@@ -69,9 +77,7 @@ class Files:
         return {self.abs(k): v for k, v in self.entries.items() if not k.endswith("/")}
 
     def dirs(self) -> set[str]:
-        # /tmp is on every Linux machine (the real sandbox makes it too): moving or copying
-        # a file there must not fail for want of a directory the scenario did not list.
-        found = {self.root, "/", *(ALWAYS_DIRS if self.root == "/" else ())}
+        found = {self.root, "/"}
         for key in self.entries:
             path = self.abs(key)
             if key.endswith("/"):
@@ -153,6 +159,10 @@ class _Session:
         self.cwd = cwd
         self.env = dict(env)
         self.home = home
+        self.system: set[str] = set()  # the machine's own directories (SYSTEM_DIRS)
+        self.stdin: str | None = None  # what a pipe or `<` feeds the running command
+        self.unordered = False  # the output follows the file system's listing order
+        self.to_terminal = True  # where the running command's output goes (ls's layout)
         self.result = ShellResult()
 
     # -- paths --------------------------------------------------------------------
@@ -244,7 +254,11 @@ def run_line(
     machine's time, shown as every file's time by ``ls -l`` (without it a long listing is
     left to the model)."""
     files = Files(entries, root)
-    session = _Session(files, cwd, env or {}, home, {files.abs(k) for k in unknown}, clock)
+    given = {files.abs(k) for k in unknown}
+    system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
+    session = _Session(files, cwd, env or {}, home, given | system, clock)
+    session.system = system
+    session.dirs |= system
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -252,27 +266,28 @@ def run_line(
     outputs: list[str] = []
     certain = True
     try:
-        commands = _split(text, session.env)
+        commands = _commands(text)
     except (_Unknown, ValueError):
         commands, certain = None, False
     if commands is None:
         _describe_unknown(session, text)
     else:
         status = 0
-        for connector, words, redirects in commands:
+        for connector, command in commands:
             if connector == "&&" and status != 0 or connector == "||" and status == 0:
                 continue
             try:
-                out, status = _run(session, words, redirects, user=user, host=host)
-            except _Unknown:
+                # bash expands each command as it runs it, after the ones before it
+                out, status = _pipeline(session, command, user=user, host=host)
+                outputs.append(out)
+            except (_Unknown, ValueError, textutils.Uncertain):
                 certain = False
                 _describe_unknown(session, text)
                 break
-            outputs.append(out)
         session.result.status = status
     result = session.result
-    if session.unknown != {files.abs(k) for k in unknown}:
-        result.unknown = sorted(session.unknown)
+    if session.unknown != given | system:
+        result.unknown = sorted(session.unknown - (system - given))
     if session.cwd != cwd:
         result.cwd = session.cwd
     if certain:
@@ -283,10 +298,22 @@ def run_line(
 # -- parsing ------------------------------------------------------------------------
 
 _VAR = re.compile(r"\$(\w+|\{\w+\})")
+# ${VAR:-word} ${VAR-word} (a default) and ${VAR:+word} ${VAR+word} (an alternative)
+_VAR_OR = re.compile(r"\$\{(\w+)(:?)([-+])([^}$`]*)\}")
+
+
+def _substitute(match: re.Match[str], env: dict[str, str]) -> str:
+    name, colon, op, word = match.groups()
+    value = env.get(name)
+    is_set = value is not None and (value != "" or not colon)
+    if op == "-":
+        return value if is_set and value is not None else word
+    return word if is_set else ""
 
 
 def _expand(text: str, env: dict[str, str]) -> str:
-    """$VAR and ${VAR} outside single quotes, as bash expands them."""
+    """$VAR, ${VAR}, ${VAR:-word} and ${VAR:+word} outside single quotes, as bash expands
+    them; other parameter forms (``${#VAR}``, ``$#``, ``$@``) are left to the model."""
     out, quote = [], None
     i = 0
     while i < len(text):
@@ -302,7 +329,12 @@ def _expand(text: str, env: dict[str, str]) -> str:
                 out.append(env.get(name, ""))
                 i = match.end()
                 continue
-            if text[i + 1 : i + 2] in ("(", "?", "$", "!"):
+            match = _VAR_OR.match(text, i)
+            if match:
+                out.append(_substitute(match, env))
+                i = match.end()
+                continue
+            if text[i + 1 : i + 2] in ("(", "?", "$", "!", "{", "#", "@", "*", "-"):
                 raise _Unknown
         elif ch == "`" and quote != "'":
             raise _Unknown
@@ -311,25 +343,150 @@ def _expand(text: str, env: dict[str, str]) -> str:
     return "".join(out)
 
 
+def _commands(line: str) -> list[tuple[str, list[str]]]:
+    """The line's commands, unexpanded, each with the connector before it (``;``, ``&&``,
+    ``||``) and split into the stages of its pipe. Background jobs are left to the model
+    (:class:`_Unknown`)."""
+    commands: list[tuple[str, list[str]]] = []
+    stages: list[str] = []
+    connector, start, quote, i = ";", 0, None, 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\" and quote != "'":
+            i += 2
+            continue
+        if ch in "'\"" and quote in (None, ch):
+            quote = None if quote == ch else ch
+        elif quote is None and ch == "#" and (i == 0 or line[i - 1] in " \t;&|"):
+            break  # a comment runs to the end of the line
+        elif quote is None and ch in ";&|":
+            pair = line[i : i + 2]
+            if pair in ("&&", "||"):
+                joined, width = pair, 2
+            elif ch == ";":
+                joined, width = ";", 1
+            elif ch == "&" and i > 0 and line[i - 1] in "<>":
+                i += 1  # 2>&1, &>: a redirection, not a job
+                continue
+            elif ch == "|":
+                stages.append(line[start:i])
+                start = i + 1
+                i += 1
+                continue
+            else:
+                raise _Unknown  # a background job
+            _close(commands, connector, stages, line[start:i])
+            connector, start, stages = joined, i + width, []
+            i += width
+            continue
+        i += 1
+    if quote is not None:
+        raise ValueError("unterminated quote")
+    _close(commands, connector, stages, line[start:i])
+    return commands
+
+
+def _close(
+    commands: list[tuple[str, list[str]]], connector: str, stages: list[str], last: str
+) -> None:
+    parts = [*stages, last]
+    if any(not p.strip() for p in parts) and (stages or last.strip()):
+        if stages:
+            raise _Unknown  # `a |` or `| b`: bash waits for more, or refuses
+        return
+    if last.strip():
+        commands.append((connector, parts))
+
+
+class _Quoted(str):
+    """A word that was quoted on the command line: bash does not expand globs in it."""
+
+
+def _tokens(text: str) -> list[str]:
+    """Words and operators (``;`` ``&&`` ``||`` ``|`` ``&`` ``>`` ``>>`` ``<``) as bash
+    reads them: quotes removed from words (a word that had any is a :class:`_Quoted`),
+    backslash escapes outside single quotes, ``#`` at a word's start ends the line."""
+    tokens: list[str] = []
+    word: list[str] = []
+    quoted = started = False
+    quote: str | None = None
+    i = 0
+
+    def finish() -> None:
+        nonlocal word, quoted, started
+        if started:
+            value = "".join(word)
+            tokens.append(_Quoted(value) if quoted else value)
+        word, quoted, started = [], False, False
+
+    while i < len(text):
+        ch = text[i]
+        if quote == "'":
+            if ch == "'":
+                quote = None
+            else:
+                word.append(ch)
+        elif quote == '"':
+            if ch == '"':
+                quote = None
+            elif ch == "\\" and text[i + 1 : i + 2] in ('"', "\\", "$", "`"):
+                word.append(text[i + 1])
+                i += 1
+            else:
+                word.append(ch)
+        elif ch in "'\"":
+            quote, quoted, started = ch, True, True
+        elif ch == "\\" and i + 1 < len(text):
+            word.append(text[i + 1])
+            quoted = started = True
+            i += 1
+        elif ch in " \t\n":
+            finish()
+        elif ch == "#" and not started:
+            break
+        elif ch in ";&|<>":
+            fd = "".join(word) if ch in "<>" and started and not quoted else ""
+            if fd.isdigit():  # 2> file: a descriptor's redirection, not an argument
+                word, started = [], False
+            finish()
+            pair = text[i : i + 2]
+            if fd.isdigit():
+                tokens.append(fd + (">>" if pair == ">>" else ch))
+                i += 1 + (pair == ">>")
+                continue
+            if pair in ("&&", "||", ">>"):
+                tokens.append(pair)
+                i += 1
+            else:
+                tokens.append(ch)
+        else:
+            word.append(ch)
+            started = True
+        i += 1
+    if quote is not None:
+        raise ValueError("unterminated quote")
+    finish()
+    return tokens
+
+
 def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tuple[str, str]]]]:
     """Commands joined by ``;``, ``&&``, ``||``, each with its redirections. Pipes,
     subshells, here-docs and background jobs are left to the model."""
     if not line:
         return []
-    lexer = shlex.shlex(_expand(line, env), posix=True, punctuation_chars=";&|<>")
-    lexer.whitespace_split = True
-    lexer.commenters = "#"
-    tokens = list(lexer)
+    tokens = _tokens(_expand(line, env))
     commands: list[tuple[str, list[str], list[tuple[str, str]]]] = []
     connector, words, redirects = ";", [], []
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if token in (";", "&&", "||"):
+        if isinstance(token, _Quoted):
+            words.append(token)
+        elif token in (";", "&&", "||"):
             if words or redirects:  # `> file` alone truncates: the null command, redirected
                 commands.append((connector, words or [":"], redirects))
             connector, words, redirects = token, [], []
-        elif token in (">", ">>", "2>", "&>"):
+        elif re.fullmatch(r"\d*>>?|<", token):
             if i + 1 >= len(tokens):
                 raise _Unknown
             redirects.append((token, tokens[i + 1]))
@@ -347,42 +504,81 @@ def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tu
 # -- commands -----------------------------------------------------------------------
 
 
+def _pipeline(session: _Session, stages: list[str], *, user: str, host: str) -> tuple[str, int]:
+    """Run ``a | b | c``: each stage reads the one before it; what the terminal shows
+    (the last stage's output, every stage's errors) and the last stage's status. A
+    stage that writes errors before the last makes the interleaving uncertain."""
+    session.unordered = False
+    shown, status, data = "", 0, None
+    for position, stage in enumerate(stages):
+        parsed = _split(stage, session.env)
+        if len(parsed) != 1:
+            raise _Unknown
+        _, words, redirects = parsed[0]
+        session.stdin = data
+        session.to_terminal = position == len(stages) - 1
+        try:
+            out, err, status = _run(session, words, redirects, user=user, host=host)
+        finally:
+            session.stdin, session.to_terminal = None, True
+        if position < len(stages) - 1 and err:
+            raise _Unknown
+        data, shown = out, out + err
+    if session.unordered:
+        raise _Unknown  # in the order the file system lists its entries, which is not known
+    return shown, status
+
+
 def _run(
     session: _Session, words: list[str], redirects: list[tuple[str, str]], *, user: str, host: str
-) -> tuple[str, int]:
+) -> tuple[str, str, int]:
+    """One command: its output, its errors and its status (output redirected to a file
+    is written there and not returned)."""
     words = _glob(session, words)
     name, args = words[0], words[1:]
     if "=" in name and not args and re.fullmatch(r"\w+=.*", name):
         key, _, value = name.partition("=")
         session.env[key] = value
         session.result.env[key] = value
-        return "", 0
+        return "", "", 0
     command = _COMMANDS.get(name)
     if command is None:
         raise _Unknown
-    if any(op not in (">", ">>") for op, _ in redirects):
+    if any(op not in (">", ">>", "<") for op, _ in redirects):
         raise _Unknown
+    for op, source in redirects:
+        if op == "<":
+            path = session.path(source)
+            session.check_scope(path)
+            if not session.has(path):
+                return "", f"bash: {source}: No such file or directory\n", 1
+            session.stdin = session.read(path)
+    outputs = [(op, target) for op, target in redirects if op != "<"]
+    if outputs:
+        session.to_terminal = False
     out, err, status = command(session, args, user, host)
-    if redirects:
-        op, target = redirects[-1]
+    if outputs:
+        op, target = outputs[-1]
         path = session.path(target)
         if not session.files.in_scope(path):
             raise _Unknown
         if path in session.dirs:
-            return err + f"bash: {target}: Is a directory\n", 1
+            return "", err + f"bash: {target}: Is a directory\n", 1
         if not session.is_dir(posixpath.dirname(path)):
-            return err + f"bash: {target}: No such file or directory\n", 1
+            return "", err + f"bash: {target}: No such file or directory\n", 1
         before = session.read(path) if op == ">>" and session.has(path) else ""
         session.unknown.discard(path)  # written whole: its content is known again
         session.write(path, before + out)
-        return err, status
-    return out + err, status
+        return "", err, status
+    return out, err, status
 
 
 def _glob(session: _Session, words: list[str]) -> list[str]:
     out = []
     for word in words:
-        if any(c in word for c in "*?[") and not word.startswith("-"):
+        if isinstance(word, _Quoted):
+            out.append(str(word))
+        elif any(c in word for c in "*?[") and not word.startswith("-"):
             directory = session.path(posixpath.dirname(word) or ".")
             pattern = posixpath.basename(word)
             matches = [
@@ -424,7 +620,8 @@ def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     if target == "-":
         raise _Unknown
     path = session.path(target)
-    session.check_scope(path)
+    if path not in session.system:  # those exist, whatever is in them
+        session.check_scope(path)
     if session.has(path):
         return "", f"bash: cd: {target}: Not a directory\n", 1
     if not session.is_dir(path):
@@ -445,6 +642,8 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     for name in targets:
         path = session.path(name)
         session.check_scope(path)
+        if path == "/" and session.files.root == "/":
+            raise _Unknown  # the whole machine's top level: more than the ledger holds
         if session.has(path):
             files_shown.append(name)
         elif session.is_dir(path):
@@ -457,8 +656,8 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
         if long:
             blocks.append(_long(session, [(n, session.path(n)) for n in shown], user, None))
         else:
-            blocks.append(_columns(shown, "1" in flags))
-    for name, path in dirs_shown:
+            blocks.append(_columns(shown, "1" in flags or not session.to_terminal))
+    for name, path in sorted(dirs_shown, key=lambda shown: _ls_key(shown[0])):
         names = session.children(path)
         if "a" in flags:
             names = sorted([".", "..", *names], key=_ls_key)
@@ -475,7 +674,7 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
             ]
             body = _long(session, rows, user, path)
         else:
-            body = _columns(marked, "1" in flags)
+            body = _columns(marked, "1" in flags or not session.to_terminal)
         if len(targets) > 1:
             body = f"{name}:\n{body}"
         blocks.append(body)
@@ -500,8 +699,11 @@ def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: 
             mode = "drwxr-x---" if path == home and user != "root" else "drwxr-xr-x"
             links, size = 2 + subdirs, 4096
         else:
-            size = len(session.read(path).encode("utf-8"))
-            mode, links = "-rw-r--r--", 1
+            content = session.read(path)
+            size = len(content.encode("utf-8"))
+            # a script with a #! line is placed executable (as the real sandbox does)
+            mode = "-rwxr-xr-x" if content.startswith("#!") else "-rw-r--r--"
+            links = 1
         blocks += -(-size // 4096) * 4
         owner = user if path == home or path.startswith(home + "/") else "root"
         cells.append((mode, str(links), owner, owner, str(size), shown))
@@ -547,7 +749,9 @@ def _ls_key(name: str) -> tuple[str, str]:
 def _cat(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     flags, operands = _flags(args, "")
     if not operands:
-        raise _Unknown  # waits for input
+        if session.stdin is None:
+            raise _Unknown  # waits for the keyboard
+        return session.stdin, "", 0
     out, err, status = [], [], 0
     for name in operands:
         path = session.path(name)
@@ -731,7 +935,11 @@ def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[st
                 operands.append(arg)
             i += 1
         if not operands:
-            raise _Unknown
+            if session.stdin is None:
+                raise _Unknown  # waits for the keyboard
+            lines = session.stdin.splitlines(keepends=True)
+            chosen = lines[-count:] if tail and count else [] if tail else lines[:count]
+            return "".join(chosen), "", 0
         out, err, status = [], [], 0
         for name in operands:
             path = session.path(name)
@@ -754,20 +962,25 @@ def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[st
 
 def _wc(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     flags, operands = _flags(args, "lwc")
-    if len(operands) != 1 or len(flags) != 1:
+    if len(flags) != 1 or len(operands) > 1:
         raise _Unknown
+    if not operands:
+        if session.stdin is None:
+            raise _Unknown  # waits for the keyboard
+        session.unordered = False  # a count does not depend on the order
+        return f"{_count(session.stdin, flags.pop())}\n", "", 0
     name = operands[0]
     path = session.path(name)
     session.check_scope(path)
     if not session.has(path):
         return "", f"wc: {name}: No such file or directory\n", 1
-    text = session.read(path)
-    value = {
-        "l": text.count("\n"),
-        "w": len(text.split()),
-        "c": len(text.encode("utf-8")),
-    }[flags.pop()]
-    return f"{value} {name}\n", "", 0
+    return f"{_count(session.read(path), flags.pop())} {name}\n", "", 0
+
+
+def _count(text: str, what: str) -> int:
+    if what == "l":
+        return text.count("\n")
+    return len(text.split()) if what == "w" else len(text.encode("utf-8"))
 
 
 def _export(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
@@ -796,26 +1009,225 @@ def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple
     return "".join(v + "\n" for v in values), "", 0 if len(values) == len(args) else 1
 
 
+# -- text tools (simgym.domains.textutils does the work) -----------------------------------
+
+
+def _input(session: _Session, operands: list[str], verb: str) -> str:
+    """What a filter reads: its files one after another, or the pipe. A missing file or a
+    directory makes the output uncertain here (each tool words that error its own way)."""
+    if not operands:
+        if session.stdin is None:
+            raise _Unknown  # waits for the keyboard
+        return session.stdin
+    texts = []
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.has(path):
+            raise _Unknown
+        texts.append(session.read(path))
+    return "".join(texts)
+
+
+def _options(
+    args: list[str], flags: str, valued: str
+) -> tuple[set[str], dict[str, str], list[str]]:
+    """Short options: ``flags`` take nothing, ``valued`` take a value (``-k2``, ``-k 2``);
+    anything else (long options included) makes the output uncertain."""
+    found: set[str] = set()
+    values: dict[str, str] = {}
+    operands: list[str] = []
+    i, done = 0, False
+    while i < len(args):
+        arg = args[i]
+        if done or not arg.startswith("-") or arg == "-":
+            operands.append(arg)
+        elif arg == "--":
+            done = True
+        elif arg.startswith("--"):
+            raise _Unknown
+        else:
+            j = 1
+            while j < len(arg):
+                letter = arg[j]
+                if letter in valued:
+                    value = arg[j + 1 :] or (args[i + 1] if i + 1 < len(args) else None)
+                    if value is None:
+                        raise _Unknown
+                    if not arg[j + 1 :]:
+                        i += 1
+                    values[letter] = value
+                    break
+                if letter not in flags:
+                    raise _Unknown
+                found.add(letter)
+                j += 1
+        i += 1
+    return found, values, operands
+
+
+def _grep(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    includes = [a.split("=", 1)[1] for a in args if a.startswith("--include=")]
+    rest = [a for a in args if not a.startswith("--include=") and a != "--color=never"]
+    flags, values, operands = _options(rest, "EFGinvclowxhHrRqs", "e")
+    patterns = [values["e"]] if "e" in values else operands[:1]
+    if not patterns:
+        raise _Unknown
+    names = operands if "e" in values else operands[1:]
+    matcher = textutils.Matcher.build(
+        patterns,
+        extended="E" in flags,
+        fixed="F" in flags,
+        ignore_case="i" in flags,
+        word="w" in flags,
+        line="x" in flags,
+    )
+    recursive = bool(flags & {"r", "R"})
+    if recursive and not names:
+        raise _Unknown  # searches "." and names files without "./"
+    sources, err, status = _grep_sources(session, names, recursive, includes)
+    prefix = ("H" in flags or recursive or len(names) > 1) and "h" not in flags
+    out, found_in = [], 0
+    for name, text in sources:
+        lines = textutils.lines_of(text)
+        hits = [
+            (n, line) for n, line in enumerate(lines, 1) if matcher.hits(line) != ("v" in flags)
+        ]
+        found_in += bool(hits)
+        head = f"{name}:" if prefix else ""
+        if "c" in flags:
+            out.append(f"{head}{len(hits)}")
+        elif "l" in flags:
+            out += [name] if hits else []
+        elif "o" in flags and "v" not in flags:
+            for n, line in hits:
+                number = f"{n}:" if "n" in flags else ""
+                out += [f"{head}{number}{part}" for part in matcher.parts(line)]
+        else:
+            out += [f"{head}{n}:{line}" if "n" in flags else f"{head}{line}" for n, line in hits]
+    if recursive and (len(sources) > 1 and "c" in flags or found_in > 1):
+        session.unordered = True  # files in the order the directory lists them
+    if "q" in flags:
+        return "", "", 0 if found_in else status or 1
+    return textutils.joined(out), "" if "s" in flags else err, status or (0 if found_in else 1)
+
+
+def _grep_sources(
+    session: _Session, names: list[str], recursive: bool, includes: list[str]
+) -> tuple[list[tuple[str, str]], str, int]:
+    """(name as grep prints it, content) of what grep reads, its errors and status."""
+    if not names:
+        return [("(standard input)", _input(session, [], "grep"))], "", 0
+    sources, errors, status = [], [], 0
+    for name in names:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.has(path):
+            sources.append((name, session.read(path)))
+        elif session.is_dir(path):
+            if not recursive:
+                errors.append(f"grep: {name}: Is a directory\n")
+                status = 2
+                continue
+            for inner in _walk(session, path):
+                if inner in session.content and (
+                    not includes
+                    or any(fnmatch.fnmatchcase(posixpath.basename(inner), g) for g in includes)
+                ):
+                    shown = name.rstrip("/") + inner[len(path.rstrip("/")) :]
+                    sources.append((shown, session.read(inner)))
+        else:
+            errors.append(f"grep: {name}: No such file or directory\n")
+            status = 2
+    return sources, "".join(errors), status
+
+
+def _walk(session: _Session, top: str) -> list[str]:
+    """Every path below ``top`` (sorted; the real order is the file system's). A tree
+    with unknown parts has unknown files in it: uncertain."""
+    inside = top.rstrip("/") + "/"
+    if top in session.unknown or any(u.startswith(inside) for u in session.unknown):
+        raise _Unknown
+    found = [p for p in [*session.content, *session.dirs] if p.startswith(inside)]
+    return sorted(found)
+
+
+def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    starts = []
+    while args and not args[0].startswith(("-", "(", "!")):
+        starts.append(args.pop(0))
+    # A trailing -delete deletes what the tests select, and prints nothing.
+    delete = bool(args) and args[-1] == "-delete"
+    if delete:
+        args = args[:-1]
+    tests: list[tuple[str, str]] = []
+    while args:
+        test = args.pop(0)
+        if test not in ("-name", "-iname", "-type", "-maxdepth", "-mindepth") or not args:
+            raise _Unknown  # -exec, -newer, -o, -delete before a test...: left to the model
+        tests.append((test, args.pop(0)))
+    if delete:
+        return _find_delete(session, starts or ["."], tests)
+    out = []
+    for start in starts or ["."]:
+        path = session.path(start)
+        session.check_scope(path)
+        if not session.exists(path):
+            return "", f"find: \u2018{start}\u2019: No such file or directory\n", 1
+        candidates = [path, *(_walk(session, path) if path in session.dirs else [])]
+        for found in candidates:
+            depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
+            if all(_find_test(session, found, depth, test, value) for test, value in tests):
+                below = found[len(path.rstrip("/")) :]
+                out.append(start.rstrip("/") + below if found != path else start)
+    session.unordered = len(out) > 1
+    return textutils.joined(out), "", 0
+
+
+def _find_delete(
+    session: _Session, starts: list[str], tests: list[tuple[str, str]]
+) -> tuple[str, str, int]:
+    """``find ... -delete`` as GNU find runs it: depth first (contents before their
+    directory), a directory that is not empty by then left with an error."""
+    err, status = [], 0
+    for start in starts:
+        path = session.path(start)
+        session.check_scope(path)
+        if not session.exists(path):
+            err.append(f"find: \u2018{start}\u2019: No such file or directory\n")
+            status = 1
+            continue
+        candidates = [path, *(_walk(session, path) if path in session.dirs else [])]
+        for found in sorted(candidates, key=lambda c: -c.count("/")):
+            depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
+            if not all(_find_test(session, found, depth, test, value) for test, value in tests):
+                continue
+            if found in session.dirs and session.children(found):
+                shown = start.rstrip("/") + found[len(path.rstrip("/")) :]
+                err.append(f"find: cannot delete \u2018{shown}\u2019: Directory not empty\n")
+                status = 1
+                continue
+            if found in session.system:
+                raise _Unknown  # the machine's own directories: not ours to say
+            session.remove(found)
+    return "", "".join(err), status
+
+
 def _truncate(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     """``truncate -s 0 FILE...`` (to empty; other sizes are left to the model)."""
     size, operands, create = None, [], True
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-s", "--size") and i + 1 < len(args):
-            size, i = args[i + 1], i + 2
-            continue
-        if arg.startswith("--size="):
-            size = arg.partition("=")[2]
-        elif arg.startswith("-s") and len(arg) > 2:
-            size = arg[2:]
+    while args:
+        arg = args.pop(0)
+        if arg in ("-s", "--size") and args:
+            size = args.pop(0)
+        elif arg.startswith(("--size=", "-s")):
+            size = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
         elif arg in ("-c", "--no-create"):
             create = False
         elif arg.startswith("-"):
             raise _Unknown
         else:
             operands.append(arg)
-        i += 1
     if size != "0":
         raise _Unknown
     if not operands:
@@ -834,22 +1246,20 @@ def _truncate(session: _Session, args: list[str], user: str, host: str) -> tuple
                 )
                 status = 1
                 continue
-            session.unknown.discard(path)
+            session.unknown.discard(path)  # written whole: its content is known again
             session.write(path, "")
     return "", "".join(err), status
 
 
 def _shred(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
-    """``shred -u FILE...``: overwritten, then removed (without ``-u`` the content is noise
+    """``shred -u FILE...``: overwritten, then removed (without ``-u`` the file holds noise
     only the model can show)."""
     remove, operands = False, []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("-n", "--iterations", "-s", "--size") and i + 1 < len(args):
-            i += 2
-            continue
-        if arg in ("-u", "--remove") or arg.startswith("--remove="):
+    while args:
+        arg = args.pop(0)
+        if arg in ("-n", "--iterations", "-s", "--size") and args:
+            args.pop(0)
+        elif arg == "--remove" or arg.startswith("--remove="):
             remove = True
         elif re.fullmatch(r"-[fuzx]+", arg):
             remove = remove or "u" in arg
@@ -857,7 +1267,6 @@ def _shred(session: _Session, args: list[str], user: str, host: str) -> tuple[st
             raise _Unknown
         else:
             operands.append(arg)
-        i += 1
     if not remove:
         raise _Unknown
     err, status = [], 0
@@ -873,74 +1282,105 @@ def _shred(session: _Session, args: list[str], user: str, host: str) -> tuple[st
     return "", "".join(err), status
 
 
-_FIND_TESTS = ("-name", "-iname", "-type", "-maxdepth", "-mindepth")
-
-
-def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
-    """``find PATH... [-maxdepth N] [-mindepth N] [-type f|d] [-name|-iname PATTERN]
-    -delete``: what it deletes is certain and it prints nothing. Any other find (a
-    listing, other tests or actions) is left to the model."""
-    if "-delete" not in args or args.count("-delete") > 1 or args[-1] != "-delete":
-        raise _Unknown
-    starts = []
-    i = 0
-    while i < len(args) and not args[i].startswith("-"):
-        starts.append(args[i])
-        i += 1
-    tests: dict[str, str] = {}
-    while i < len(args) - 1:
-        option = args[i]
-        if option not in _FIND_TESTS or i + 1 >= len(args) - 1 or option in tests:
+def _find_test(session: _Session, path: str, depth: int, test: str, value: str) -> bool:
+    name = posixpath.basename(path) or path
+    if test == "-name":
+        return fnmatch.fnmatchcase(name, value)
+    if test == "-iname":
+        return fnmatch.fnmatchcase(name.lower(), value.lower())
+    if test == "-type":
+        if value not in ("f", "d"):
             raise _Unknown
-        tests[option] = args[i + 1]
-        i += 2
-    kind = tests.get("-type")
-    if kind not in (None, "f", "d"):
+        return (path in session.dirs) == (value == "d")
+    limit = int(value) if value.isdigit() else None
+    if limit is None:
         raise _Unknown
+    return depth <= limit if test == "-maxdepth" else depth >= limit
+
+
+def _sort(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, values, operands = _options(args, "rnufb", "kt")
+    key = None
+    if "k" in values:
+        if not values["k"].isdigit():
+            raise _Unknown  # 2,3 or 2n: key ends and options are not reproduced
+        key = int(values["k"])
+    lines = textutils.sort_lines(
+        textutils.lines_of(_input(session, operands, "sort")),
+        reverse="r" in flags,
+        numeric="n" in flags,
+        unique="u" in flags,
+        fold="f" in flags,
+        key=key,
+        separator=values.get("t"),
+    )
+    session.unordered = False  # sorted: the input's order no longer shows
+    return textutils.joined(lines), "", 0
+
+
+def _uniq(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, _, operands = _options(args, "cdu", "")
+    if len(operands) > 1:
+        raise _Unknown  # a second operand is the output file
+    lines = textutils.uniq_lines(
+        textutils.lines_of(_input(session, operands, "uniq")),
+        count="c" in flags,
+        repeated="d" in flags,
+        single="u" in flags,
+    )
+    return textutils.joined(lines), "", 0
+
+
+def _cut(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, values, operands = _options(args, "s", "dfc")
+    if ("f" in values) == ("c" in values) or ("s" in flags):
+        raise _Unknown
+    ranges = textutils.parse_ranges(values.get("f") or values["c"])
+    delimiter = values.get("d")
+    if delimiter is not None and len(delimiter) != 1:
+        return "", "cut: the delimiter must be a single character\n", 1
+    text = _input(session, operands, "cut")
+    lines = [
+        textutils.cut_line(line, ranges, delimiter=delimiter, chars="c" in values)
+        for line in textutils.lines_of(text)
+    ]
+    return textutils.joined([line for line in lines if line is not None]), "", 0
+
+
+def _tr(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, _, sets = _options(args, "ds", "")
+    if not 1 <= len(sets) <= 2 or session.stdin is None:
+        raise _Unknown
+    second = sets[1] if len(sets) == 2 else None
+    text = textutils.tr_text(
+        session.stdin, sets[0], second, delete="d" in flags, squeeze="s" in flags
+    )
+    return text, "", 0
+
+
+def _sed(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    flags, values, operands = _options(args, "ni", "e")
+    script = values.get("e")
+    if script is None:
+        if not operands:
+            raise _Unknown
+        script, operands = operands[0], operands[1:]
     try:
-        low = int(tests.get("-mindepth", "0"))
-        high = int(tests.get("-maxdepth", "1000000"))
-    except ValueError:
-        raise _Unknown from None
-    err, status = [], 0
-    for name in starts or ["."]:
-        start = session.path(name)
-        session.check_scope(start)
-        if not session.exists(start):
-            err.append(f"find: '{name}': No such file or directory\n")
-            status = 1
-            continue
-        found = [start] if session.has(start) else _walk(session, start)
-        # -delete implies -depth: contents go before their directory
-        for path in sorted(found, key=lambda p: -p.count("/")):
-            depth = 0 if path == start else path[len(start.rstrip("/")) + 1 :].count("/") + 1
-            is_dir = path in session.dirs
-            base = posixpath.basename(path) or path
-            if not low <= depth <= high or (kind == "f" and is_dir) or (kind == "d" and not is_dir):
-                continue
-            if "-name" in tests and not fnmatch.fnmatchcase(base, tests["-name"]):
-                continue
-            if "-iname" in tests and not fnmatch.fnmatchcase(base.lower(), tests["-iname"].lower()):
-                continue
-            if is_dir and session.children(path):
-                shown = (
-                    name if path == start else posixpath.join(name, posixpath.relpath(path, start))
-                )
-                err.append(f"find: cannot delete '{shown}': Directory not empty\n")
-                status = 1
-                continue
-            session.remove(path)
-    return "", "".join(err), status
-
-
-def _walk(session: _Session, top: str) -> list[str]:
-    """``top`` and everything below it; raises when a program simgym did not run may have
-    changed any of it."""
-    inside = top.rstrip("/") + "/"
-    found = [top, *(p for p in [*session.content, *session.dirs] if p.startswith(inside))]
-    if any(p in session.unknown for p in found):
+        commands = textutils.parse_sed(script)
+    except textutils.SedError as exc:
+        return "", exc.message + "\n", 1
+    quiet = "n" in flags
+    if "i" not in flags:
+        return textutils.run_sed(commands, _input(session, operands, "sed"), quiet=quiet), "", 0
+    if not operands:
         raise _Unknown
-    return found
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.has(path):
+            raise _Unknown
+        session.write(path, textutils.run_sed(commands, session.read(path), quiet=quiet))
+    return "", "", 0
 
 
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
@@ -959,6 +1399,13 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "head": _head_tail(False),
     "tail": _head_tail(True),
     "wc": _wc,
+    "grep": _grep,
+    "find": _find,
+    "sort": _sort,
+    "uniq": _uniq,
+    "cut": _cut,
+    "tr": _tr,
+    "sed": _sed,
     "export": _export,
     "unset": _unset,
     "printenv": _printenv,
@@ -969,7 +1416,6 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     ":": lambda s, a, user, host: ("", "", 0),
     "truncate": _truncate,
     "shred": _shred,
-    "find": _find,
 }
 
 
@@ -1000,7 +1446,11 @@ def _describe_unknown(session: _Session, text: str) -> None:
         if path in seen or not session.files.in_scope(path):
             continue
         seen.add(path)
-        if path in session.content:
+        if path in session.system:
+            result.facts.append(f"{path} is a directory of the system; its files are not known")
+        elif path in session.unknown:
+            result.facts.append(f"{path} was changed by a program: its content is not known")
+        elif path in session.content:
             result.facts.append(file_fact(path, session.content[path]))
         elif path in session.dirs:
             result.facts.append(_directory_fact(session, path))
@@ -1010,7 +1460,16 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
     """Remember what a program simgym does not run may have changed: the files it
     redirects into or edits, and the directory it runs in unless it only reads."""
     for target in re.findall(r"(?:^|[^<&\d])>>?\s*([^\s;&|<>]+)", text):
-        session.unknown.add(session.path(target))
+        path = session.path(target)
+        parent = posixpath.dirname(path)
+        if (
+            session.files.in_scope(path)
+            and path not in session.content
+            and path not in session.dirs
+        ):
+            if parent in session.dirs and parent not in session.unknown:
+                session.write(path, "")  # bash creates it before the program runs
+        session.unknown.add(path)
     programs = {w for w in re.split(r"[;&|]+", text) if w.strip()}
     names = {p.split()[0] for p in programs if p.split()}
     if names - READ_ONLY - set(_COMMANDS) - {"git", "sudo"} or "sudo" in names:
@@ -1029,6 +1488,10 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
             )
     if "git" in names and not re.search(r"\bgit\s+(status|log|diff|show|branch|remote)\b", text):
         session.unknown.add(session.cwd)
+    if names & MODE_CHANGERS:
+        for word in words[1:]:
+            if not word.startswith(("-", "+")) and session.path(word) in session.content:
+                session.unknown.add(session.path(word))  # its mode, shown by ls -l
     if names & EDITORS:
         for word in words[1:]:
             path = session.path(word)

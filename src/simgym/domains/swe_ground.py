@@ -133,6 +133,11 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         return Grounding(facts=facts, observation=text)
     if name == "list_dir":
         text = list_dir(files, path)
+        if posixpath.normpath(path) == "." and not text.startswith("Error"):
+            # the repository's own .git/ (every repository has one; its files are not
+            # in the ledger), first in byte order
+            names = [] if text == "(empty directory)" else text.split("\n")
+            text = "\n".join(sorted({*names, ".git/"}))
         return Grounding(facts=[f"directory {path} lists:\n{text}"], observation=text)
     if name == "write_file":
         if _is_dir(files, path) and path not in files:

@@ -284,11 +284,21 @@ WEB = register_domain(
         demonstrations=DEMONSTRATIONS,
         action_hint="click('12'), fill('31', 'text'), goto('https://...'), send_msg_to_user('...')",
         agent_tools=lambda scenario: list(TOOLS),
-        initial_state=lambda s: {"url": s.start_url, "session": dict(s.session), "tree": s.page},
+        initial_state=lambda s: {
+            "url": s.start_url,
+            "title": s.title or s.site,
+            "session": dict(s.session),
+            "tree": s.page,
+        },
         ground=ground_web,
         observe=observe_web,
         state_schema=object_schema(
-            required=["url"], url=STRING, session={"type": "object"}, tree=STRING
+            required=["url"],
+            url=STRING,
+            title=STRING,
+            tabs=STRING,
+            session={"type": "object"},
+            tree=STRING,
         ),
     )
 )

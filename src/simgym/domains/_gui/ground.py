@@ -26,7 +26,7 @@ from typing import Any
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
-from simgym.domains._gui import uitree
+from simgym.domains._gui import browser, uitree
 
 TREE = "tree"
 HOME_SCREEN = "Home screen"
@@ -183,6 +183,10 @@ def ground_web(action: Action, state: dict[str, Any], scenario: Any) -> Groundin
     effects = forget_screen(state)
     moved, shown = _web_navigation(name, args, scenario, facts)
     effects.update(moved)
+    screen = browser.next_screen(name, args, state)
+    if screen is not None:
+        facts += [f for f in screen.facts if f not in facts]
+        return Grounding(facts=facts, effects=effects or None, observation=screen.observation)
     return _grounding(facts, effects, expect + shown)
 
 
@@ -260,8 +264,13 @@ def _indent(text: str) -> str:
 
 
 def observe_web(observation: str, action: Action, state: dict[str, Any]) -> dict[str, Any]:
-    """The ledger patch after a browser observation: its tree and URL."""
-    return _observe(observation, {"url": URL_HEADERS})
+    """The ledger patch after a browser observation: its tree, URL, title and tabs (a
+    header the observation lacks is removed, so the ledger never keeps a stale one)."""
+    patch = _observe(observation, {"url": URL_HEADERS, "tabs": ("Tabs",)})
+    headers, _ = uitree.split_headers(observation)
+    patch["title"] = headers.get("title")  # an empty title ("about:blank") is a title
+    patch.setdefault("tabs", None)
+    return patch
 
 
 # -- android ------------------------------------------------------------------------------

@@ -1,0 +1,307 @@
+"""How a tool server writes its results, learned from what it has answered.
+
+Two servers holding the same record answer it differently: one writes compact JSON in
+the order the record was created, another indents by two and lists columns in its table's
+order. The facts are the ledger's; the layout is the server's, and the best witness of
+it is the server's own earlier answers. :func:`observe_mcp` (the mcp domain's ``observe``
+hook) reads each answer and keeps in the ledger's ``_style``:
+
+* ``indent``: the indentation of its JSON (``None``: compact), and
+* ``order``: per collection, the field order of the records it showed (an answer whose
+  object carries a record's key and only fields of that collection counts),
+* ``error_prefix``: what it writes before an error's message, with the tool's name as
+  ``{tool}`` (the official SDK's servers write ``Error executing tool {tool}: ``),
+
+* ``lists``: per list tool, the shape of its answer (``{"customer_id": "{arg:customer_id}",
+  "accounts": "{items}"}``) and the fields each item shows, learned from an answer that
+  listed exactly the records simgym had computed for that call (``pending``, left by
+  grounding), so a shape is only kept once the server and simgym agree on what matches,
+
+and :func:`arrange`, :func:`dumps` and :func:`list_answer` write exact answers that way.
+Until a server has shown anything, answers are compact and in the ledger's order, and
+lists have no exact answer.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+STYLE = "_style"  # ledger key (``_`` keys are simgym's, not records)
+MAX_INDENT = 8
+
+
+def dumps(value: Any, state: dict[str, Any] | None) -> str:
+    """JSON as this server writes it: its indentation, non-ASCII kept."""
+    indent = _style(state).get("indent")
+    if isinstance(indent, int) and 0 < indent <= MAX_INDENT:
+        return json.dumps(value, ensure_ascii=False, indent=indent)
+    return json.dumps(value, ensure_ascii=False)
+
+
+def arrange(record: dict[str, Any], collection: str, state: dict[str, Any] | None) -> dict:
+    """The record with its fields in the order the server shows them (fields it never
+    showed keep their place after those)."""
+    order = _style(state).get("order", {}).get(collection)
+    if not isinstance(order, list):
+        return record
+    first = {k: record[k] for k in order if k in record}
+    return {**first, **{k: v for k, v in record.items() if k not in first}}
+
+
+def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
+    """An error message as this server words its errors."""
+    prefix = _style(state).get("error_prefix")
+    return prefix.replace("{tool}", tool) + message if isinstance(prefix, str) else message
+
+
+PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}
+
+
+def mark_partial(collection: str, record_id: Any, fields: list[str]) -> dict[str, Any]:
+    """The ledger patch that notes a created record's fields only the server knows."""
+    return {PARTIAL: {collection: {str(record_id): list(fields)}}}
+
+
+def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
+    """Whether the ledger lacks fields of this record that the server filled in."""
+    marks = state.get(PARTIAL)
+    found = marks.get(collection) if isinstance(marks, dict) else None
+    return isinstance(found, dict) and str(record_id) in found
+
+
+def _complete(value: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that fills in partial records from an answer that shows them
+    whole (a create's answer names the status and time the server gave)."""
+    marks = state.get(PARTIAL)
+    if not isinstance(marks, dict) or not marks:
+        return None
+    patch: dict[str, Any] = {}
+    for obj in _objects(value):
+        for collection, pending_ids in marks.items():
+            records = state.get(collection)
+            if not isinstance(pending_ids, dict) or not isinstance(records, list):
+                continue
+            for record_id, fields in pending_ids.items():
+                shown = [
+                    r for r in records if isinstance(r, dict) and str(r.get("id")) == record_id
+                ]
+                if not shown or str(obj.get("id")) != record_id or not set(fields) <= set(obj):
+                    continue
+                whole = {**shown[0], **{k: obj[k] for k in fields}}
+                current = patch.get(collection, records)
+                patch[collection] = [whole if r is shown[0] else r for r in current]
+                patch.setdefault(PARTIAL, {}).setdefault(collection, {})[record_id] = None
+    return patch or None
+
+
+ITEMS = "{items}"
+COUNT = "{count}"
+
+
+def pending(
+    tool: str, arguments: dict[str, Any], records: list[dict[str, Any]], key: str
+) -> dict[str, Any]:
+    """The ledger patch grounding leaves for a list call: what simgym found, for
+    :func:`observe_mcp` to compare with the server's answer."""
+    ids = [r.get(key) for r in records]
+    found = {"tool": tool, "arguments": arguments, "ids": ids, "key": key}
+    return {STYLE: {"pending": [found]}}  # a list: a merge patch replaces it whole
+
+
+def list_answer(tool: str, records: list[dict[str, Any]], arguments: dict, state: dict) -> Any:
+    """The exact answer of a list tool whose shape was learned, or None."""
+    learned = _style(state).get("lists", {}).get(tool)
+    if not isinstance(learned, dict):
+        return None
+    fields = learned.get("fields")
+    if records and not isinstance(fields, list):
+        return None  # only an empty answer was seen: what an item shows is not known
+    if records and any(k not in r for r in records for k in fields):
+        return None  # a record the server completed itself (a create's defaults)
+    items = [{k: r[k] for k in fields} for r in records] if records else []
+    return _fill(learned.get("shape"), items, arguments)
+
+
+def _fill(shape: Any, items: list[dict], arguments: dict[str, Any]) -> Any:
+    if shape == ITEMS:
+        return items
+    if shape == COUNT:
+        return len(items)
+    if isinstance(shape, str) and shape.startswith("{arg:") and shape.endswith("}"):
+        return arguments.get(shape[5:-1])
+    if isinstance(shape, dict):
+        return {k: _fill(v, items, arguments) for k, v in shape.items()}
+    return shape
+
+
+def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
+    """The shape of a list answer that shows exactly the records ``wanted["ids"]`` in
+    that order, with every other value explained by the call's arguments or the count;
+    None when the answer is not that."""
+    ids, arguments = wanted.get("ids") or [], wanted.get("arguments") or {}
+    key = wanted.get("key") or "id"
+    if isinstance(value, list):
+        items, shape = value, ITEMS
+    elif isinstance(value, dict):
+        lists = [k for k, v in value.items() if isinstance(v, list)]
+        if len(lists) != 1:
+            return None
+        items, shape = value[lists[0]], {}
+        for name, item in value.items():
+            if name == lists[0]:
+                shape[name] = ITEMS
+            elif item == len(ids) and not isinstance(item, bool):
+                shape[name] = COUNT
+            else:
+                named = [a for a, v in arguments.items() if v == item]
+                if len(named) != 1:
+                    return None
+                shape[name] = "{arg:" + named[0] + "}"
+    else:
+        return None
+    if not all(isinstance(i, dict) for i in items) or [i.get(key) for i in items] != ids:
+        return None
+    keys = {tuple(i) for i in items}
+    if len(keys) > 1:
+        return None
+    return {"shape": shape, "fields": list(next(iter(keys))) if keys else None}
+
+
+def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that records how this answer was written (None: nothing new).
+    A list call's ``pending`` record stays until an answer agrees with it (under teacher
+    forcing the model's guess is observed first, then the real answer)."""
+    before = _style(state)
+    style = dict(before)
+    tool = getattr(action, "name", None) or ""
+    text, failed = _result_text(observation)
+    if text is not None and failed:
+        prefix = _error_prefix(text, tool)
+        if prefix is not None:
+            style["error_prefix"] = prefix
+    value = _loads(text) if text is not None and not failed else None
+    completed = None
+    if isinstance(value, dict | list):
+        assert text is not None
+        style["indent"] = _indent(text)
+        orders = dict(style.get("order", {}))
+        for collection, order in _orders(value, state).items():
+            orders[collection] = _merge(orders.get(collection), order)
+        if orders:
+            style["order"] = orders
+        completed = _complete(value, state)
+        wanted = (style.get("pending") or [None])[0]
+        if isinstance(wanted, dict) and wanted.get("tool") == tool:
+            lists = dict(style.get("lists", {}))
+            learned = _learn_list(value, wanted, state)
+            if learned is None:
+                lists.pop(tool, None)  # this answer disagrees with simgym's matching
+            else:
+                known = lists.get(tool) or {}
+                if learned["fields"] is None and known.get("shape") == learned["shape"]:
+                    learned["fields"] = known.get("fields")  # an empty list shows no fields
+                lists[tool] = learned
+                style.pop("pending")
+            style["lists"] = lists
+    patch = _patch(before, style)
+    return {**(patch or {}), **completed} if completed else patch
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _patch(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any] | None:
+    """The merge patch (RFC 7386) that turns the ledger's style ``before`` into ``after``."""
+
+    def diff(old: Any, new: Any) -> Any:
+        if not (isinstance(old, dict) and isinstance(new, dict)):
+            return new
+        out = {k: None for k in old if k not in new}
+        out.update({k: diff(old.get(k), v) for k, v in new.items() if old.get(k) != v})
+        return out
+
+    return None if before == after else {STYLE: diff(before, after)}
+
+
+def _style(state: dict[str, Any] | None) -> dict[str, Any]:
+    found = (state or {}).get(STYLE)
+    return found if isinstance(found, dict) else {}
+
+
+def _result_text(observation: str) -> tuple[str | None, bool]:
+    """The text of a result (inside a CallToolResult envelope, an ``{"error": ...}``
+    object's message, or the whole answer) and whether it is an error."""
+    try:
+        outer = json.loads(observation)
+    except ValueError:
+        return None, False
+    if isinstance(outer, dict) and isinstance(outer.get("content"), list):
+        texts = [c.get("text") for c in outer["content"] if isinstance(c, dict)]
+        text = texts[0] if len(texts) == 1 and isinstance(texts[0], str) else None
+        return text, bool(outer.get("isError"))
+    error = outer.get("error") if isinstance(outer, dict) and len(outer) == 1 else None
+    if isinstance(error, dict):
+        message = error.get("message")
+        return (message if isinstance(message, str) else None), True
+    return observation, False
+
+
+def _error_prefix(text: str, tool: str) -> str | None:
+    """``Error executing tool {tool}: `` from an error that names the tool before a colon."""
+    mark = f"{tool}: " if tool else ""
+    at = text.find(mark) if mark else -1
+    if at < 0 or at > 60:
+        return None
+    return text[:at] + "{tool}: "
+
+
+def _indent(text: str) -> int | None:
+    """The width of the first indented line of pretty-printed JSON, None when compact."""
+    for line in text.splitlines()[1:]:
+        width = len(line) - len(line.lstrip(" "))
+        if width:
+            return width
+    return None
+
+
+def _orders(value: Any, state: dict[str, Any]) -> dict[str, list[str]]:
+    """Field orders of the objects in an answer that are records of a collection."""
+    fields = {
+        name: {k for r in records for k in r}
+        for name, records in state.items()
+        if not name.startswith("_") and isinstance(records, list) and records
+        and all(isinstance(r, dict) for r in records)
+    }  # fmt: skip
+    found: dict[str, list[str]] = {}
+    for obj in _objects(value):
+        for name, known in fields.items():
+            keys = list(obj)
+            if "id" in obj and len(keys) > 1 and set(keys) <= known and name not in found:
+                found[name] = keys
+    return found
+
+
+def _objects(value: Any) -> list[dict[str, Any]]:
+    """Every object in a JSON value, outermost first."""
+    out: list[dict[str, Any]] = []
+    stack = [value]
+    while stack:
+        item = stack.pop(0)
+        if isinstance(item, dict):
+            out.append(item)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return out
+
+
+def _merge(old: list[str] | None, seen: list[str]) -> list[str]:
+    """A longer showing wins; a shorter one that disagrees with it does not reorder it."""
+    if not old or len(seen) >= len(old):
+        return seen + [k for k in (old or []) if k not in seen]
+    return old

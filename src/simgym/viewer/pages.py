@@ -1,0 +1,462 @@
+"""Whole pages: the episode list, an episode, sim vs real, GRPO groups, reports. Each page
+is a function from index data to an HTML string; :class:`Links` says where links point,
+so the same pages serve live (``/episode/3?...``) and as a static site (``episode-3.html``)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from simgym.core.types import Trajectory, Turn
+from simgym.viewer.blocks import (
+    details,
+    diff_columns,
+    e,
+    fmt,
+    json_block,
+    observation_block,
+    similarity,
+    table,
+)
+from simgym.viewer.store import Filters, Index
+
+PER_PAGE = 50
+
+
+class Links:
+    """URLs of the pages: live routes, or the flat file names of an exported site."""
+
+    def __init__(self, static: bool = False) -> None:
+        self.static = static
+
+    def _q(self, params: dict[str, Any]) -> str:
+        params = {k: v for k, v in params.items() if v not in (None, "")}
+        return "?" + urlencode(params) if params else ""
+
+    def episodes(self, params: dict[str, str] | None = None, page: int = 1) -> str:
+        if self.static:
+            return "index.html" if page <= 1 else f"list-{page}.html"
+        return "/" + self._q({**(params or {}), "page": page if page > 1 else None})
+
+    def episode(self, rowid: int, params: dict[str, str] | None = None) -> str:
+        if self.static:
+            return f"episode-{rowid}.html"
+        return f"/episode/{rowid}" + self._q(params or {})
+
+    def compare_list(self) -> str:
+        return "compare.html" if self.static else "/compare"
+
+    def compare(self, sim: int, real: int) -> str:
+        return f"compare-{sim}-{real}.html" if self.static else f"/compare/{sim}/{real}"
+
+    def groups(self) -> str:
+        return "groups.html" if self.static else "/groups"
+
+    def group(self, group_id: str) -> str:
+        if self.static:
+            return f"group-{group_slug(group_id)}.html"
+        return "/group" + self._q({"id": group_id})
+
+    def reports(self) -> str:
+        return "reports.html" if self.static else "/reports"
+
+    def report(self, number: int) -> str:
+        return f"report-{number}.html" if self.static else f"/report/{number}"
+
+    def asset(self, name: str) -> str:
+        return name if self.static else f"/static/{name}"
+
+
+def group_slug(group_id: str) -> str:
+    return hashlib.sha1(group_id.encode()).hexdigest()[:12]
+
+
+def layout(title: str, body: str, links: Links, *, live: bool = False, extra: str = "") -> str:
+    nav = (
+        f'<a href="{links.episodes()}">Episodes</a>'
+        f'<a href="{links.compare_list()}">Sim vs real</a>'
+        f'<a href="{links.groups()}">GRPO groups</a>'
+        f'<a href="{links.reports()}">Reports</a>'
+    )
+    return (
+        "<!doctype html><html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{e(title)} · simgym view</title>"
+        f'<link rel="stylesheet" href="{links.asset("viewer.css")}">'
+        f'</head><body data-live="{int(live)}"{extra}>'
+        f"<header><b>simgym view</b><nav>{nav}</nav>"
+        '<span class="keys">j/k turns · n/p episodes</span></header>'
+        f"<main>{body}</main>"
+        f'<script src="{links.asset("viewer.js")}"></script></body></html>'
+    )
+
+
+# -- the episode list -------------------------------------------------------------------
+def _select(name: str, label: str, options: list[tuple[str, str]], current: str) -> str:
+    opts = "".join(
+        f'<option value="{e(v)}"{" selected" if v == current else ""}>{e(t)}</option>'
+        for v, t in [("", f"any {label}"), *options]
+    )
+    return f'<label>{e(label)} <select name="{name}">{opts}</select></label>'
+
+
+def filter_form(index: Index, f: Filters) -> str:
+    pairs = lambda values: [(v, v) for v in values]  # noqa: E731
+    return (
+        '<form class="filters" method="get" action="/">'
+        f'<input type="search" name="q" placeholder="search actions and observations" '
+        f'value="{e(f.q)}" id="q">'
+        + _select("domain", "domain", pairs(index.distinct("domain")), f.domain)
+        + f'<label>task <input name="task" value="{e(f.task)}" size="12"></label>'
+        + f'<label>reward <input name="rmin" value="{e(fmt(f.rmin) if f.rmin is not None else "")}"'
+        ' size="4" placeholder="min"> – '
+        f'<input name="rmax" value="{e(fmt(f.rmax) if f.rmax is not None else "")}" size="4"'
+        ' placeholder="max"></label>'
+        + _select(
+            "status",
+            "end",
+            [("done", "done"), ("truncated", "truncated"), ("open", "neither")],
+            f.status,
+        )
+        + _select("errors", "errors", [("yes", "with errors"), ("no", "no errors")], f.errors)
+        + _select(
+            "faults",
+            "faults",
+            [("yes", "any fault"), ("no", "no fault"), *pairs(index.fault_names())],
+            f.faults,
+        )
+        + _select("agent", "agent", pairs(index.distinct("agent")), f.agent)
+        + _select("wm", "world model", pairs(index.distinct("world_model")), f.wm)
+        + '<button type="submit">Filter</button> <a href="/">clear</a></form>'
+    )
+
+
+def _status(row: dict[str, Any]) -> str:
+    parts = []
+    if row["done"]:
+        parts.append('<span class="tag ok">done</span>')
+    if row["truncated"]:
+        parts.append('<span class="tag warn">truncated</span>')
+    if row["errors"]:
+        parts.append(f'<span class="tag bad">{row["errors"]} err</span>')
+    for fault in (row["faults"] or "").split():
+        parts.append(f'<span class="tag fault">{e(fault)}</span>')
+    return " ".join(parts)
+
+
+def episode_rows(rows: list[dict[str, Any]], links: Links, params: dict[str, str]) -> str:
+    return table(
+        ["#", "task", "domain", "agent", "world model", "turns", "reward", "end", "tokens"],
+        (
+            [
+                f'<a href="{e(links.episode(r["id"], params))}">{r["id"]}</a>',
+                f'<a href="{e(links.episode(r["id"], params))}"><code>{e(r["task_id"])}</code></a>'
+                f'<div class="instr">{e(r["instruction"][:140])}</div>',
+                e(r["domain"]),
+                e(r["agent"]),
+                e(r["world_model"]),
+                e(r["turns"]),
+                f'<span class="reward">{e(fmt(r["total_reward"]))}</span>',
+                _status(r),
+                e(r["tokens"]),
+            ]
+            for r in rows
+        ),
+        cls="grid episodes",
+    )
+
+
+def pager(links: Links, params: dict[str, str], page: int, total: int) -> str:
+    last = max(1, -(-total // PER_PAGE))
+    out = [f'<span class="count">{total} episodes · page {page} of {last}</span>']
+    if page > 1:
+        out.append(f'<a rel="prev" href="{e(links.episodes(params, page - 1))}">← previous</a>')
+    if page < last:
+        out.append(f'<a rel="next" href="{e(links.episodes(params, page + 1))}">next →</a>')
+    return '<div class="pager">' + " ".join(out) + "</div>"
+
+
+def list_page(index: Index, f: Filters, page: int, links: Links, *, live: bool = True) -> str:
+    params = f.params()
+    total = index.count(f)
+    rows = index.page(f, page, PER_PAGE)
+    form = filter_form(index, f) if live else ""
+    body = (
+        "<h1>Episodes</h1>"
+        + form
+        + (
+            '<div id="indexing">still indexing: the counts grow as you reload</div>'
+            if live and (index.indexing or index.behind)
+            else ""
+        )
+        + '<div id="fresh" hidden></div>'
+        + pager(links, params, page, total)
+        + episode_rows(rows, links, params)
+        + pager(links, params, page, total)
+    )
+    return layout("Episodes", body, links, live=live, extra=f' data-total="{index.count()}"')
+
+
+# -- one episode ------------------------------------------------------------------------
+def _action(turn: Turn) -> str:
+    if turn.action_text:
+        return f'<pre class="action">{e(turn.action_text)}</pre>'
+    if turn.action is not None:
+        return json_block(turn.action.model_dump(exclude_defaults=True))
+    return '<p class="muted">(no action)</p>'
+
+
+def turn_block(turn: Turn, domain: str) -> str:
+    usage = turn.usage
+    meta = [
+        f"reward {fmt(turn.reward)}",
+        f"latency {fmt(turn.latency_s)} s",
+        f"tokens {usage.prompt_tokens}+{usage.completion_tokens}",
+    ]
+    if turn.attempts:
+        meta.append(f"attempts {turn.attempts}")
+    if not turn.in_history:
+        meta.append("not in history")
+    flags = ""
+    if turn.perturbation:
+        flags += f'<span class="tag fault">fault: {e(turn.perturbation.get("fault"))}</span>'
+    if turn.error:
+        flags += '<span class="tag bad">error</span>'
+    parts = [
+        f'<h3>Turn {turn.index} {flags}<span class="meta">{e(" · ".join(meta))}</span></h3>',
+        '<div class="label">action</div>',
+        _action(turn),
+    ]
+    if turn.reasoning:
+        parts.append(details("reasoning", f'<pre class="text">{e(turn.reasoning)}</pre>'))
+    parts.append('<div class="label">observation</div>')
+    parts.append(observation_block(turn.observation.text, domain, turn.observation.kind))
+    if turn.error or turn.observation.error:
+        parts.append(f'<p class="err">{e(turn.error or turn.observation.error)}</p>')
+    if turn.format_problems:
+        parts.append('<p class="warn">format: ' + e("; ".join(turn.format_problems)) + "</p>")
+    if turn.perturbation:
+        parts.append(details("injected fault", json_block(turn.perturbation), opened=True))
+    if turn.grounding:
+        parts.append(details("grounding facts", json_block(turn.grounding)))
+    if turn.state_patch is not None:
+        parts.append(details("state patch", json_block(turn.state_patch)))
+    if turn.state_error:
+        parts.append(f'<p class="err">state not applied: {e(turn.state_error)}</p>')
+    return f'<section class="turn" id="turn-{turn.index}" tabindex="-1">{"".join(parts)}</section>'
+
+
+def _kv(pairs: list[tuple[str, str]]) -> str:
+    return '<dl class="kv">' + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in pairs if v) + "</dl>"
+
+
+def episode_page(
+    index: Index, rowid: int, t: Trajectory, links: Links, f: Filters | None = None
+) -> str:
+    f = f or Filters()
+    params = f.params()
+    prev, nxt = index.neighbours(rowid, f)
+    row = index.row(rowid) or {}
+    nav = []
+    if prev:
+        nav.append(f'<a id="prev-episode" href="{e(links.episode(prev, params))}">← p previous</a>')
+    nav.append(f'<a href="{e(links.episodes(params))}">list</a>')
+    if nxt:
+        nav.append(f'<a id="next-episode" href="{e(links.episode(nxt, params))}">n next →</a>')
+    pair = index.counterpart(rowid)
+    if pair:
+        nav.append(f'<a href="{e(links.compare(*pair))}">sim vs real</a>')
+    if t.group_id:
+        nav.append(f'<a href="{e(links.group(t.group_id))}">GRPO group</a>')
+    head = _kv(
+        [
+            ("domain", e(t.domain)),
+            ("task", f"<code>{e(t.task.id)}</code>"),
+            ("file", e(f"{index.file_name(row.get('file_id', 0))}:{row.get('line', '')}")),
+            ("episode", f"<code>{e(t.episode_id)}</code>"),
+            ("world model", e(json.dumps(t.world_model, ensure_ascii=False))),
+            ("agent", e(json.dumps(t.agent, ensure_ascii=False)) if t.agent else ""),
+            ("group", e(f"{t.group_id} sample {t.sample}") if t.group_id else ""),
+            ("reward", f'<span class="reward">{e(fmt(t.total_reward))}</span>'),
+            (
+                "reward parts",
+                e(", ".join(f"{k} {fmt(v)}" for k, v in t.reward_parts.items())),
+            ),
+            ("end", _status(row) if row else ""),
+            ("error", f'<span class="err">{e(t.error)}</span>' if t.error else ""),
+            ("answer", e(t.answer)),
+            ("seed", e(t.seed)),
+        ]
+    )
+    body = [
+        f'<nav class="epnav">{" ".join(nav)}</nav>',
+        f"<h1>{e(t.task.id)}</h1>",
+        f'<div class="task"><div class="label">task</div><p>{e(t.task.instruction)}</p></div>',
+        head,
+    ]
+    if t.metrics:
+        body.append(details("metrics", json_block(t.metrics)))
+    if t.initial_observation is not None:
+        body.append(
+            '<section class="turn" id="turn-0" tabindex="-1"><h3>Start</h3>'
+            '<div class="label">initial observation</div>'
+            + observation_block(t.initial_observation.text, t.domain)
+            + "</section>"
+        )
+    body += [turn_block(turn, t.domain) for turn in t.turns]
+    if t.final_state is not None:
+        body.append(details("final hidden state", json_block(t.final_state)))
+    return layout(f"{t.task.id}", "".join(body), links)
+
+
+# -- sim vs real ------------------------------------------------------------------------
+def compare_list_page(index: Index, links: Links) -> str:
+    pairs = index.pairs()
+    body = ["<h1>Sim vs real</h1>"]
+    if not pairs:
+        body.append(
+            "<p>No pair of files: give both <code>OUT.jsonl</code> and <code>OUT.real.jsonl</code>"
+            " of <code>simgym run --compare real</code>.</p>"
+        )
+    for sim, real in pairs:
+        rows = index.compared(sim, real, 1, 500)
+        body.append(f"<h2>{e(index.file_name(sim))} vs {e(index.file_name(real))}</h2>")
+        body.append(
+            table(
+                ["task", "domain", "turns", "instruction"],
+                (
+                    [
+                        f'<a href="{e(links.compare(r["sim"], r["real"]))}"><code>'
+                        f"{e(r['task_id'])}</code></a>",
+                        e(r["domain"]),
+                        e(r["turns"]),
+                        e(r["instruction"][:120]),
+                    ]
+                    for r in rows
+                ),
+            )
+        )
+    return layout("Sim vs real", "".join(body), links)
+
+
+def compare_page(
+    index: Index, sim_row: int, real_row: int, sim: Trajectory, real: Trajectory, links: Links
+) -> str:
+    rows = []
+    scores = []
+    for k in range(max(len(sim.turns), len(real.turns))):
+        a = sim.turns[k] if k < len(sim.turns) else None
+        b = real.turns[k] if k < len(real.turns) else None
+        action = (a or b).action_text if (a or b) else ""
+        if a is not None and b is not None:
+            score = similarity(a.observation.text, b.observation.text)
+            scores.append(score)
+            left, right = diff_columns(a.observation.text, b.observation.text)
+            badge = f'<span class="sim" style="--s:{score}">{score:.3f}</span>'
+        else:
+            left = e(a.observation.text) if a else '<span class="muted">(no turn)</span>'
+            right = e(b.observation.text) if b else '<span class="muted">(no turn)</span>'
+            badge = '<span class="sim">-</span>'
+        index_no = (a or b).index if (a or b) else k
+        rows.append(
+            f'<section class="turn pair" id="turn-{index_no}" tabindex="-1">'
+            f"<h3>Turn {index_no} · edit similarity {badge}</h3>"
+            f'<pre class="action">{e(action)}</pre>'
+            f'<div class="cols"><pre class="diff">{left}</pre><pre class="diff">{right}</pre></div>'
+            "</section>"
+        )
+    mean = sum(scores) / len(scores) if scores else None
+    body = (
+        f'<nav class="epnav"><a href="{e(links.episode(sim_row))}">simulated episode</a> '
+        f'<a href="{e(links.episode(real_row))}">real episode</a> '
+        f'<a href="{e(links.compare_list())}">all pairs</a></nav>'
+        f"<h1>Sim vs real: {e(sim.task.id)}</h1>"
+        f'<div class="task"><div class="label">task</div><p>{e(sim.task.instruction)}</p></div>'
+        f"<p>{len(scores)} turns compared · mean edit similarity "
+        f"<b>{e(fmt(mean))}</b> · simulated {e(sim.world_model.get('backend', ''))} "
+        f"vs real; left simulated, right real; changed lines marked.</p>"
+        '<div class="cols heads"><b>simulated</b><b>real</b></div>' + "".join(rows)
+    )
+    return layout(f"sim vs real {sim.task.id}", body, links)
+
+
+# -- GRPO groups ------------------------------------------------------------------------
+def groups_page(index: Index, links: Links, page: int = 1) -> str:
+    rows = index.groups(page, 200)
+    body = "<h1>GRPO groups</h1>" + (
+        table(
+            ["group", "domain", "samples", "mean reward", "min", "max"],
+            (
+                [
+                    f'<a href="{e(links.group(r["group_id"]))}">'
+                    f"<code>{e(r['group_id'])}</code></a>",
+                    e(r["domain"]),
+                    e(r["samples"]),
+                    e(fmt(r["mean"])),
+                    e(fmt(r["low"])),
+                    e(fmt(r["high"])),
+                ]
+                for r in rows
+            ),
+        )
+        if rows
+        else "<p>No episode carries a group id (GRPO rollouts with several samples do).</p>"
+    )
+    return layout("GRPO groups", body, links)
+
+
+def group_page(
+    index: Index, group_id: str, members: list[tuple[dict[str, Any], Trajectory]], links: Links
+) -> str:
+    rewards = [row["total_reward"] for row, _ in members]
+    mean = sum(rewards) / len(rewards) if rewards else 0.0
+    columns = []
+    for row, t in members:
+        advantage = row["total_reward"] - mean
+        turns = "".join(
+            f'<div class="gturn"><div class="label">turn {turn.index} · reward {fmt(turn.reward)}'
+            f'</div><pre class="action">{e(turn.action_text[:400])}</pre>'
+            f'<pre class="obs text">{e(turn.observation.text[:600])}</pre></div>'
+            for turn in t.turns
+        )
+        columns.append(
+            '<div class="sample">'
+            f'<h3><a href="{e(links.episode(row["id"]))}">sample {e(t.sample)}</a></h3>'
+            f'<p>reward <span class="reward">{e(fmt(t.total_reward))}</span> · advantage '
+            f"{advantage:+.3f}</p>"
+            + (
+                "<p>" + e(", ".join(f"{k} {fmt(v)}" for k, v in t.reward_parts.items())) + "</p>"
+                if t.reward_parts
+                else ""
+            )
+            + (f"<p>answer: {e(t.answer)}</p>" if t.answer else "")
+            + turns
+            + "</div>"
+        )
+    task = members[0][1].task if members else None
+    body = (
+        f"<h1>GRPO group <code>{e(group_id)}</code></h1>"
+        + (f'<div class="task"><p>{e(task.instruction)}</p></div>' if task else "")
+        + f"<p>{len(members)} samples · mean reward {fmt(mean)}</p>"
+        + f'<div class="samples">{"".join(columns)}</div>'
+    )
+    return layout(f"group {group_id}", body, links)
+
+
+# -- reports ----------------------------------------------------------------------------
+def reports_page(names: list[str], links: Links) -> str:
+    items = "".join(
+        f'<li><a href="{e(links.report(i))}">{e(name)}</a></li>' for i, name in enumerate(names)
+    )
+    body = "<h1>Reports</h1>" + (
+        f"<ul>{items}</ul>" if names else "<p>No report given (pass a report .json).</p>"
+    )
+    return layout("Reports", body, links)
+
+
+def report_page(name: str, kind: str, body_html: str, links: Links) -> str:
+    titles = {"safety": "Safety report", "score": "Fidelity score", "consistency": "Consistency"}
+    title = titles.get(kind, "Report")
+    return layout(name, f"<h1>{title}: {e(name)}</h1>{body_html}", links)

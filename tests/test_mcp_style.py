@@ -1,0 +1,210 @@
+"""Exact mcp answers in the server's own layout (simgym.domains.mcp_style), and no
+certainty where a server may refuse or rewrite a value (mcp_ground.value_doubts)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from simgym.core.domain import get_domain
+from simgym.core.state import merge_patch
+from simgym.core.trajectories import read_trajectories
+from simgym.core.types import Action
+from simgym.domains import mcp_style
+
+DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
+MCP = get_domain("mcp")
+
+
+def result_text(observation: str, scenario) -> str:
+    if scenario.output_format == "mcp":
+        return json.loads(observation)["content"][0]["text"]
+    return observation
+
+
+def envelope(text: str, error: bool = False) -> str:
+    return json.dumps({"content": [{"type": "text", "text": text}], "isError": error})
+
+
+def test_recorded_server_answers_are_met_once_its_layout_was_seen():
+    """Replays the dev set's mcp episodes (the bundled records server, for real): once
+    the server has shown how it writes records and errors, every exact answer simgym
+    computes equals the server's, and refused or rewritten updates are not claimed."""
+    exact = agreed = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != "mcp":
+            continue
+        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
+        ledger = MCP.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind != "tool_call":
+                continue
+            grounding = MCP.ground(turn.action, ledger, scenario)
+            real = turn.observation.text.strip()
+            style = ledger.get(mcp_style.STYLE, {})
+            if grounding is not None and grounding.observation is not None:
+                exact += 1
+                agreed += grounding.observation == real
+                if style.get("order") and "error_prefix" in style:
+                    assert grounding.observation == real
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    assert exact >= 20 and agreed >= exact - 3
+
+
+def test_layout_is_learned_from_answers():
+    state = {"customers": [{"id": "C-1", "name": "Ana", "tier": "gold", "city": "Porto"}]}
+    shown = json.dumps({"customers": [{"id": "C-1", "city": "Porto", "name": "Ana"}]}, indent=2)
+    action = Action.tool_call("search_customers", {"query": "ana"})
+    state = merge_patch(state, mcp_style.observe_mcp(envelope(shown), action, state))
+    assert state["_style"] == {"indent": 2, "order": {"customers": ["id", "city", "name"]}}
+    record = mcp_style.arrange(state["customers"][0], "customers", state)
+    assert list(record) == ["id", "city", "name", "tier"]
+    assert mcp_style.dumps(record, state).startswith('{\n  "id": "C-1",\n  "city"')
+    failed = envelope("Error executing tool get_customer: customer C-9 not found", True)
+    patch = mcp_style.observe_mcp(failed, Action.tool_call("get_customer", {}), state)
+    state = merge_patch(state, patch)
+    assert mcp_style.error_text("x", "list_accounts", state) == (
+        "Error executing tool list_accounts: x"
+    )
+    # prose answers teach nothing
+    assert mcp_style.observe_mcp(envelope("done"), action, state) is None
+
+
+def test_exact_get_uses_the_learned_layout():
+    scenario = MCP.scenario_model.model_validate(MCP.default_scenario())
+    state = MCP.initial_state(scenario)
+    collection, records = next((k, v) for k, v in state.items() if isinstance(v, list) and v)
+    record = records[0]
+    order = list(reversed(list(record)))
+    state["_style"] = {"indent": 2, "order": {collection: order}}
+    tool = next(t.name for t in scenario.tools if t.name.startswith("get_"))
+    arg = next(iter(next(t for t in scenario.tools if t.name == tool).parameters["properties"]))
+    grounding = MCP.ground(Action.tool_call(tool, {arg: record["id"]}), state, scenario)
+    text = result_text(grounding.observation, scenario)
+    assert list(json.loads(text)) == order and text.startswith("{\n  ")
+
+
+def _customers_scenario():
+    customers = [
+        {"id": f"C-{i}", "name": n, "email": f"{n.lower()}@example.com"}
+        for i, n in enumerate(["Ana", "Ben", "Caro", "Dev"], start=1)
+    ]
+    tools = [
+        {
+            "name": "update_email",
+            "description": "Change a customer's email.",
+            "parameters": {
+                "type": "object",
+                "properties": {"customer_id": {"type": "string"}, "email": {"type": "string"}},
+                "required": ["customer_id", "email"],
+            },
+        }
+    ]
+    scenario = MCP.scenario_model.model_validate(
+        {"server_name": "crm", "tools": tools, "state": {"customers": customers}}
+    )
+    return scenario, MCP.initial_state(scenario)
+
+
+def test_a_value_the_server_may_refuse_or_rewrite_is_not_claimed():
+    scenario, state = _customers_scenario()
+
+    def update(email):
+        action = Action.tool_call("update_email", {"customer_id": "C-2", "email": email})
+        return MCP.ground(action, state, scenario)
+
+    taken = update("ana@example.com")
+    assert taken.observation is None
+    assert taken.effects == {"_partial": {"customers": {"C-2": ["email"]}}}  # not changed
+    assert any("C-1 already has email" in fact for fact in taken.facts)
+    assert "not a well-formed" in update("ben@example").facts[-1]
+    assert "lower case" in update("Ben@Example.com").facts[-1]
+    fine = update("ben.new@example.com")
+    assert fine.effects["customers"][1]["email"] == "ben.new@example.com"
+    assert fine.observation is not None
+
+
+def _ticket_desk():
+    tickets = [
+        {"id": "T-1", "customer_id": "C-1", "subject": "a", "status": "open"},
+        {"id": "T-2", "customer_id": "C-2", "subject": "b", "status": "closed"},
+        {"id": "T-3", "customer_id": "C-1", "subject": "c", "status": "closed"},
+    ]
+    param = {"type": "object", "properties": {"customer_id": {"type": "string"}}}
+    tools = [
+        {"name": "list_tickets", "description": "A customer's tickets.", "parameters": param},
+        {
+            "name": "create_ticket",
+            "description": "Open a ticket.",
+            "parameters": {
+                "type": "object",
+                "properties": {"customer_id": {"type": "string"}, "subject": {"type": "string"}},
+            },
+        },
+    ]
+    scenario = MCP.scenario_model.model_validate(
+        {"server_name": "desk", "tools": tools, "state": {"tickets": tickets}}
+    )
+    return scenario, MCP.initial_state(scenario)
+
+
+def step(scenario, state, name, arguments, answer):
+    """One turn as the environment plays it: ground, its effects, then observe."""
+    action = Action.tool_call(name, arguments)
+    grounding = MCP.ground(action, state, scenario)
+    if grounding is not None and grounding.effects:
+        state = merge_patch(state, grounding.effects)
+    return grounding, merge_patch(state, MCP.observe(answer, action, state) or {})
+
+
+def test_a_list_tools_shape_is_learned_once_the_server_agrees_and_then_exact():
+    scenario, state = _ticket_desk()
+    first = {
+        "customer_id": "C-1",
+        "tickets": [{"id": "T-1", "subject": "a"}, {"id": "T-3", "subject": "c"}],
+    }
+    grounding, state = step(
+        scenario, state, "list_tickets", {"customer_id": "C-1"}, envelope(json.dumps(first))
+    )
+    assert grounding.observation is None  # nothing learned yet
+    assert state["_style"]["lists"]["list_tickets"]["fields"] == ["id", "subject"]
+    assert "pending" not in state["_style"]
+    grounding, state = step(scenario, state, "list_tickets", {"customer_id": "C-2"}, envelope("{}"))
+    assert json.loads(result_text(grounding.observation, scenario)) == {
+        "customer_id": "C-2",
+        "tickets": [{"id": "T-2", "subject": "b"}],
+    }
+
+
+def test_a_server_that_lists_other_records_teaches_no_shape():
+    scenario, state = _ticket_desk()
+    other = {"tickets": [{"id": "T-1", "subject": "a"}]}  # the server hides closed tickets
+    _, state = step(
+        scenario, state, "list_tickets", {"customer_id": "C-1"}, envelope(json.dumps(other))
+    )
+    assert "list_tickets" not in state["_style"].get("lists", {})
+    grounding, _ = step(scenario, state, "list_tickets", {"customer_id": "C-1"}, envelope("{}"))
+    assert grounding.observation is None
+
+
+def test_a_created_records_server_fields_come_from_its_answer():
+    scenario, state = _ticket_desk()
+    made = {"id": "T-4", "customer_id": "C-2", "subject": "d", "status": "open"}
+    grounding, state = step(
+        scenario,
+        state,
+        "create_ticket",
+        {"customer_id": "C-2", "subject": "d"},
+        envelope("not json"),
+    )
+    assert state["_partial"] == {"tickets": {"T-4": ["status"]}}  # the server sets status
+    _, state = step(
+        scenario,
+        state,
+        "create_ticket",
+        {"customer_id": "C-2", "subject": "e"},
+        envelope(json.dumps(made)),
+    )
+    assert state["tickets"][3] == made and "T-4" not in state["_partial"].get("tickets", {})

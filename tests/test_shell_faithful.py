@@ -1,0 +1,150 @@
+"""The shell over the ledger says only what bash would certainly print: checked against
+the dev set's real recordings and on the cases that used to go wrong."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from simgym.core.domain import get_domain
+from simgym.core.state import merge_patch
+from simgym.core.trajectories import read_trajectories
+from simgym.core.types import Action
+from simgym.domains.shell import run_line
+
+DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
+HOME = "/home/u"
+CLOCK = datetime(2025, 3, 14, 9, 26)
+# `ls -l` times: the real recording shows when it ran, the simulated machine its clock.
+_TIME = re.compile(r"\b[A-Z][a-z]{2} [ \d]\d \d\d:\d\d\b")
+
+
+def run(line, files=None, env=None):
+    entries = files if files is not None else {f"{HOME}/a.txt": "hi\n", f"{HOME}/d/": ""}
+    return run_line(line, entries, cwd=HOME, home=HOME, env=env or {}, user="u", clock=CLOCK)
+
+
+@pytest.mark.parametrize("domain", ["terminal", "swe"])
+def test_recorded_shell_answers_agree_with_the_real_machine(domain):
+    spec = get_domain(domain)
+    exact = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != domain:
+            continue
+        scenario = spec.scenario_model.model_validate(trajectory.scenario)
+        ledger = spec.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind == "text":
+                continue
+            grounding = spec.ground(turn.action, ledger, scenario)
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            if grounding is None or grounding.observation is None:
+                continue
+            exact += 1
+            ours, real = grounding.observation.strip(), turn.observation.text.strip()
+            assert _TIME.sub("TIME", ours) == _TIME.sub("TIME", real), turn.action
+    assert exact >= {"terminal": 50, "swe": 44}[domain]
+
+
+def test_each_command_is_expanded_when_it_runs():
+    assert run('X=5; echo "$X"').output == "5\n"
+    assert run('unset X; echo "${X:-gone}"', env={"X": "1"}).output == "gone\n"
+    assert run("echo ${X:-d} ${Y-e} ${Z:+alt} end", env={"Y": "", "Z": "1"}).output == (
+        "d alt end\n"
+    )
+    assert run("echo a && false || echo c; echo d # echo e").output == "a\nc\nd\n"
+    assert run("echo $#").output is None  # positional parameters: the model's
+    assert run("cat a.txt | wc -l").output == "1\n"  # a pipe
+    assert run("sleep 1 &").output is None  # a background job
+
+
+def test_the_machines_own_directories_exist_and_are_not_listed():
+    assert run("touch /etc/app.conf").output is None  # exists? writable? not certain
+    assert run("ls /usr/bin").output is None
+    assert run("ls /").output is None
+    assert run("cd /tmp && pwd").output == "/tmp\n"
+    assert run("ls /nowhere").output == "ls: cannot access '/nowhere': No such file or directory\n"
+
+
+def test_ls_lists_directory_operands_in_order():
+    files = {f"{HOME}/b/": "", f"{HOME}/b/x": "", f"{HOME}/a/": "", f"{HOME}/a/y": ""}
+    assert run("ls b a", files).output == "a:\ny\n\nb:\nx\n"
+
+
+def test_a_programs_output_file_exists_with_unknown_content():
+    result = run("awk '{print $1}' a.txt > d/sorted.txt")
+    assert result.output is None
+    assert result.changes == {f"{HOME}/d/sorted.txt": ""}
+    assert f"{HOME}/d/sorted.txt" in result.unknown
+    entries = {f"{HOME}/a.txt": "hi\n", f"{HOME}/d/": "", f"{HOME}/d/sorted.txt": ""}
+    after = run_line("ls d; cat d/sorted.txt", entries, cwd=HOME, home=HOME, unknown=result.unknown)
+    assert after.output is None  # the listing is known, the content is not
+    assert run_line("ls d", entries, cwd=HOME, home=HOME, unknown=result.unknown).output == (
+        "sorted.txt\n"
+    )
+
+
+def test_modes_scripts_are_executable_and_chmod_is_not_guessed():
+    files = {f"{HOME}/run.sh": "#!/bin/sh\necho hi\n"}
+    assert run("ls -l run.sh", files).output.startswith("-rwxr-xr-x 1 u u 18 Mar 14 09:26")
+    changed = run("chmod 600 run.sh", files)
+    assert f"{HOME}/run.sh" in changed.unknown
+
+
+def test_swe_root_listing_shows_the_repositorys_git_directory():
+    spec = get_domain("swe")
+    scenario = spec.scenario_model.model_validate(spec.default_scenario())
+    ledger = spec.initial_state(scenario)
+    grounding = spec.ground(Action.tool_call("list_dir", {}), ledger, scenario)
+    assert grounding.observation.split("\n")[0] == ".git/"
+
+
+LOG = """\
+2024-05-01 ERROR upstream timeout calling payments
+2024-05-01 WARN slow query
+2024-05-02 ERROR invalid token for user 5512
+2024-05-02 ERROR upstream timeout calling payments
+"""
+
+
+def logs(line):
+    return run(line, {f"{HOME}/api.log": LOG, f"{HOME}/b.txt": "milk\nbread\n", f"{HOME}/d/": ""})
+
+
+def test_pipes_and_text_tools():
+    assert logs("grep -c ERROR api.log").output == "3\n"
+    assert logs("grep ERROR api.log | cut -d' ' -f3- | sort | uniq -c | sort -rn").output == (
+        "      2 upstream timeout calling payments\n      1 invalid token for user 5512\n"
+    )
+    assert logs("grep -n WARN api.log").output == "2:2024-05-01 WARN slow query\n"
+    assert logs("grep -o ERROR api.log | wc -l").output == "3\n"
+    assert logs("grep milk *.txt").output == "milk\n"  # one file: no name
+    assert logs("grep -l milk api.log b.txt").output == "b.txt\n"
+    assert logs("grep nothing api.log").status == 1
+    assert logs("grep x nope.txt").output == "grep: nope.txt: No such file or directory\n"
+    assert logs("tr ' ' '\\n' < b.txt | sort").output == "bread\nmilk\n"
+    assert logs("sed -n '2p' b.txt").output == "bread\n"
+    edited = logs("sed -i 's/milk/oat milk/' b.txt")
+    assert edited.output == "" and edited.changes == {f"{HOME}/b.txt": "oat milk\nbread\n"}
+    assert logs("sed -i 's/a/b' b.txt").output == (
+        "sed: -e expression #1, char 5: unterminated `s' command\n"
+    )
+
+
+def test_a_pipe_gets_one_name_a_line_and_quotes_stop_globs():
+    assert logs("ls | wc -l").output == "3\n"
+    assert logs("ls > list.txt").changes == {f"{HOME}/list.txt": "api.log\nb.txt\nd\n"}
+    assert logs("grep 'b*' b.txt").output == "milk\nbread\n"  # not b.txt, the glob
+
+
+def test_what_the_file_system_orders_is_certain_only_once_sorted():
+    files = {f"{HOME}/p/": "", f"{HOME}/p/a.py": "x = 1\n", f"{HOME}/p/b.py": "x = 2\n"}
+    assert run("grep -rn x p", files).output is None  # two files, in readdir order
+    assert run("grep -rn 'x = 2' p", files).output == "p/b.py:1:x = 2\n"
+    assert run("find p -name '*.py'", files).output is None
+    assert run("find p -name '*.py' | sort", files).output == "p/a.py\np/b.py\n"
+    assert run("find p -type f | wc -l", files).output == "2\n"
