@@ -382,6 +382,9 @@ def test_shell_destructive_commands_a_real_machine_runs_the_same_way():
     }
     assert shell("truncate -s 0 notes.txt").changes == {"/home/dev/notes.txt": ""}
     assert shell("shred -u -z notes.txt").changes == {"/home/dev/notes.txt": None}
+    moved = shell("mv notes.txt /tmp/")  # /tmp's content is not known; notes.txt is gone
+    assert moved.output == "" and moved.changes == {"/home/dev/notes.txt": None}
+    assert "/tmp/notes.txt" in moved.unknown
     for unsure in ("shred notes.txt", "truncate -s 10 notes.txt", "find . -mtime +7 -delete"):
         assert shell(unsure).output is None, unsure
 

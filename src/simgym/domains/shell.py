@@ -880,6 +880,8 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
             )
         *sources, target = operands
         destination = session.path(target)
+        if "n" not in flags and _in_system_dir(session, destination):
+            return _into_system_dir(session, sources, destination, move)
         session.check_scope(destination)
         into_dir = session.is_dir(destination)
         if len(sources) > 1 and not into_dir:
@@ -914,6 +916,32 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
         return "", "".join(err), status
 
     return run
+
+
+def _in_system_dir(session: _Session, path: str) -> bool:
+    """Whether ``path`` is, or is right inside, one of the machine's own directories
+    (``/tmp``): they exist and take files, but what is in them is not known."""
+    return path in session.system or posixpath.dirname(path) in session.system
+
+
+def _into_system_dir(
+    session: _Session, sources: list[str], destination: str, move: bool
+) -> tuple[str, str, int]:
+    """``mv``/``cp`` of files into a system directory (``mv app.log /tmp/``): the
+    destination's content is not known (it may be a directory that takes the file), but a
+    moved file is certainly gone from where it was, as it is on the real machine."""
+    paths = [session.path(name) for name in sources]
+    for path in paths:
+        session.check_scope(path)
+        if not session.has(path):
+            raise _Unknown  # a directory tree, or nothing: the errors are left to the model
+    for path in paths:
+        if move:
+            session.remove(path)
+        if destination not in session.system:
+            session.unknown.add(destination)
+        session.unknown.add(posixpath.join(destination, posixpath.basename(path)))
+    return "", "", 0
 
 
 def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[str, str, int]]:
