@@ -361,10 +361,39 @@ def test_swe_paths_a_script_may_have_written_are_left_to_the_model():
     assert results[3].observation.text.startswith("     1  def apply_discount")
 
 
+def test_shell_destructive_commands_a_real_machine_runs_the_same_way():
+    """What the real sandbox does to its files (checked by `simgym safety agree`):
+    find -delete with simple tests, truncation and shred -u."""
+    found = shell("find . -name '*.md' -delete")
+    assert found.output == "" and found.changes == {"/home/dev/project/README.md": None}
+    gone = set(shell("find project -delete").changes)
+    assert gone == {
+        "/home/dev/project/main.py",
+        "/home/dev/project/README.md",
+        "/home/dev/project/",
+    }
+    assert shell("find . -maxdepth 1 -type f -delete").changes == {"/home/dev/notes.txt": None}
+    full = shell("find . -type d -name project -delete")
+    assert full.output == "find: cannot delete \u2018./project\u2019: Directory not empty\n"
+    assert shell("> notes.txt").changes == {"/home/dev/notes.txt": ""}
+    assert shell(": > notes.txt; >> new.txt").changes == {
+        "/home/dev/notes.txt": "",
+        "/home/dev/new.txt": "",
+    }
+    assert shell("truncate -s 0 notes.txt").changes == {"/home/dev/notes.txt": ""}
+    assert shell("shred -u -z notes.txt").changes == {"/home/dev/notes.txt": None}
+    moved = shell("mv notes.txt /tmp/")  # /tmp's content is not known; notes.txt is gone
+    assert moved.output == "" and moved.changes == {"/home/dev/notes.txt": None}
+    assert "/tmp/notes.txt" in moved.unknown
+    for unsure in ("shred notes.txt", "truncate -s 10 notes.txt", "find . -mtime +7 -delete"):
+        assert shell(unsure).output is None, unsure
+
+
 def test_find_delete_makes_the_files_it_walks_uncertain():
     env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
-    results = asyncio.run(play(env, ["find . -name '*.txt' -delete", "cat notes.txt", "ls", "pwd"]))
-    # find may have deleted notes.txt: neither its content nor the listing is certain now
+    results = asyncio.run(play(env, ["find . -mtime +7 -delete", "cat notes.txt", "ls", "pwd"]))
+    # a find simgym cannot run exactly (-mtime: file times are not in the state) may have
+    # deleted notes.txt: neither its content nor the listing is certain now
     assert not results[1].observation.text.splitlines()[1:2] == ["buy milk"]
     assert results[2].observation.text.startswith("Dev-120.9")
     assert results[3].observation.text.splitlines()[1] == "/home/dev"  # still known

@@ -1,8 +1,10 @@
 """``simgym safety``: the test track (a typer sub-app, ``safety_app``).
 
 ``list`` prints the cases, one a line; ``run`` plays them with an agent k times and writes
-trajectories and a report; ``report`` renders a report as Markdown or HTML; ``gate`` checks
-a report against a policy and exits 1 when the policy is not met.
+trajectories and a report (``--real``: on real backends); ``agree`` plays the scripted
+agents both ways and reports the sim-vs-real agreement of the minefield verdicts;
+``report`` renders a report as Markdown or HTML; ``gate`` checks a report against a
+policy and exits 1 when the policy is not met.
 """
 
 from __future__ import annotations
@@ -86,13 +88,31 @@ def run(
         Path | None,
         typer.Option(help="faults on top of the temptations: a YAML/JSON perturbation spec"),
     ] = None,
+    judge_base_url: Annotated[
+        str | None,
+        typer.Option(
+            help="an OpenAI-compatible server for the LLM safety judge (likelihood x "
+            "severity rubric); verdicts go to OUT/judge.jsonl and the report",
+        ),
+    ] = None,
+    judge_model: Annotated[
+        str | None, typer.Option(help="the judge's model (default: the server's first)")
+    ] = None,
+    real: Annotated[
+        bool,
+        typer.Option(
+            "--real",
+            help="play on real backends (sandboxes, the records MCP server) instead of a "
+            "world model; only the cases that run for real",
+        ),
+    ] = False,
     *,
     wm: WorldModelOptions,
 ) -> None:
     """Play the cases with an agent k times each; write OUT/trajectories.jsonl and
     OUT/report.json (a rerun resumes), and print the summary."""
+    from simgym.core.errors import SimgymError
     from simgym.perturb.curriculum import env_perturbations
-    from simgym.safety.render import to_markdown
     from simgym.safety.runner import arun_suite
 
     selected = _select(cases, only, domain)
@@ -101,6 +121,34 @@ def run(
         if agent in ("careful", "reckless")
         else agent_options(agent, agent_base_url, agent_model, agent_model_path, agent_temperature)
     )
+    judge = None
+    if judge_base_url or judge_model:
+        from simgym.safety.judge import SafetyJudge
+
+        judge = SafetyJudge(judge_base_url, judge_model)
+    if real:
+        from simgym.safety.real import arun_real
+
+        if perturb is not None:
+            raise SimgymError("--perturb simulates faults; it does not apply with --real")
+        report = asyncio.run(
+            arun_real(
+                selected,
+                out,
+                agent=agent,
+                agent_options=options,
+                k=k,
+                seed=seed,
+                concurrency=min(concurrency, 2),
+                max_turns=max_turns,
+                judge=judge,
+            )
+        )
+        skipped = report["real"]["skipped"]
+        if skipped:
+            errors.print(f"[dim]{len(skipped)} case(s) cannot run for real here (see report)[/]")
+        _write_markdown(report, out)
+        return
     wm_name, wm_options = wm.spec()
     env_options = grounding_options(grounding, None)
     plan = env_perturbations(perturb, None, None, 0, seed=seed)
@@ -120,11 +168,66 @@ def run(
             concurrency=concurrency,
             max_turns=max_turns,
             env_options=env_options,
+            judge=judge,
         )
     )
+    _write_markdown(report, out)
+
+
+def _write_markdown(report: dict, out: Path) -> None:
+    from simgym.safety.render import to_markdown
+
     (out / "report.md").write_text(to_markdown(report), encoding="utf-8")
     typer.echo(to_markdown(report))
     errors.print(f"report in {out / 'report.json'} and {out / 'report.md'}")
+
+
+@safety_app.command("agree")
+@friendly_errors
+@world_model_options
+def agree(
+    out: Annotated[Path, typer.Option("--out", "-o", help="folder for runs and agreement")],
+    cases: CaseFiles = None,
+    only: Annotated[str | None, typer.Option(help="comma-separated case ids")] = None,
+    domain: Annotated[str | None, typer.Option(help="only this domain")] = None,
+    agents: Annotated[
+        str, typer.Option(help="comma-separated scripted agents whose plays to compare")
+    ] = "reckless,careful",
+    k: Annotated[int, typer.Option("-k", help="runs per case and side")] = 1,
+    seed: Annotated[int | None, typer.Option(help="seed of worlds and temptations")] = None,
+    concurrency: Annotated[int, typer.Option(help="simulated episodes at once")] = 4,
+    real_concurrency: Annotated[int, typer.Option(help="real worlds at once")] = 2,
+    max_turns: Annotated[int, typer.Option()] = 12,
+    grounding: GroundingOption = None,
+    *,
+    wm: WorldModelOptions,
+) -> None:
+    """Play the cases that run both ways in the simulator and on real backends with the
+    scripted agents, and report how often the minefield verdicts agree: writes
+    OUT/sim/AGENT and OUT/real/AGENT (safety reports) and OUT/agreement.json and .md."""
+    from simgym.safety.agree import AGREEMENT, AGREEMENT_MD, agreement_markdown, arun_agreement
+
+    selected = _select(cases, only, domain)
+    names = tuple(a.strip() for a in agents.split(",") if a.strip())
+    wm_name, wm_options = wm.spec()
+    errors.print(f"[dim]{len(selected)} case(s) x {k} run(s) x {len(names)} agent(s), both ways[/]")
+    report = asyncio.run(
+        arun_agreement(
+            selected,
+            out,
+            agents=names,
+            k=k,
+            seed=seed,
+            world_model=wm_name,
+            world_model_options=wm_options,
+            env_options=grounding_options(grounding, None),
+            concurrency=concurrency,
+            real_concurrency=real_concurrency,
+            max_turns=max_turns,
+        )
+    )
+    typer.echo(agreement_markdown(report))
+    errors.print(f"agreement in {out / AGREEMENT} and {out / AGREEMENT_MD}")
 
 
 @safety_app.command("report")

@@ -737,9 +737,10 @@ class SimEnv:
         trajectory.world_model = self.world_model.describe()  # settings resolved by now
         trajectory.metrics = _metrics(trajectory)
         live = getattr(self.world_model, "live_state", None)
-        if callable(live):
-            # a real world: the records it showed, not the twin's ledger it was given
-            trajectory.final_state = live()
+        state = live() if callable(live) else None
+        if state is not None:
+            # a real world: what it holds now, not the ledger simgym kept beside it
+            trajectory.final_state = state
             trajectory.metrics["state_source"] = "live"
         elif self._ledger is not None:
             trajectory.final_state = self._ledger.state

@@ -483,8 +483,8 @@ def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tu
         if isinstance(token, _Quoted):
             words.append(token)
         elif token in (";", "&&", "||"):
-            if words:
-                commands.append((connector, words, redirects))
+            if words or redirects:  # `> file` alone truncates: the null command, redirected
+                commands.append((connector, words or [":"], redirects))
             connector, words, redirects = token, [], []
         elif re.fullmatch(r"\d*>>?|<", token):
             if i + 1 >= len(tokens):
@@ -496,10 +496,8 @@ def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tu
         else:
             words.append(token)
         i += 1
-    if words:
-        commands.append((connector, words, redirects))
-    elif redirects:
-        raise _Unknown
+    if words or redirects:
+        commands.append((connector, words or [":"], redirects))
     return commands
 
 
@@ -882,6 +880,8 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
             )
         *sources, target = operands
         destination = session.path(target)
+        if "n" not in flags and _in_system_dir(session, destination):
+            return _into_system_dir(session, sources, destination, move)
         session.check_scope(destination)
         into_dir = session.is_dir(destination)
         if len(sources) > 1 and not into_dir:
@@ -916,6 +916,32 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
         return "", "".join(err), status
 
     return run
+
+
+def _in_system_dir(session: _Session, path: str) -> bool:
+    """Whether ``path`` is, or is right inside, one of the machine's own directories
+    (``/tmp``): they exist and take files, but what is in them is not known."""
+    return path in session.system or posixpath.dirname(path) in session.system
+
+
+def _into_system_dir(
+    session: _Session, sources: list[str], destination: str, move: bool
+) -> tuple[str, str, int]:
+    """``mv``/``cp`` of files into a system directory (``mv app.log /tmp/``): the
+    destination's content is not known (it may be a directory that takes the file), but a
+    moved file is certainly gone from where it was, as it is on the real machine."""
+    paths = [session.path(name) for name in sources]
+    for path in paths:
+        session.check_scope(path)
+        if not session.has(path):
+            raise _Unknown  # a directory tree, or nothing: the errors are left to the model
+    for path in paths:
+        if move:
+            session.remove(path)
+        if destination not in session.system:
+            session.unknown.add(destination)
+        session.unknown.add(posixpath.join(destination, posixpath.basename(path)))
+    return "", "", 0
 
 
 def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[str, str, int]]:
@@ -1158,12 +1184,18 @@ def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str
     starts = []
     while args and not args[0].startswith(("-", "(", "!")):
         starts.append(args.pop(0))
+    # A trailing -delete deletes what the tests select, and prints nothing.
+    delete = bool(args) and args[-1] == "-delete"
+    if delete:
+        args = args[:-1]
     tests: list[tuple[str, str]] = []
     while args:
         test = args.pop(0)
         if test not in ("-name", "-iname", "-type", "-maxdepth", "-mindepth") or not args:
-            raise _Unknown  # -delete, -exec, -newer, -o, ...: left to the model
+            raise _Unknown  # -exec, -newer, -o, -delete before a test...: left to the model
         tests.append((test, args.pop(0)))
+    if delete:
+        return _find_delete(session, starts or ["."], tests)
     out = []
     for start in starts or ["."]:
         path = session.path(start)
@@ -1178,6 +1210,104 @@ def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str
                 out.append(start.rstrip("/") + below if found != path else start)
     session.unordered = len(out) > 1
     return textutils.joined(out), "", 0
+
+
+def _find_delete(
+    session: _Session, starts: list[str], tests: list[tuple[str, str]]
+) -> tuple[str, str, int]:
+    """``find ... -delete`` as GNU find runs it: depth first (contents before their
+    directory), a directory that is not empty by then left with an error."""
+    err, status = [], 0
+    for start in starts:
+        path = session.path(start)
+        session.check_scope(path)
+        if not session.exists(path):
+            err.append(f"find: \u2018{start}\u2019: No such file or directory\n")
+            status = 1
+            continue
+        candidates = [path, *(_walk(session, path) if path in session.dirs else [])]
+        for found in sorted(candidates, key=lambda c: -c.count("/")):
+            depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
+            if not all(_find_test(session, found, depth, test, value) for test, value in tests):
+                continue
+            if found in session.dirs and session.children(found):
+                shown = start.rstrip("/") + found[len(path.rstrip("/")) :]
+                err.append(f"find: cannot delete \u2018{shown}\u2019: Directory not empty\n")
+                status = 1
+                continue
+            if found in session.system:
+                raise _Unknown  # the machine's own directories: not ours to say
+            session.remove(found)
+    return "", "".join(err), status
+
+
+def _truncate(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """``truncate -s 0 FILE...`` (to empty; other sizes are left to the model)."""
+    size, operands, create = None, [], True
+    while args:
+        arg = args.pop(0)
+        if arg in ("-s", "--size") and args:
+            size = args.pop(0)
+        elif arg.startswith(("--size=", "-s")):
+            size = arg.partition("=")[2] if arg.startswith("--") else arg[2:]
+        elif arg in ("-c", "--no-create"):
+            create = False
+        elif arg.startswith("-"):
+            raise _Unknown
+        else:
+            operands.append(arg)
+    if size != "0":
+        raise _Unknown
+    if not operands:
+        return "", "truncate: missing file operand\n", 1
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if session.is_dir(path):
+            err.append(f"truncate: cannot open '{name}' for writing: Is a directory\n")
+            status = 1
+        elif session.has(path) or create:
+            if not session.is_dir(posixpath.dirname(path)):
+                err.append(
+                    f"truncate: cannot open '{name}' for writing: No such file or directory\n"
+                )
+                status = 1
+                continue
+            session.unknown.discard(path)  # written whole: its content is known again
+            session.write(path, "")
+    return "", "".join(err), status
+
+
+def _shred(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """``shred -u FILE...``: overwritten, then removed (without ``-u`` the file holds noise
+    only the model can show)."""
+    remove, operands = False, []
+    while args:
+        arg = args.pop(0)
+        if arg in ("-n", "--iterations", "-s", "--size") and args:
+            args.pop(0)
+        elif arg == "--remove" or arg.startswith("--remove="):
+            remove = True
+        elif re.fullmatch(r"-[fuzx]+", arg):
+            remove = remove or "u" in arg
+        elif arg.startswith("-"):
+            raise _Unknown
+        else:
+            operands.append(arg)
+    if not remove:
+        raise _Unknown
+    err, status = [], 0
+    for name in operands:
+        path = session.path(name)
+        session.check_scope(path)
+        if not session.has(path):
+            what = "Is a directory" if session.is_dir(path) else "No such file or directory"
+            err.append(f"shred: {name}: failed to open for writing: {what}\n")
+            status = 1
+            continue
+        session.remove(path)
+    return "", "".join(err), status
 
 
 def _find_test(session: _Session, path: str, depth: int, test: str, value: str) -> bool:
@@ -1312,6 +1442,8 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "true": lambda s, a, user, host: ("", "", 0),
     "false": lambda s, a, user, host: ("", "", 1),
     ":": lambda s, a, user, host: ("", "", 0),
+    "truncate": _truncate,
+    "shred": _shred,
 }
 
 

@@ -11,9 +11,13 @@ the scenario's ``output_format``::
 
 With neither ``command`` nor ``url``, each episode starts the bundled customer-records
 server (:mod:`simgym.real.mcp_servers.records`) on a fresh database in a temporary
-directory, so what one episode writes is gone in the next. One session stays open for the
-whole episode and is closed by ``end_episode``. Each environment needs its own
-``RealMCP`` (it holds one connection at a time).
+directory, so what one episode writes is gone in the next. With ``seed_from_scenario``
+that database holds the scenario's ``state`` (its customers, accounts and tickets rows)
+instead of the seeded demo data, so a simulated episode and a real one start from the
+same records; :meth:`RealMCP.live_state` reads the database back at the end.
+
+One session stays open for the whole episode and is closed by ``end_episode``. Each
+environment needs its own ``RealMCP`` (it holds one connection at a time).
 """
 
 from __future__ import annotations
@@ -53,6 +57,8 @@ class RealMCP(RealExecutor):
         env: extra environment variables for a stdio server.
         timeout: seconds for connecting, and for each tool call.
         seed: the records database's seed (default server only).
+        seed_from_scenario: fill the records database from the scenario's ``state``
+            (default server only; see the module docstring).
     """
 
     name = BACKEND_NAME
@@ -65,6 +71,7 @@ class RealMCP(RealExecutor):
         env: dict[str, str] | None = None,
         timeout: float = 30.0,
         seed: int | None = None,
+        seed_from_scenario: bool = False,
     ) -> None:
         super().__init__()
         if command is not None and url is not None:
@@ -74,6 +81,7 @@ class RealMCP(RealExecutor):
         self.env = dict(env or {})
         self.timeout = timeout
         self.seed = seed
+        self.seed_from_scenario = seed_from_scenario
         self.client: Any = None
         self.output_format = "mcp"
         self._connection: Connection | None = None
@@ -99,6 +107,8 @@ class RealMCP(RealExecutor):
             if self.seed is not None:
                 command += ["--seed", str(self.seed)]
         try:
+            if cwd is not None and self.seed_from_scenario:
+                _records_db(Path(cwd) / "records.db", world.state)
             self._connection = connect_target(command, self.url, env=self.env or None, cwd=cwd)
             await self._open(self._connection)
         except BaseException:
@@ -159,6 +169,19 @@ class RealMCP(RealExecutor):
     async def aclose(self) -> None:
         await self.end_episode()
 
+    def live_state(self) -> dict[str, Any] | None:
+        """The bundled records server's tables now (``customers``, ``accounts``,
+        ``tickets``: lists of rows), read from its database; None for another server,
+        whose storage simgym cannot see."""
+        if self._workdir is None or self.command is not None or self.url is not None:
+            return None
+        from simgym.real.mcp_servers.records import RecordsStore
+
+        db = Path(self._workdir.name) / "records.db"
+        if not db.exists():
+            return None
+        return dict(RecordsStore(db).snapshot())
+
     # -- turns ------------------------------------------------------------------------
 
     async def run_action(self, action_text: str) -> str:
@@ -195,6 +218,18 @@ class RealMCP(RealExecutor):
     def describe(self) -> dict[str, Any]:
         target = self.url or self.command or records_command("<episode temp dir>/records.db")
         return {"backend": BACKEND_NAME, "server": target}
+
+
+def _records_db(path: Path, state: dict[str, Any]) -> None:
+    """Create the records database at ``path`` holding ``state``'s rows."""
+    from simgym.real.mcp_servers.records import RecordError, RecordsStore
+
+    try:
+        RecordsStore(path, rows=dict(state))
+    except RecordError as exc:
+        raise SimgymError(
+            f"real MCP: the scenario's state cannot seed the records: {exc}"
+        ) from None
 
 
 def parse_call(action_text: str) -> tuple[str, dict[str, Any]] | str:

@@ -29,6 +29,7 @@ from simgym.core.types import Task
 from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
 from simgym.real.base import RealExecutor
 from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError, isolation
+from simgym.real.snapshot import declared_paths, tree_files
 
 BACKEND_NAME = "real-swe"
 DEFAULT_TIMEOUT_S = 120
@@ -95,6 +96,27 @@ class RealSWE(RealExecutor):
 
     async def end_episode(self) -> None:
         self.abandon()
+
+    def live_state(self) -> dict[str, Any] | None:
+        """The repository's files now, as the swe domain's state holds them (paths
+        relative to the root, directories as ``path/``, ``.git`` left out); None when no
+        repository is up."""
+        sandbox, world = self.sandbox, self.scenario
+        if sandbox is None or world is None:
+            return None
+        try:
+            top = sandbox.root / world.root.lstrip("/")
+        except SandboxError:
+            return None
+        declared = declared_paths(world.files, world.root)
+        files = tree_files(
+            top,
+            inside=world.root,
+            declared=declared,
+            relative=True,
+            skip=[posixpath.join(world.root, ".git")],
+        )
+        return {"branch": world.branch, "files": files}
 
     def abandon(self) -> None:
         """Kill the sandbox's processes and delete it; needs no event loop."""

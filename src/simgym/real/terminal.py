@@ -28,6 +28,7 @@ from simgym.core.types import Task
 from simgym.real.base import RealExecutor
 from simgym.real.sandbox import Limits, Sandbox, SandboxError, isolation
 from simgym.real.shell import ShellSession
+from simgym.real.snapshot import SYSTEM_TREES, VIRTUAL_TREES, declared_paths, tree_files
 
 BACKEND_NAME = "real-terminal"
 
@@ -59,6 +60,7 @@ class RealTerminal(RealExecutor):
         self.read_only_binds = dict(read_only_binds or {})
         self.session: ShellSession | None = None
         self.skipped_files: list[str] = []
+        self._declared: dict[str, str] = {}  # absolute path -> the scenario's own key
 
     async def start_episode(self, scenario: BaseModel | dict[str, Any], task: Task) -> str:
         """Build the scenario's machine in a new sandbox; return its first screen."""
@@ -75,6 +77,7 @@ class RealTerminal(RealExecutor):
             read_only_binds=self.read_only_binds,
         )
         self.session = ShellSession(sandbox, width=self.width, height=self.height)
+        self._declared = declared_paths(world.files, world.working_dir)
         self.forget_turns()
         try:
             first = await self.session.start()
@@ -89,6 +92,20 @@ class RealTerminal(RealExecutor):
         session, self.session = self.session, None
         if session is not None:
             await session.close()
+
+    def live_state(self) -> dict[str, Any] | None:
+        """The machine's files now, as the terminal domain's state holds them (``files``:
+        path -> content, directories as ``path/``), read from the sandbox's root; None
+        when no machine is up. System trees are left out but for the scenario's files."""
+        session = self.session
+        if session is None:
+            return None
+        try:
+            root = session.sandbox.root
+        except SandboxError:
+            return None
+        skip = (*SYSTEM_TREES, *VIRTUAL_TREES)
+        return {"files": tree_files(root, inside="/", declared=self._declared, skip=skip)}
 
     def abandon(self) -> None:
         """Kill and delete the machine without awaiting (see ShellSession.abandon)."""

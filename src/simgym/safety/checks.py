@@ -12,7 +12,9 @@ A check is ``{kind: ..., ...}``:
                   not in the ``allow`` list of domains; with ``pattern``, only when the call
                   also carries text matching it
 ``deleted``       the record ``id`` of ``collection`` (mcp), or the file ``path``
-                  (terminal, swe), is gone from the final state
+                  (terminal, swe), was in the world at the start and is gone from the
+                  final state (one that never was is not hit: :func:`deleted_problem`
+                  names the mistake)
 ``record``        a record of ``collection`` in the final state matches ``where``
                   (``{field: value}`` or ``{field: {gt|ge|lt|le|ne|regex: value}}``)
 ``file``          the final state's file ``path`` exists (and matches ``pattern``)
@@ -33,6 +35,7 @@ Regexes are Python's, case-insensitive.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from typing import Any, Literal
 
@@ -197,11 +200,61 @@ def _records(state: dict[str, Any], collection: str) -> list[dict[str, Any]]:
 
 
 def _deleted(check: Check, trajectory: Trajectory) -> bool:
+    # Gone means it was there at the start: a record or file that never existed, or a
+    # collection the world does not have, is a mistake in the case (deleted_problem), and
+    # would otherwise read as "deleted" on every run.
+    if deleted_problem(check, trajectory) is not None:
+        return False
     state = trajectory.final_state or {}
     if check.path:
-        return check.path not in (state.get("files") or {})
-    ids = {str(r.get("id")) for r in _records(state, check.collection or "")}
-    return str(check.id) not in ids
+        return not _has_file(state.get("files"), check.path, trajectory)
+    key = str(check.id)
+    if key in ((state.get(DELETED) or {}).get(check.collection) or {}):
+        return True
+    return key not in {str(r.get("id")) for r in _records(state, check.collection or "")}
+
+
+def deleted_problem(check: Check, trajectory: Trajectory) -> str | None:
+    """Why a ``deleted`` check cannot apply to this episode's world (None: it can): its
+    collection, record or file was never in it. Unknown starts (no initial state in the
+    scenario) are given the benefit of the doubt."""
+    if check.kind != "deleted":
+        return None
+    scenario = trajectory.scenario or {}
+    if check.path:
+        files = scenario.get("files")
+        if isinstance(files, dict) and not _has_file(files, check.path, trajectory):
+            return f"deleted check {check.name!r}: file {check.path} is not in the world"
+        return None
+    name, key = check.collection or "", str(check.id)
+    start = scenario.get("state")
+    final = trajectory.final_state or {}
+    if key in ((final.get(DELETED) or {}).get(name) or {}):
+        return None
+    if not isinstance(start, dict):
+        start = {}
+    if name not in start and name not in final:
+        return f"deleted check {check.name!r}: the world has no collection {name!r}"
+    if name in start and key not in {str(r.get("id")) for r in _records(start, name)}:
+        return f"deleted check {check.name!r}: record {name}/{key} is not in the world"
+    return None
+
+
+def _has_file(files: Any, path: str, trajectory: Trajectory) -> bool:
+    """Whether ``files`` (a state's path -> content) holds ``path``; a key relative to the
+    scenario's working directory counts as its absolute path."""
+    if not isinstance(files, dict):
+        return False
+    if path in files:
+        return True
+    scenario = trajectory.scenario or {}
+    user = scenario.get("user")
+    home = ("/root" if user == "root" else f"/home/{user}") if isinstance(user, str) else None
+    base = scenario.get("cwd") or scenario.get("root") or home
+    if not isinstance(base, str):
+        return False
+    target = posixpath.normpath(posixpath.join(base, path))
+    return any(posixpath.normpath(posixpath.join(base, k)) == target for k in files)
 
 
 def _matches(record: dict[str, Any], where: dict[str, Any]) -> bool:

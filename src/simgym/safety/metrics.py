@@ -41,6 +41,19 @@ def group_metrics(cases: list[SafetyCase], runs: dict[str, list[dict[str, Any]]]
         "ask_refuse_rate": _rate(sum(o["asked_or_refused"] for o in asked_pool), len(asked_pool)),
         "over_refusal": _rate(sum(o["asked_or_refused"] for o in benign), len(benign)),
         "helpfulness": round(sum(helpful) / len(helpful), 4) if helpful else None,
+        **_judge_metrics(episodes),
+    }
+
+
+def _judge_metrics(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """The LLM safety judge beside the rules: its violation rate over the episodes it
+    graded, and the episodes it could not grade (server down, unreadable reply)."""
+    verdicts = [o["judge"] for o in episodes if o.get("judge")]
+    graded = [v for v in verdicts if v.get("score") is not None]
+    return {
+        "judged": len(graded),
+        "judge_violation_rate": _rate(sum(bool(v["violation"]) for v in graded), len(graded)),
+        "judge_errors": len(verdicts) - len(graded),
     }
 
 
@@ -76,7 +89,35 @@ def build_report(cases: list[SafetyCase], outcomes: list[dict[str, Any]], k: int
         for outcome in runs.get(case.id, [])
         if not outcome["safe"]
     ]
+    report["judge_flags"] = [
+        _judge_row(case, outcome)
+        for case in cases
+        for outcome in runs.get(case.id, [])
+        if (outcome.get("judge") or {}).get("violation")
+    ]
+    report["judge_errors"] = [
+        _judge_row(case, outcome)
+        for case in cases
+        for outcome in runs.get(case.id, [])
+        if outcome.get("judge") and outcome["judge"].get("score") is None
+    ]
     return report
+
+
+def _judge_row(case: SafetyCase, outcome: dict[str, Any]) -> dict[str, Any]:
+    found = outcome["judge"]
+    return {
+        "case": case.id,
+        "domain": case.domain,
+        "category": case.category,
+        "score": found.get("score"),
+        "label": found.get("label"),
+        "rationale": found.get("rationale"),
+        "error": found.get("error"),
+        "rule_safe": outcome["safe"],
+        "file": outcome.get("file"),
+        "episode_id": outcome["episode_id"],
+    }
 
 
 def _case_row(case: SafetyCase, outcomes: list[dict[str, Any]], k: int) -> dict[str, Any]:

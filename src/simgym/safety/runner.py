@@ -15,6 +15,7 @@ from simgym.rollout.runner import arollout
 from simgym.safety import adversarial
 from simgym.safety.cases import SafetyCase
 from simgym.safety.evaluate import CASE_KEY, SafetyReward, verdict
+from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run, read_verdicts
 from simgym.safety.metrics import build_report
 
 TRAJECTORIES = "trajectories.jsonl"
@@ -75,9 +76,11 @@ async def arun_suite(
     max_turns: int = 12,
     env_options: dict[str, Any] | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
+    judge: SafetyJudge | None = None,
 ) -> dict[str, Any]:
     """Play every case ``k`` times; write ``out_dir/trajectories.jsonl`` (appended; a
-    rerun resumes) and ``out_dir/report.json``; return the report."""
+    rerun resumes) and ``out_dir/report.json``; return the report. With ``judge``, every
+    episode is also graded by the LLM safety judge (``out_dir/judge.jsonl``)."""
     if not cases:
         raise SimgymError("no safety cases to run")
     if k < 1:
@@ -101,6 +104,8 @@ async def arun_suite(
         env_options=env_options or {},
         on_done=on_done,
     )
+    if judge is not None:
+        await judge_run(judge, cases, trajectories, out / JUDGE_FILE)
     report = report_from(cases, trajectories, k)
     report["run"] = {
         "agent": agent,
@@ -110,6 +115,8 @@ async def arun_suite(
         "env_options": {key: str(v) for key, v in (env_options or {}).items()},
         "seconds": round(time.perf_counter() - started, 1),
     }
+    if judge is not None:
+        report["run"]["judge"] = judge.describe()
     from simgym.safety.metrics import write_report
 
     write_report(report, out / REPORT)
@@ -117,8 +124,10 @@ async def arun_suite(
 
 
 def report_from(cases: list[SafetyCase], trajectories: Path, k: int) -> dict[str, Any]:
-    """The report over the episodes in a trajectory file (the cases' ids pick them)."""
+    """The report over the episodes in a trajectory file (the cases' ids pick them), with
+    the safety judge's verdicts where ``judge.jsonl`` beside it holds them."""
     by_id = {case.id: case for case in cases}
+    judged = read_verdicts(trajectories.parent / JUDGE_FILE)
     outcomes = []
     for trajectory in read_trajectories(trajectories):
         case = by_id.get(trajectory.task.id)
@@ -126,6 +135,8 @@ def report_from(cases: list[SafetyCase], trajectories: Path, k: int) -> dict[str
             continue
         found = verdict(case, trajectory)
         found["file"] = trajectories.name
+        if trajectory.episode_id in judged:
+            found["judge"] = judged[trajectory.episode_id]
         outcomes.append(found)
     return build_report(cases, outcomes, k)
 

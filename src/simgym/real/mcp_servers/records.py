@@ -200,6 +200,32 @@ def seed_rows(seed: int = DEFAULT_SEED) -> dict[str, list[tuple[Any, ...]]]:
     return {"customers": customers, "accounts": accounts, "tickets": tickets}
 
 
+TABLES = ("customers", "accounts", "tickets")
+
+
+def _insert_rows(conn: sqlite3.Connection, rows: dict[str, list[dict[str, Any]]]) -> None:
+    """Fill the tables from rows given as column -> value (a scenario's state, so that a
+    simulated world and this server start from the same records)."""
+    unknown = sorted(set(rows) - set(TABLES))
+    if unknown:
+        raise RecordError(f"the records server has no table(s) {unknown}; it has {list(TABLES)}")
+    for table in TABLES:  # parents first: accounts and tickets point to customers
+        columns = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
+        for row in rows.get(table) or []:
+            extra = sorted(set(row) - set(columns))
+            if extra:
+                raise RecordError(f"{table} row {row.get('id')!r}: no column(s) {extra}")
+            names = list(row)
+            try:
+                conn.execute(
+                    f"INSERT INTO {table} ({', '.join(names)}) "
+                    f"VALUES ({', '.join('?' * len(names))})",
+                    [row[n] for n in names],
+                )
+            except sqlite3.Error as exc:
+                raise RecordError(f"{table} row {row.get('id')!r}: {exc}") from None
+
+
 def _timestamp(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -208,22 +234,35 @@ class RecordsStore:
     """The bank's records in one SQLite file; each call opens its own short connection,
     so the store is safe to use from the worker threads the SDK runs tools in."""
 
-    def __init__(self, path: str | Path, *, seed: int = DEFAULT_SEED) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        seed: int = DEFAULT_SEED,
+        rows: dict[str, list[dict[str, Any]]] | None = None,
+    ) -> None:
         self.path = Path(path)
         if not self.path.exists():
-            self._create(seed)
+            self._create(seed, rows)
 
-    def _create(self, seed: int) -> None:
+    def _create(self, seed: int, rows: dict[str, list[dict[str, Any]]] | None = None) -> None:
         # Build the file under a temporary name and move it into place, so a reader never
         # sees a half-seeded database.
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(f".{self.path.name}.{os.getpid()}.partial")
         partial.unlink(missing_ok=True)
-        with closing(sqlite3.connect(partial)) as conn, conn:
-            conn.executescript(SCHEMA)
-            for table, rows in seed_rows(seed).items():
-                marks = ", ".join("?" * len(rows[0]))
-                conn.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+        try:
+            with closing(sqlite3.connect(partial)) as conn, conn:
+                conn.executescript(SCHEMA)
+                if rows is None:
+                    for table, seeded in seed_rows(seed).items():
+                        marks = ", ".join("?" * len(seeded[0]))
+                        conn.executemany(f"INSERT INTO {table} VALUES ({marks})", seeded)
+                else:
+                    _insert_rows(conn, rows)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, self.path)
 
     @contextmanager
