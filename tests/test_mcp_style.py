@@ -117,7 +117,7 @@ def test_a_value_the_server_may_refuse_or_rewrite_is_not_claimed():
 
     taken = update("ana@example.com")
     assert taken.observation is None
-    assert taken.effects == {"_partial": {"customers": {"C-2": ["email"]}}}  # not changed
+    assert taken.effects["_partial"] == {"customers": {"C-2": ["email"]}}  # not changed
     assert any("C-1 already has email" in fact for fact in taken.facts)
     assert "not a well-formed" in update("ben@example").facts[-1]
     assert "lower case" in update("Ben@Example.com").facts[-1]
@@ -208,3 +208,19 @@ def test_a_created_records_server_fields_come_from_its_answer():
         envelope(json.dumps(made)),
     )
     assert state["tickets"][3] == made and "T-4" not in state["_partial"].get("tickets", {})
+
+
+def test_a_refused_update_changed_nothing():
+    scenario, state = _customers_scenario()
+    args = {"customer_id": "C-2", "email": "ana@example.com"}  # taken by C-1
+    refused = envelope("Error executing tool update_email: email already used", True)
+    _, state = step(scenario, state, "update_email", args, refused)
+    assert not mcp_style.partial(state, "customers", "C-2")
+    get = Action.tool_call("update_email", {"customer_id": "C-2", "email": "b.2@example.com"})
+    assert MCP.ground(get, state, scenario).observation is not None  # known again
+    # a doubted update the server accepted shows the record: its fields come from there
+    args = {"customer_id": "C-3", "email": "Caro@Example.com"}
+    shown = {"id": "C-3", "name": "Caro", "email": "caro@example.com"}
+    _, state = step(scenario, state, "update_email", args, envelope(json.dumps(shown)))
+    assert state["customers"][2]["email"] == "caro@example.com"
+    assert not mcp_style.partial(state, "customers", "C-3")

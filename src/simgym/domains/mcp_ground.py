@@ -521,7 +521,9 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     if doubts:
         before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
         # until the server shows the record again, these fields are not known
-        unsure = mcp_style.mark_partial(call.collection, call.id_value, sorted(changes))
+        unsure = mcp_style.mark_partial(
+            call.collection, call.id_value, sorted(changes), tool=call.tool
+        )
         return Grounding(facts=[before, *doubts], effects=unsure)
     after = {**record, **changes}
     shown = exact_result(mcp_style.arrange(after, call.collection, state), fmt, state)

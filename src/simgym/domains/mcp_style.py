@@ -58,9 +58,16 @@ def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
 PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}
 
 
-def mark_partial(collection: str, record_id: Any, fields: list[str]) -> dict[str, Any]:
-    """The ledger patch that notes a created record's fields only the server knows."""
-    return {PARTIAL: {collection: {str(record_id): list(fields)}}}
+def mark_partial(
+    collection: str, record_id: Any, fields: list[str], *, tool: str | None = None
+) -> dict[str, Any]:
+    """The ledger patch that notes a record's fields only the server knows (a create's
+    defaults, or the fields of an update it may refuse or rewrite). With ``tool``, an
+    error answer of that call clears the note again: a refused call changed nothing."""
+    patch: dict[str, Any] = {PARTIAL: {collection: {str(record_id): list(fields)}}}
+    if tool is not None:
+        patch[STYLE] = {"doubt": [tool, collection, str(record_id)]}
+    return patch
 
 
 def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
@@ -176,10 +183,14 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
     style = dict(before)
     tool = getattr(action, "name", None) or ""
     text, failed = _result_text(observation)
+    doubt = style.pop("doubt", None)
+    cleared = None
     if text is not None and failed:
         prefix = _error_prefix(text, tool)
         if prefix is not None:
             style["error_prefix"] = prefix
+        if isinstance(doubt, list) and len(doubt) == 3 and doubt[0] == tool:
+            cleared = {PARTIAL: {doubt[1]: {doubt[2]: None}}}  # refused: nothing changed
     value = _loads(text) if text is not None and not failed else None
     completed = None
     if isinstance(value, dict | list):
@@ -204,8 +215,8 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
                 lists[tool] = learned
                 style.pop("pending")
             style["lists"] = lists
-    patch = _patch(before, style)
-    return {**(patch or {}), **completed} if completed else patch
+    patch = {**(_patch(before, style) or {}), **(completed or {}), **(cleared or {})}
+    return patch or None
 
 
 def _loads(text: str) -> Any:
