@@ -187,7 +187,8 @@ def test_episode_page_shows_every_part_of_a_turn(client, files):
     assert "Inspect application 6" in page
     assert "fault: timeout" in page and "injected fault" in page
     assert "grounding facts" in page and "3075" in page
-    assert "state patch" in page and "world model timed out" in page
+    assert "ledger change" in page and "state update (world model)" in page
+    assert "world model timed out" in page
     assert 'class="obs tree"' in page  # the accessibility tree, indentation kept
     assert "<details" in page and "notes.txt" in page  # JSON folded
     assert "the cart is empty" in page

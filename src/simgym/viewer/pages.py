@@ -241,8 +241,9 @@ def turn_block(turn: Turn, domain: str) -> str:
         parts.append(details("injected fault", json_block(turn.perturbation), opened=True))
     if turn.grounding:
         parts.append(details("grounding facts", json_block(turn.grounding)))
-    if turn.state_patch is not None:
-        parts.append(details("state patch", json_block(turn.state_patch)))
+    change = ledger_change(turn)
+    if change:
+        parts.append(details("ledger change", json_block(change)))
     if turn.state_error:
         parts.append(f'<p class="err">state not applied: {e(turn.state_error)}</p>')
     return f'<section class="turn" id="turn-{turn.index}" tabindex="-1">{"".join(parts)}</section>'
@@ -460,3 +461,17 @@ def report_page(name: str, kind: str, body_html: str, links: Links) -> str:
     titles = {"safety": "Safety report", "score": "Fidelity score", "consistency": "Consistency"}
     title = titles.get(kind, "Report")
     return layout(name, f"<h1>{title}: {e(name)}</h1>{body_html}", links)
+
+
+def ledger_change(turn: Turn) -> dict[str, Any]:
+    """What the turn did to the hidden state, by who did it: simgym's certain effects,
+    the model's own update, and the keys the observation itself set (a GUI's screen)."""
+    grounding = turn.grounding or {}
+    change: dict[str, Any] = {}
+    if grounding.get("effects"):
+        change["certain effects (simgym)"] = grounding["effects"]
+    if turn.state_patch is not None:
+        change["state update (world model)"] = turn.state_patch
+    if grounding.get("observed"):
+        change["read off the observation"] = grounding["observed"]
+    return change
