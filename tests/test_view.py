@@ -128,7 +128,13 @@ def files(tmp_path: Path) -> dict[str, Path]:
             "metrics": {"edit_similarity": 0.8},
         }
     ]
-    score.write_text(json.dumps(score_rows(rows)))
+    rows.append({**rows[0], "key": "k2", "metrics": {"edit_similarity": 0.1}})
+    rows[1].update(
+        current_prompt="### Turn 2\n\n**Action:**\nget_customer C-9", reference="no such"
+    )
+    predictions = tmp_path / "predictions.jsonl"
+    predictions.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    score.write_text(json.dumps(score_rows(rows, sources=[str(predictions)])))
     return {
         "runs": runs,
         "sim": sim_path,
@@ -221,6 +227,9 @@ def test_reports_as_tables_and_charts_with_links(client, files):
     assert f'href="/episode/{rowid}"' in safety
     score = client.get("/report/1").text
     assert "Fidelity score" in score and "<svg" in score and "mcp" in score
+    # the worst rows first, each with its conversation
+    worst = score.split("worst rows", 1)[1]
+    assert worst.index("k2") < worst.index("k1") and "get_customer C-9" in worst
 
 
 def test_a_consistency_report_is_a_pass_rate_table(tmp_path):

@@ -212,4 +212,45 @@ def _score(report: dict[str, Any]) -> str:
                 ],
             )
         )
+    out.append(_worst_rows(report))
     return "".join(out)
+
+
+WORST = 10
+
+
+def _worst_rows(report: dict[str, Any]) -> str:
+    """The lowest-scoring rows of the report's sources (the judged or predictions files,
+    when they are still there), each with its conversation: the turn's action, the
+    model's observation and the real one."""
+    from simgym.bench.store import latest_by_key, load_results
+
+    rows: list[dict[str, Any]] = []
+    for source in report.get("sources") or []:
+        if Path(source).is_file():
+            rows.extend(load_results(source))
+    if not rows:
+        return ""
+
+    def badness(row: dict[str, Any]) -> float:
+        if isinstance(row.get("total_score"), int | float):
+            return float(row["total_score"]) / 100
+        metrics = row.get("metrics") or {}
+        value = metrics.get("edit_similarity")
+        return float(value) if isinstance(value, int | float) else -1.0
+
+    worst = sorted(latest_by_key(rows).values(), key=badness)[:WORST]
+    items = []
+    for row in worst:
+        judge = row.get("judge") or {}
+        said = "; ".join(judge.get("weaknesses") or [])
+        body = (
+            f'<div class="label">action (turn {e(row.get("turn_idx"))})</div>'
+            f'<pre class="text">{e(row.get("current_prompt"))}</pre>'
+            f'<div class="label">model</div><pre class="text">{e(row.get("observation"))}</pre>'
+            f'<div class="label">real</div><pre class="text">{e(row.get("reference"))}</pre>'
+            + (f"<p>judge: {e(said)}</p>" if said else "")
+        )
+        title = f"{row.get('domain')} {row.get('key')}: score {fmt(badness(row))}"
+        items.append(f"<details><summary>{e(title)}</summary>{body}</details>")
+    return f"<h2>The {len(worst)} worst rows</h2>" + "".join(items)
