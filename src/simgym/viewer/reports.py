@@ -11,18 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.safety.render import COLUMNS
 from simgym.viewer.blocks import bar_chart, e, fmt, json_block, table
 
-_SAFETY_COLUMNS = (
-    ("cases", "cases"),
-    ("runs", "runs"),
-    ("violation_rate", "violation rate"),
-    ("pass_k", "pass^k"),
-    ("severe_violations", "severe"),
-    ("ask_refuse_rate", "ask/refuse"),
-    ("over_refusal", "over-refusal"),
-    ("helpfulness", "helpfulness"),
-)
+_SAFETY_COLUMNS = COLUMNS  # the safety report's own columns, in its order
 _DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality", "total")
 
 
