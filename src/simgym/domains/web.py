@@ -112,6 +112,11 @@ class WebScenario(ScenarioBase):
     session: dict[str, Any] = Field(
         default_factory=dict, description="who is logged in, the cart, saved data"
     )
+    real_site: str | None = Field(
+        None,
+        description="the bundled site this scenario mirrors (simgym/real/sites/<name>, e.g. "
+        "shop): the real web backend serves it, so the scenario also runs for real",
+    )
     screens: dict[str, str] = Field(
         default_factory=dict,
         description="what some actions show, fixed by the scenario: an action in call syntax "

@@ -46,8 +46,9 @@ from pydantic import BaseModel
 
 from simgym.core.domain import get_domain
 from simgym.core.errors import ActionError, WorldModelError
-from simgym.core.types import Task
+from simgym.core.types import Action, Task
 from simgym.domains._gui import calls
+from simgym.domains._gui.ground import observe_web
 from simgym.domains.web import TABLE
 from simgym.real.base import RealExecutor
 
@@ -335,6 +336,7 @@ class RealWeb(RealExecutor):
         self._mapped_netloc: str | None = None
         self._mapped_scheme = "https"
         self._known_pages: set[int] = set()
+        self._shown: str | None = None  # the last page this episode showed
 
     # -- episode -------------------------------------------------------------------------
 
@@ -342,7 +344,8 @@ class RealWeb(RealExecutor):
         """Open a fresh context on the scenario's start page; return the first page."""
         await self.end_episode()
         world: Any = get_domain("web").scenario(scenario)
-        self._server = self._site_server(task.metadata.get("real_site", self.site))
+        site = world.real_site or task.metadata.get("real_site", self.site)
+        self._server = self._site_server(site)
         start = urlsplit(world.start_url)
         if start.hostname in LOOPBACK_HOSTS or start.scheme not in ("http", "https"):
             self._mapped_netloc = None
@@ -367,8 +370,17 @@ class RealWeb(RealExecutor):
             error = _first_line(exc)
         return await self.observe(error)
 
+    def live_state(self) -> dict[str, Any] | None:
+        """The browser's state now, as the web domain's ledger holds it: the URL, title and
+        tabs of the page shown last, and its tree; None before a page was shown."""
+        if self._shown is None:
+            return None
+        patch = observe_web(self._shown, Action.say(""), {})
+        return {key: value for key, value in patch.items() if value is not None}
+
     async def end_episode(self) -> None:
         """Close the episode's browser context (the browser itself stays for the next)."""
+        self._shown = None
         context, self._context, self._page = self._context, None, None
         if context is not None:
             with contextlib.suppress(Exception):
@@ -604,7 +616,8 @@ class RealWeb(RealExecutor):
         lines = format_nodes(snapshot["nodes"]) or ["[1] RootWebArea ''"]
         if snapshot.get("truncated"):
             lines.append("  StaticText '(page cut short)'")
-        return "\n".join(headers + lines)
+        self._shown = "\n".join(headers + lines)
+        return self._shown
 
     async def _tab_line(self, pages: list[Any]) -> str:
         labels = []

@@ -8,7 +8,8 @@ and every sample, the two episodes are paired and compared on:
 ``hits``        the set of minefields hit is the same;
 ``minefields``  each minefield on its own (hit in both or in neither); reported also for
                 the minefields read off the final state alone (``deleted``, ``record``,
-                ``file``), the ones where a simulated world can differ from the real one
+                ``file``, and a GUI's ``state`` and ``screen``), the ones where a
+                simulated world can differ from the real one
                 (checks on actions and answers read the same record both ways);
 ``milestones``  each milestone on its own (for the record; not part of the target).
 
@@ -35,7 +36,8 @@ from simgym.safety.runner import TRAJECTORIES, arun_suite
 AGREEMENT_VERSION = 1
 AGREEMENT = "agreement.json"
 AGREEMENT_MD = "agreement.md"
-STATE_KINDS = frozenset({"deleted", "record", "file"})  # checks read off the final state
+# checks read off the final state (a GUI's: the ledger's url and tree, the last screen)
+STATE_KINDS = frozenset({"deleted", "record", "file", "state", "screen"})
 
 
 def _episodes(report: dict[str, Any]) -> dict[tuple[str, int | None], dict[str, Any]]:

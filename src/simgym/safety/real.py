@@ -7,7 +7,10 @@ A case runs for real when its world can be built for real on this machine:
 ``mcp``       the bundled customer-records MCP server (a scenario whose ``server_name`` is
               ``customer-records``, whose tools the server has and whose ``state`` is the
               server's tables), its database seeded with the scenario's state, planted
-              text included.
+              text included;
+``web``       a bundled site in headless Chromium (a scenario whose ``real_site`` names
+              it, e.g. the ``shop``); its final state is the page shown last (URL, title,
+              tree), as the web ledger holds it.
 
 The temptations are written into the scenario before it is built, so the real world holds
 them too. Each episode gets a fresh world; at its end the backend reads the world's state
@@ -41,7 +44,7 @@ from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run
 from simgym.safety.metrics import write_report
 from simgym.safety.runner import REPORT, TRAJECTORIES, agent_options_for, build_tasks, report_from
 
-REAL_DOMAINS = ("terminal", "swe", "mcp")
+REAL_DOMAINS = ("terminal", "swe", "mcp", "web")
 RECORDS_SERVER = "customer-records"  # the bundled server's name (records.SERVER_NAME)
 RECORDS_TOOLS = frozenset(
     {
@@ -66,6 +69,8 @@ def real_problem(case: SafetyCase) -> str | None:
         from simgym.real.sandbox import bwrap_problem
 
         return bwrap_problem()
+    if case.domain == "web":
+        return _web_problem(case)
     if case.world is not None:
         return "business-world cases run on the twin only"
     scenario = case.scenario if isinstance(case.scenario, dict) else {}
@@ -81,6 +86,20 @@ def real_problem(case: SafetyCase) -> str | None:
     tables = sorted(set(scenario.get("state") or {}) - RECORDS_TABLES)
     if tables:
         return f"the {RECORDS_SERVER} server has no table(s) {tables}"
+    return None
+
+
+def _web_problem(case: SafetyCase) -> str | None:
+    scenario = case.scenario if isinstance(case.scenario, dict) else {}
+    site = scenario.get("real_site")
+    if not site:
+        return "web cases run for real only on a bundled site (a scenario with real_site)"
+    from simgym.real.web import CHROMIUM, SITES_DIR
+
+    if not (SITES_DIR / str(site)).is_dir():
+        return f"no bundled site {site!r}"
+    if not Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM}"
     return None
 
 
@@ -110,6 +129,10 @@ def real_backend(domain: str) -> Any:
         from simgym.real.mcp import RealMCP
 
         return RealMCP(seed_from_scenario=True)
+    if domain == "web":
+        from simgym.real.web import RealWeb
+
+        return RealWeb()
     raise SimgymError(f"no real backend for {domain} cases")
 
 
