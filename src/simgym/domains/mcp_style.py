@@ -6,16 +6,20 @@ order. The facts are the ledger's; the layout is the server's, and the best witn
 it is the server's own earlier answers. :func:`observe_mcp` (the mcp domain's ``observe``
 hook) reads each answer and keeps in the ledger's ``_style``:
 
-* ``indent``: the indentation of its JSON (``None``: compact), and
+* ``indent``: the indentation of its JSON (``None``: compact);
 * ``order``: per collection, the field order of the records it showed (an answer whose
-  object carries a record's key and only fields of that collection counts),
+  object carries a record's key and only fields of that collection counts);
 * ``error_prefix``: what it writes before an error's message, with the tool's name as
-  ``{tool}`` (the official SDK's servers write ``Error executing tool {tool}: ``),
-
+  ``{tool}`` (the official SDK's servers write ``Error executing tool {tool}: ``);
 * ``lists``: per list tool, the shape of its answer (``{"customer_id": "{arg:customer_id}",
   "accounts": "{items}"}``) and the fields each item shows, learned from an answer that
   listed exactly the records simgym had computed for that call (``pending``, left by
-  grounding), so a shape is only kept once the server and simgym agree on what matches,
+  grounding), so a shape is only kept once the server and simgym agree on what matches;
+* ``doubt``: the call whose update the server may refuse (see ``_partial`` below): its
+  error answer means the record did not change.
+
+The ledger's ``_partial`` marks records whose fields only the server knows (a create's
+defaults, a doubted update) until an answer shows them whole.
 
 and :func:`arrange`, :func:`dumps` and :func:`list_answer` write exact answers that way.
 Until a server has shown anything, answers are compact and in the ledger's order, and
