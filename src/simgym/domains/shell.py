@@ -150,6 +150,7 @@ class _Session:
         home: str,
         unknown: set[str],
         clock: datetime | None = None,
+        system: set[str] | frozenset[str] = frozenset(),
     ) -> None:
         self.files = files
         self.clock = clock  # every file's time in `ls -l`; None: long listings are unknown
@@ -159,7 +160,10 @@ class _Session:
         self.cwd = cwd
         self.env = dict(env)
         self.home = home
-        self.system: set[str] = set()  # the machine's own directories (SYSTEM_DIRS)
+        # the machine's own directories (SYSTEM_DIRS): they exist, their content unknown
+        self.system = set(system)
+        self.dirs |= self.system
+        self.unknown |= self.system
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
         self.unordered = False  # the output follows the file system's listing order
         self.to_terminal = True  # where the running command's output goes (ls's layout)
@@ -256,9 +260,7 @@ def run_line(
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
-    session = _Session(files, cwd, env or {}, home, given | system, clock)
-    session.system = system
-    session.dirs |= system
+    session = _Session(files, cwd, env or {}, home, set(given), clock, system)
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -469,36 +471,32 @@ def _tokens(text: str) -> list[str]:
     return tokens
 
 
-def _split(line: str, env: dict[str, str]) -> list[tuple[str, list[str], list[tuple[str, str]]]]:
-    """Commands joined by ``;``, ``&&``, ``||``, each with its redirections. Pipes,
-    subshells, here-docs and background jobs are left to the model."""
-    if not line:
-        return []
+def _stage(line: str, env: dict[str, str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """One command of a pipe (:func:`_commands` split the line), expanded as bash expands
+    it when it runs: its words and its redirections (``> file`` alone is the null
+    command, redirected: it truncates). Operators left in it (from an expansion),
+    subshells, here-docs and other descriptors' juggling are left to the model."""
     tokens = _tokens(_expand(line, env))
-    commands: list[tuple[str, list[str], list[tuple[str, str]]]] = []
-    connector, words, redirects = ";", [], []
+    words: list[str] = []
+    redirects: list[tuple[str, str]] = []
     i = 0
     while i < len(tokens):
         token = tokens[i]
         if isinstance(token, _Quoted):
             words.append(token)
-        elif token in (";", "&&", "||"):
-            if words or redirects:  # `> file` alone truncates: the null command, redirected
-                commands.append((connector, words or [":"], redirects))
-            connector, words, redirects = token, [], []
         elif re.fullmatch(r"\d*>>?|<", token):
             if i + 1 >= len(tokens):
                 raise _Unknown
             redirects.append((token, tokens[i + 1]))
             i += 1
         elif set(token) <= set(";&|<>"):
-            raise _Unknown  # a pipe, background job, input redirection...
+            raise _Unknown
         else:
             words.append(token)
         i += 1
-    if words or redirects:
-        commands.append((connector, words or [":"], redirects))
-    return commands
+    if not (words or redirects):
+        raise _Unknown
+    return words or [":"], redirects
 
 
 # -- commands -----------------------------------------------------------------------
@@ -511,10 +509,7 @@ def _pipeline(session: _Session, stages: list[str], *, user: str, host: str) -> 
     session.unordered = False
     shown, status, data = "", 0, None
     for position, stage in enumerate(stages):
-        parsed = _split(stage, session.env)
-        if len(parsed) != 1:
-            raise _Unknown
-        _, words, redirects = parsed[0]
+        words, redirects = _stage(stage, session.env)
         session.stdin = data
         session.to_terminal = position == len(stages) - 1
         try:
@@ -594,18 +589,7 @@ def _glob(session: _Session, words: list[str]) -> list[str]:
 
 def _flags(args: list[str], allowed: str) -> tuple[set[str], list[str]]:
     """Short flags (``-la``) and operands; an unknown flag makes the output uncertain."""
-    flags, operands = set(), []
-    done = False
-    for arg in args:
-        if not done and arg == "--":
-            done = True
-        elif not done and arg.startswith("-") and len(arg) > 1:
-            for letter in arg[1:]:
-                if letter not in allowed:
-                    raise _Unknown
-                flags.add(letter)
-        else:
-            operands.append(arg)
+    flags, _, operands = _options(args, allowed, "")
     return flags, operands
 
 
@@ -749,9 +733,7 @@ def _ls_key(name: str) -> tuple[str, str]:
 def _cat(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     flags, operands = _flags(args, "")
     if not operands:
-        if session.stdin is None:
-            raise _Unknown  # waits for the keyboard
-        return session.stdin, "", 0
+        return _stdin(session), "", 0
     out, err, status = [], [], 0
     for name in operands:
         path = session.path(name)
@@ -963,9 +945,7 @@ def _head_tail(tail: bool) -> Callable[[_Session, list[str], str, str], tuple[st
                 operands.append(arg)
             i += 1
         if not operands:
-            if session.stdin is None:
-                raise _Unknown  # waits for the keyboard
-            lines = session.stdin.splitlines(keepends=True)
+            lines = _stdin(session).splitlines(keepends=True)
             chosen = lines[-count:] if tail and count else [] if tail else lines[:count]
             return "".join(chosen), "", 0
         out, err, status = [], [], 0
@@ -993,10 +973,9 @@ def _wc(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
     if len(flags) != 1 or len(operands) > 1:
         raise _Unknown
     if not operands:
-        if session.stdin is None:
-            raise _Unknown  # waits for the keyboard
+        counted = _count(_stdin(session), flags.pop())
         session.unordered = False  # a count does not depend on the order
-        return f"{_count(session.stdin, flags.pop())}\n", "", 0
+        return f"{counted}\n", "", 0
     name = operands[0]
     path = session.path(name)
     session.check_scope(path)
@@ -1040,13 +1019,18 @@ def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple
 # -- text tools (simgym.domains.textutils does the work) -----------------------------------
 
 
-def _input(session: _Session, operands: list[str], verb: str) -> str:
+def _stdin(session: _Session) -> str:
+    """What a pipe or ``<`` feeds the command; without one it waits for the keyboard."""
+    if session.stdin is None:
+        raise _Unknown
+    return session.stdin
+
+
+def _input(session: _Session, operands: list[str]) -> str:
     """What a filter reads: its files one after another, or the pipe. A missing file or a
     directory makes the output uncertain here (each tool words that error its own way)."""
     if not operands:
-        if session.stdin is None:
-            raise _Unknown  # waits for the keyboard
-        return session.stdin
+        return _stdin(session)
     texts = []
     for name in operands:
         path = session.path(name)
@@ -1145,7 +1129,7 @@ def _grep_sources(
 ) -> tuple[list[tuple[str, str]], str, int]:
     """(name as grep prints it, content) of what grep reads, its errors and status."""
     if not names:
-        return [("(standard input)", _input(session, [], "grep"))], "", 0
+        return [("(standard input)", _input(session, []))], "", 0
     sources, errors, status = [], [], 0
     for name in names:
         path = session.path(name)
@@ -1198,18 +1182,30 @@ def _find(session: _Session, args: list[str], user: str, host: str) -> tuple[str
         return _find_delete(session, starts or ["."], tests)
     out = []
     for start in starts or ["."]:
-        path = session.path(start)
-        session.check_scope(path)
-        if not session.exists(path):
+        found = _find_matches(session, start, tests)
+        if found is None:
             return "", f"find: \u2018{start}\u2019: No such file or directory\n", 1
-        candidates = [path, *(_walk(session, path) if path in session.dirs else [])]
-        for found in candidates:
-            depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
-            if all(_find_test(session, found, depth, test, value) for test, value in tests):
-                below = found[len(path.rstrip("/")) :]
-                out.append(start.rstrip("/") + below if found != path else start)
+        out += [shown for _, shown in found]
     session.unordered = len(out) > 1
     return textutils.joined(out), "", 0
+
+
+def _find_matches(
+    session: _Session, start: str, tests: list[tuple[str, str]]
+) -> list[tuple[str, str]] | None:
+    """``(path, as find prints it)`` of what ``find START TESTS`` selects, in sorted order
+    (the real order is the file system's); None when START does not exist."""
+    path = session.path(start)
+    session.check_scope(path)
+    if not session.exists(path):
+        return None
+    selected = []
+    for found in [path, *(_walk(session, path) if path in session.dirs else [])]:
+        depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
+        if all(_find_test(session, found, depth, test, value) for test, value in tests):
+            shown = start.rstrip("/") + found[len(path.rstrip("/")) :] if found != path else start
+            selected.append((found, shown))
+    return selected
 
 
 def _find_delete(
@@ -1219,19 +1215,13 @@ def _find_delete(
     directory), a directory that is not empty by then left with an error."""
     err, status = [], 0
     for start in starts:
-        path = session.path(start)
-        session.check_scope(path)
-        if not session.exists(path):
+        selected = _find_matches(session, start, tests)
+        if selected is None:
             err.append(f"find: \u2018{start}\u2019: No such file or directory\n")
             status = 1
             continue
-        candidates = [path, *(_walk(session, path) if path in session.dirs else [])]
-        for found in sorted(candidates, key=lambda c: -c.count("/")):
-            depth = 0 if found == path else found[len(path.rstrip("/")) + 1 :].count("/") + 1
-            if not all(_find_test(session, found, depth, test, value) for test, value in tests):
-                continue
+        for found, shown in sorted(selected, key=lambda pair: -pair[0].count("/")):
             if found in session.dirs and session.children(found):
-                shown = start.rstrip("/") + found[len(path.rstrip("/")) :]
                 err.append(f"find: cannot delete \u2018{shown}\u2019: Directory not empty\n")
                 status = 1
                 continue
@@ -1334,7 +1324,7 @@ def _sort(session: _Session, args: list[str], user: str, host: str) -> tuple[str
             raise _Unknown  # 2,3 or 2n: key ends and options are not reproduced
         key = int(values["k"])
     lines = textutils.sort_lines(
-        textutils.lines_of(_input(session, operands, "sort")),
+        textutils.lines_of(_input(session, operands)),
         reverse="r" in flags,
         numeric="n" in flags,
         unique="u" in flags,
@@ -1351,7 +1341,7 @@ def _uniq(session: _Session, args: list[str], user: str, host: str) -> tuple[str
     if len(operands) > 1:
         raise _Unknown  # a second operand is the output file
     lines = textutils.uniq_lines(
-        textutils.lines_of(_input(session, operands, "uniq")),
+        textutils.lines_of(_input(session, operands)),
         count="c" in flags,
         repeated="d" in flags,
         single="u" in flags,
@@ -1367,7 +1357,7 @@ def _cut(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
     delimiter = values.get("d")
     if delimiter is not None and len(delimiter) != 1:
         return "", "cut: the delimiter must be a single character\n", 1
-    text = _input(session, operands, "cut")
+    text = _input(session, operands)
     lines = [
         textutils.cut_line(line, ranges, delimiter=delimiter, chars="c" in values)
         for line in textutils.lines_of(text)
@@ -1377,11 +1367,11 @@ def _cut(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
 
 def _tr(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     flags, _, sets = _options(args, "ds", "")
-    if not 1 <= len(sets) <= 2 or session.stdin is None:
+    if not 1 <= len(sets) <= 2:
         raise _Unknown
     second = sets[1] if len(sets) == 2 else None
     text = textutils.tr_text(
-        session.stdin, sets[0], second, delete="d" in flags, squeeze="s" in flags
+        _stdin(session), sets[0], second, delete="d" in flags, squeeze="s" in flags
     )
     return text, "", 0
 
@@ -1399,7 +1389,7 @@ def _sed(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
         return "", exc.message + "\n", 1
     quiet = "n" in flags
     if "i" not in flags:
-        return textutils.run_sed(commands, _input(session, operands, "sed"), quiet=quiet), "", 0
+        return textutils.run_sed(commands, _input(session, operands), quiet=quiet), "", 0
     if not operands:
         raise _Unknown
     for name in operands:
