@@ -174,7 +174,6 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     records = collections(state)[call.collection]
     if not call.sure:
         return _unsure(call, records)
-    call.arguments = args
     return OPS[call.op](call, records, state, scenario.output_format)
 
 
@@ -291,7 +290,9 @@ def resolve(
     noun = collection_noun(name)
     key = binding.key if binding and binding.key else key_field(records, noun)
     id_arg = binding.id_arg if binding and binding.id_arg else id_argument(args, noun, key)
-    call = Call(tool.name, op, name, noun, key, fuzzy=bool(FUZZY_VERBS & set(words)))
+    call = Call(
+        tool.name, op, name, noun, key, fuzzy=bool(FUZZY_VERBS & set(words)), arguments=args
+    )
     if id_arg is not None and id_arg in args:
         call.id_value = args[id_arg]
     if op == "get" and call.id_value is None:
@@ -502,9 +503,7 @@ def _get(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Gr
     record = find_record(records, call.key, call.id_value)
     if record is None:
         return _missing(call, state, fmt)
-    shown = exact_result(mcp_style.arrange(record, call.collection, state), fmt, state)
-    if mcp_style.partial(state, call.collection, record.get(call.key)):
-        shown = None  # the server filled in fields of this record that the ledger lacks
+    shown = _exact_record(call, record, record, state, fmt)
     return Grounding(
         facts=[f"{call.tool} reads {call.noun} {call.id_value}: {compact(record)}"],
         observation=shown,
@@ -526,9 +525,7 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         )
         return Grounding(facts=[before, *doubts], effects=unsure)
     after = {**record, **changes}
-    shown = exact_result(mcp_style.arrange(after, call.collection, state), fmt, state)
-    if mcp_style.partial(state, call.collection, record.get(call.key)):
-        shown = None  # the server filled in fields of this record that the ledger lacks
+    shown = _exact_record(call, record, after, state, fmt)
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
     grounding = Grounding(
         facts=[
@@ -544,6 +541,16 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     old = [v for k, v in record.items() if k in changes and changes[k] != v]
     grounding.forbid = _forbidden(old, fmt, [shown or "", *grounding.expect, compact(after)])
     return grounding
+
+
+def _exact_record(
+    call: Call, record: dict[str, Any], shown: dict[str, Any], state: dict[str, Any], fmt: str
+) -> str | None:
+    """The exact answer showing ``shown`` (``record`` as the call leaves it), in the
+    server's layout; None while the server holds fields of the record the ledger lacks."""
+    if mcp_style.partial(state, call.collection, record.get(call.key)):
+        return None
+    return exact_result(mcp_style.arrange(shown, call.collection, state), fmt, state)
 
 
 def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
