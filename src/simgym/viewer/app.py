@@ -179,11 +179,10 @@ def create_app(viewer: Viewer, *, token: str | None = None, background: bool = F
 
     @app.get("/group", response_class=HTMLResponse)
     def group(id: str) -> str:  # noqa: A002
-        rows = index.group(id)
-        if not rows:
+        members = index.group_members(id)
+        if not members and not index.group(id):
             raise HTTPException(404, f"no group {id}")
-        members = [(r, index.trajectory(r["id"])) for r in rows]
-        return group_page(index, id, [(r, t) for r, t in members if t is not None], links)
+        return group_page(index, id, members, links)
 
     @app.get("/reports", response_class=HTMLResponse)
     def reports() -> str:

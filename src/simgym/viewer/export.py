@@ -63,9 +63,8 @@ def export_site(viewer: Viewer, out: str | Path) -> int:
                 )
     write(links.groups(), groups_page(index, links))
     for group in index.groups(1, 10**9):
-        members = [(r, index.trajectory(r["id"])) for r in index.group(group["group_id"])]
-        kept = [(r, t) for r, t in members if t is not None]
-        write(links.group(group["group_id"]), group_page(index, group["group_id"], kept, links))
+        members = index.group_members(group["group_id"])
+        write(links.group(group["group_id"]), group_page(index, group["group_id"], members, links))
     write(links.reports(), reports_page([p.name for p in viewer.reports], links))
     for number in range(len(viewer.reports)):
         write(links.report(number), report_page(*viewer.report(number, links), links))

@@ -449,6 +449,12 @@ class Index:
             [group_id],
         )
 
+    def group_members(self, group_id: str) -> list[tuple[dict[str, Any], Any]]:
+        """A group's rows with their trajectories (rows whose episode cannot be read
+        back any more are left out)."""
+        members = [(row, self.trajectory(row["id"])) for row in self.group(group_id)]
+        return [(row, trajectory) for row, trajectory in members if trajectory is not None]
+
     def pairs(self) -> list[tuple[int, int]]:
         """(simulated, real) file ids: ``OUT.jsonl`` and ``OUT.real.jsonl`` of
         ``simgym run --compare real``, both given."""
