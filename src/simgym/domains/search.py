@@ -52,7 +52,12 @@ from simgym.core.errors import ActionError
 from simgym.core.safeload import loads_json
 from simgym.core.state import STRING_LIST, object_schema
 from simgym.core.types import Action, ToolSpec
-from simgym.domains.search_ground import ground_search, observe_search
+from simgym.domains.search_ground import (
+    RESULTS_HEADING,
+    ground_search,
+    observe_search,
+    results_sections,
+)
 
 MAX_QUERIES = 5
 
@@ -273,7 +278,7 @@ def _canonical(action: Action) -> Action | None:
 
 # -- observations ----------------------------------------------------------------------
 
-_HEADING = re.compile(r'^##\s+Results for\s+"(.*)"\s*:?\s*$')
+
 _ENTRY = re.compile(r"^\[(\d+)\]\s*(.*)$")
 _FIELD = re.compile(r"^(URL|Snippet|Date)\s*:\s*(.*)$", re.IGNORECASE)
 _NO_RESULTS = re.compile(r"^no results\b", re.IGNORECASE)
@@ -302,17 +307,8 @@ def _norm(query: str) -> str:
 
 def _sections(lines: list[str]) -> tuple[list[str], list[_Section]]:
     """Split a results page at its headings; returns (lines before the first, sections)."""
-    before: list[str] = []
-    sections: list[_Section] = []
-    for line in lines:
-        match = _HEADING.match(line.strip())
-        if match:
-            sections.append(_Section(match.group(1)))
-        elif sections:
-            sections[-1].lines.append(line)
-        elif line.strip():
-            before.append(line)
-    return before, sections
+    before, found = results_sections(lines)
+    return before, [_Section(query, lines[1:]) for query, lines in found]
 
 
 def _check_section(section: _Section, scenario: SearchScenario | None) -> list[str]:
@@ -404,7 +400,7 @@ def _check_page(text: str) -> list[str]:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if _ERROR.match(lines[0]):
         return []
-    if _HEADING.match(lines[0]):
+    if RESULTS_HEADING.match(lines[0]):
         return ["search results where a page was expected"]
     if not _PAGE_TITLE.match(lines[0]):
         return [f"the page does not start with a markdown title heading: {lines[0][:60]!r}"]

@@ -352,26 +352,31 @@ def _answers_given(observation: str, action: Action) -> dict[str, str]:
         return {}
     if action.name == "web_extractor":
         return {_answer_key(action): observation}
-    sections = _sections(observation)
+    before, sections = results_sections(observation.split("\n"))
     queries = list(action.arguments.get("queries", []))
-    if [q for q, _ in sections] != queries:
+    if before or [q for q, _ in sections] != queries:
         return {}  # not one section a query, in order: not this engine's layout
-    return {_answer_key(action, q): text for q, text in sections}
+    return {_answer_key(action, q): "\n".join(lines).rstrip("\n") for q, lines in sections}
 
 
-def _sections(observation: str) -> list[tuple[str, str]]:
-    """``(query, section)`` of each ``## Results for "..."`` section."""
-    found: list[tuple[str, list[str]]] = []
-    for line in observation.split("\n"):
-        heading = _HEADING.match(line)
+# The engine's section heading, as the format check reads it (a trailing colon tolerated).
+RESULTS_HEADING = re.compile(r'^##\s+Results for\s+"(.*)"\s*:?\s*$')
+
+
+def results_sections(lines: Sequence[str]) -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """A results page split at its ``## Results for "..."`` headings: the non-blank lines
+    before the first, and each section's query with its lines (heading first)."""
+    before: list[str] = []
+    sections: list[tuple[str, list[str]]] = []
+    for line in lines:
+        heading = RESULTS_HEADING.match(line.strip())
         if heading:
-            found.append((heading.group(1), [line]))
-        elif found:
-            found[-1][1].append(line)
-    return [(q, "\n".join(lines).rstrip("\n")) for q, lines in found]
-
-
-_HEADING = re.compile(r'^## Results for "(.*)"$')
+            sections.append((heading.group(1), [line]))
+        elif sections:
+            sections[-1][1].append(line)
+        elif line.strip():
+            before.append(line)
+    return before, sections
 
 
 def _given_before(action: Action, state: dict[str, Any]) -> str | None:
