@@ -51,7 +51,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
 from simgym.domains import mcp_rules, mcp_style
-from simgym.domains.mcp_rules import ToolRules
+from simgym.domains.mcp_rules import ToolRules, collections
 
 if TYPE_CHECKING:
     from simgym.domains.mcp import MCPScenario
@@ -336,15 +336,6 @@ def verb_op(words: list[str]) -> str | None:
     """The one kind of operation the name's verbs say, or None (no verb, or two kinds)."""
     ops = {op for word in words for op, verbs in VERBS.items() if word in verbs}
     return ops.pop() if len(ops) == 1 else None
-
-
-def collections(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    """The state's collections: keys holding lists of objects (``_`` keys are simgym's)."""
-    return {
-        k: v
-        for k, v in state.items()
-        if not k.startswith("_") and isinstance(v, list) and all(isinstance(r, dict) for r in v)
-    }
 
 
 def find_collection(

@@ -154,6 +154,15 @@ def _add(feats: Features, prefix: str, record: dict[str, Any]) -> None:
                 feats[f"{prefix}.{name}~{item}"] = True
 
 
+def collections(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """The state's collections: keys holding lists of objects (``_`` keys are simgym's)."""
+    return {
+        k: v
+        for k, v in state.items()
+        if not k.startswith("_") and isinstance(v, list) and all(isinstance(r, dict) for r in v)
+    }
+
+
 def owner_collection(name: str, state: dict[str, Any]) -> str | None:
     """The collection an ``..._id`` name points into (``customer_id`` -> ``customers``)."""
     if not _ID_SUFFIX.search(name) or name.lower() in ("id", "key", "uuid"):

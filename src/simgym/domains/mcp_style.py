@@ -31,6 +31,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simgym.domains.mcp_rules import collections
+
 STYLE = "_style"  # ledger key (``_`` keys are simgym's, not records)
 MAX_INDENT = 8
 
@@ -286,12 +288,7 @@ def _indent(text: str) -> int | None:
 
 def _orders(value: Any, state: dict[str, Any]) -> dict[str, list[str]]:
     """Field orders of the objects in an answer that are records of a collection."""
-    fields = {
-        name: {k for r in records for k in r}
-        for name, records in state.items()
-        if not name.startswith("_") and isinstance(records, list) and records
-        and all(isinstance(r, dict) for r in records)
-    }  # fmt: skip
+    fields = {name: {k for r in records for k in r} for name, records in collections(state).items()}
     found: dict[str, list[str]] = {}
     for obj in _objects(value):
         for name, known in fields.items():
