@@ -13,7 +13,9 @@ measured. Everything simgym does per step counts (agent, validation, prompt rend
 HTTP, parsing, reward, the trajectory) except writing files. "CPU ms/step" is this
 process's CPU time per step: for a ray row only the driver's share, and a ray row's time
 includes starting its workers (one a CPU; C is split between them) on a Ray instance
-started once beforehand.
+started once beforehand. "server ms/req" is the stand-in server's CPU per request: it
+shares the machine's cores with the client, so on a small machine a row can be bound by
+the server's share, which this column makes visible.
 
 Memory per live episode: C episodes are started at once against a slower server and
 the process is sampled until the first one ends; the peak over the run's start, divided
@@ -100,14 +102,25 @@ def settings(base: str, concurrency: int, calls: int, executor: str, workers: in
     )
 
 
+def server_cpu(base: str) -> float:
+    """CPU seconds the stand-in server has used so far (0 when its pid is unknown)."""
+    pid = getattr(base, "pid", None)
+    if pid is None:
+        return 0.0
+    times = psutil.Process(pid).cpu_times()
+    return times.user + times.system
+
+
 async def timed(base: str, concurrency: int, episodes: int, calls: int, executor: str, workers):
-    cpu = time.process_time()
+    cpu, served = time.process_time(), server_cpu(base)
     started = time.perf_counter()
     runs = await arollout(
-        tasks(episodes, f"c{concurrency}"), **settings(base, concurrency, calls, executor, workers)
+        tasks(episodes, f"c{concurrency}"),
+        **settings(str(base), concurrency, calls, executor, workers),
     )
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu
+    served = server_cpu(base) - served
     good = sum(
         1
         for t in runs
@@ -123,6 +136,7 @@ async def timed(base: str, concurrency: int, episodes: int, calls: int, executor
         "steps": good,
         "seconds": elapsed,
         "cpu": cpu,
+        "server_cpu": served,
     }
 
 
@@ -248,6 +262,7 @@ def main() -> None:
         "ideal s",
         "eff.",
         "CPU ms/step",
+        "server ms/req",
     ):
         table.add_column(col, justify="right")
     for r in rows:
@@ -262,6 +277,7 @@ def main() -> None:
             f"{r['ideal']:.2f}",
             f"{r['ideal'] / r['seconds']:.0%}",
             f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
+            f"{r['server_cpu'] / max(r['steps'], 1) * 1e3:.2f}",
         )
     console.print(table)
     for r in rows:

@@ -130,10 +130,9 @@ class _ChatSession:
             {
                 "id": call.id or f"call_{len(self.messages)}_{i}",
                 "type": "function",
-                "function": {"name": call.function.name, "arguments": call.function.arguments},
+                "function": {"name": call.name, "arguments": call.arguments},
             }
-            for i, call in enumerate(message.tool_calls or [])
-            if getattr(call, "function", None) is not None
+            for i, call in enumerate(message.tool_calls)
         ]
         entry: dict[str, Any] = {"role": "assistant", "content": message.content or ""}
         if calls:

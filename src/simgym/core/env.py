@@ -160,6 +160,10 @@ class SimEnv:
             raise ValueError(f"context must be 'history' or 'state', not {context!r}")
         self.domain = get_domain(domain) if isinstance(domain, str) else domain
         self.world_model = world_model
+        # what kind of backend this is, asked once: a runtime protocol check walks the
+        # protocol's members each time, and a step would otherwise ask twice
+        self._live = isinstance(world_model, LiveWorld)
+        self._executes = isinstance(world_model, ActionExecutor)
         self.default_scenario = self.domain.scenario(scenario)
         self.max_turns = max_turns
         self.seed = seed
@@ -257,7 +261,7 @@ class SimEnv:
             system = f"{system.rstrip()}\n\n{STATE_INSTRUCTIONS}"
         self._messages = [{"role": "system", "content": system}]
         first_text = self.domain.initial_observation(self._scenario)
-        if isinstance(self.world_model, LiveWorld):  # a real world: built, its first screen
+        if self._live:  # a real world: built, its first screen
             shown = await self.world_model.start_episode(self._scenario, task)
             first_text = first_text if shown is None else shown
             self._started = True
@@ -323,7 +327,7 @@ class SimEnv:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
         known = self.grounding == "strict" and grounding and grounding.observation is not None
         try:
-            if isinstance(self.world_model, ActionExecutor):
+            if self._executes:
                 # a real world runs the action itself: no prompt to parse, no second try
                 prediction = await self.world_model.run_turn(action_text)
                 attempts, problems, strict = 1, self._check(prediction, parsed), None
@@ -574,7 +578,7 @@ class SimEnv:
         """Let a real executor tear its world down once the episode is over."""
         if self._started and self._finished:
             self._started = False
-            if isinstance(self.world_model, LiveWorld):
+            if self._live:
                 await self.world_model.end_episode()
 
     def _perturbation(self, index: int, action: Action | None) -> Perturbation | None:

@@ -115,9 +115,9 @@ def schema_problems(state: dict[str, Any], schema: dict[str, Any] | None) -> lis
     """Where ``state`` breaks ``schema`` (empty when it conforms or there is no schema)."""
     if not schema:
         return []
-    import jsonschema
+    from simgym.core.jsonschemas import validator
 
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(state)
+    errors = validator(schema).iter_errors(state)
     return [
         f"{'/'.join(map(str, e.path)) or 'state'}: {e.message}"
         for e in sorted(errors, key=lambda e: list(e.path))[:5]

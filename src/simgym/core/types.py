@@ -107,10 +107,10 @@ class ToolSpec(BaseModel):
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
         """Raise :class:`ActionError` naming each argument that breaks the schema."""
-        import jsonschema  # imported here: only tool domains need it
+        from simgym.core.jsonschemas import validator
 
         errors = sorted(
-            jsonschema.Draft202012Validator(self.parameters).iter_errors(arguments),
+            validator(self.parameters).iter_errors(arguments),
             key=lambda e: list(e.path),
         )
         if errors:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import json_repair
-import jsonschema
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from simgym.core.domain import Demonstration, Domain, ScenarioBase, dump_json, register_domain
 from simgym.core.errors import ActionError
+from simgym.core.jsonschemas import schema_problem
 from simgym.core.safeload import loads_json
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.mcp_ground import ToolBinding, check_tool_map, ground_mcp
@@ -78,12 +78,9 @@ class MCPScenario(ScenarioBase):
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique: {names}")
         for tool in tools:
-            try:
-                jsonschema.Draft202012Validator.check_schema(tool.parameters)
-            except jsonschema.SchemaError as exc:
-                raise ValueError(
-                    f"tool {tool.name!r} has an invalid schema: {exc.message}"
-                ) from None
+            problem = schema_problem(tool.parameters)
+            if problem is not None:
+                raise ValueError(f"tool {tool.name!r} has an invalid schema: {problem}")
         return tools
 
     @model_validator(mode="after")

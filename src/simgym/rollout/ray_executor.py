@@ -27,6 +27,7 @@ arguments for a local start).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import pickle
@@ -40,7 +41,7 @@ from typing import Any
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
 from simgym.rollout.episode import EpisodeJob
-from simgym.rollout.executors import EpisodeRunner, OnDone, RolloutConfig
+from simgym.rollout.executors import EpisodeRunner, OnDone, RolloutConfig, quiet_gc
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _OPTIONS = {"num_workers", "num_cpus", "address", "retries", "start_timeout", "init_options"}
@@ -69,6 +70,9 @@ class EpisodeWorker:
             self.runner = EpisodeRunner.from_config(config)
         except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
+        # the actor exists to run episodes: its collector is tuned for that until close()
+        self._gc: contextlib.AbstractContextManager[None] | None = quiet_gc()
+        self._gc.__enter__()
 
     async def ready(self) -> dict[str, Any]:
         return {"pid": os.getpid(), "error": self.error}
@@ -88,6 +92,9 @@ class EpisodeWorker:
         return {"trajectory": trajectory.model_dump(mode="json")}
 
     async def close(self) -> None:
+        if self._gc is not None:
+            self._gc.__exit__(None, None, None)
+            self._gc = None
         if self.runner is None:
             return
         for piece in (self.runner.world_model, self.runner.agent):

@@ -1,27 +1,51 @@
 """One OpenAI-compatible chat client for every part of simgym that calls a model server:
 world models, agents and judges.
 
-Retries on timeouts, 429 and 5xx are the ``openai`` SDK's own (exponential backoff that
-honours ``Retry-After``). This adds what the SDK leaves to its user: one client and one
-concurrency limit per event loop (clients are bound to the loop that made them), the
-server's first model when none is named, and final failures turned into the caller's own
-error type with a one-line message.
+The hot path is lean on purpose. A profile of ``benchmarks/rollout.py`` showed the
+``openai`` SDK spending more CPU per request (building an httpx request, re-parsing URLs,
+walking the response into typed models) than all of simgym's own work in a step, which
+capped a driver at a few hundred steps per second. So requests go straight to the
+server through one pooled ``aiohttp`` session per event loop, and the reply is read into
+small frozen dataclasses. The SDK's behaviour is kept: the same retries (connection
+errors, timeouts, 408, 409, 429 and 5xx, exponential backoff with jitter that honours
+``Retry-After``, and the server's ``x-should-retry``), a timeout per attempt, and final
+failures turned into the caller's own error type with a one-line message.
 """
 
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import errno
+import json
 import os
+import random
 import socket
 import time
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from simgym.core.types import Usage
+from simgym.core.version import __version__
 
 if TYPE_CHECKING:
-    import openai
-    from openai.types.chat import ChatCompletion
+    import aiohttp
+
+try:  # several times faster than json on a long conversation; optional
+    import orjson
+
+    def _dumps(value: Any) -> bytes:
+        return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+
+    _loads = orjson.loads
+except ImportError:  # pragma: no cover - orjson is a core dependency
+
+    def _dumps(value: Any) -> bytes:
+        return json.dumps(value, ensure_ascii=False).encode()
+
+    _loads = json.loads
+
+RETRY_STATUSES = frozenset({408, 409, 429})  # and every 5xx, as the SDK does
 
 
 def env_value(*names: str) -> str | None:
@@ -33,21 +57,86 @@ def env_value(*names: str) -> str | None:
     return None
 
 
-def usage_of(response: Any) -> Usage:
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One function call the model asked for (``arguments`` is the JSON text it sent)."""
+
+    id: str | None
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatMessage:
+    """The assistant message of a choice; ``extra`` holds the server's other fields
+    (``reasoning_content`` from vLLM and llama.cpp, ``reasoning`` from others)."""
+
+    content: str | None
+    tool_calls: tuple[ToolCall, ...] = ()
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChoice:
+    message: ChatMessage
+    finish_reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChatReply:
+    """A chat completion as simgym reads it; ``raw`` is the server's JSON, untouched."""
+
+    choices: tuple[ChatChoice, ...]
+    model: str | None
+    usage: Usage
+    raw: dict[str, Any]
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChatReply:
+        choices = []
+        for choice in data.get("choices") or ():
+            message = choice.get("message") or {}
+            calls = tuple(
+                ToolCall(
+                    id=call.get("id"),
+                    name=(call.get("function") or {}).get("name") or "",
+                    arguments=(call.get("function") or {}).get("arguments") or "{}",
+                )
+                for call in message.get("tool_calls") or ()
+                if isinstance(call, dict) and isinstance(call.get("function"), dict)
+            )
+            extra = {k: v for k, v in message.items() if k not in ("role", "content", "tool_calls")}
+            content = message.get("content")
+            choices.append(
+                ChatChoice(
+                    ChatMessage(content if isinstance(content, str) else None, calls, extra),
+                    choice.get("finish_reason"),
+                )
+            )
+        usage = data.get("usage") or {}
+        return cls(
+            choices=tuple(choices),
+            model=data.get("model"),
+            usage=Usage(
+                prompt_tokens=usage.get("prompt_tokens") or 0,
+                completion_tokens=usage.get("completion_tokens") or 0,
+            ),
+            raw=data,
+        )
+
+
+def usage_of(response: ChatReply) -> Usage:
     """Token counts of a chat completion (zeros when the server sends none)."""
-    if getattr(response, "usage", None) is None:
-        return Usage()
-    return Usage(
-        prompt_tokens=response.usage.prompt_tokens or 0,
-        completion_tokens=response.usage.completion_tokens or 0,
-    )
+    return response.usage
 
 
 class ChatClient:
     """``/chat/completions`` on one server, shared by many concurrent callers.
 
     ``error`` is the exception type failures become; ``label`` names the server's role
-    in messages ("world model", "agent", "judge").
+    in messages ("world model", "agent", "judge"). ``max_concurrency`` bounds the
+    requests in flight (per event loop), and the connection pool is sized to match, so
+    connections are kept alive and reused rather than opened per request.
     """
 
     def __init__(
@@ -70,7 +159,8 @@ class ChatClient:
         self.max_concurrency = max_concurrency
         self.error = error
         self.label = label
-        self._per_loop: dict[int, tuple[openai.AsyncOpenAI, asyncio.Semaphore]] = {}
+        self._url = base_url.rstrip("/")
+        self._per_loop: dict[int, tuple[aiohttp.ClientSession, asyncio.Semaphore]] = {}
 
     @classmethod
     def from_env(
@@ -101,103 +191,156 @@ class ChatClient:
             **options,
         )
 
-    def _client(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
-        import openai  # here, not at module level: it takes most of simgym's import time
+    def _client(self) -> tuple[aiohttp.ClientSession, asyncio.Semaphore]:
+        """This event loop's session and concurrency gate (sessions are bound to the
+        loop that made them)."""
+        import aiohttp
 
         key = id(asyncio.get_running_loop())
         if key not in self._per_loop:
-            client = openai.AsyncOpenAI(
-                base_url=self.base_url,
-                api_key=self._api_key,
-                timeout=self.timeout,
-                max_retries=self.max_retries,
-                http_client=_http_client(self.timeout),
+            session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.max_concurrency + 1),
+                headers={
+                    "Authorization": f"Bearer {self._api_key}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json",
+                    "User-Agent": f"simgym/{__version__}",
+                },
+                timeout=aiohttp.ClientTimeout(total=self.timeout),
+                raise_for_status=False,
             )
-            self._per_loop[key] = (client, asyncio.Semaphore(self.max_concurrency))
+            self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency))
         return self._per_loop[key]
 
     async def resolve_model(self) -> str:
         """The model to ask for: the one named, else the server's first listed model."""
-        import openai
-
         if self.model:
             return self.model
-        client, _ = self._client()
         try:
-            models = await client.models.list()
-        except openai.OpenAIError as exc:
+            listed = await self._request("GET", "/models", None)
+        except self.error as exc:
             raise self.error(f"cannot list models at {self.base_url}: {exc}") from None
-        if not models.data:
+        data = listed.get("data") if isinstance(listed, dict) else None
+        if not data or not isinstance(data[0], dict) or not data[0].get("id"):
             raise self.error(f"the server at {self.base_url} lists no models; pass model=")
-        self.model = models.data[0].id
+        self.model = str(data[0]["id"])
         return self.model
 
-    async def complete(self, params: dict[str, Any]) -> tuple[ChatCompletion, float]:
+    async def complete(self, params: dict[str, Any]) -> tuple[ChatReply, float]:
         """One chat completion (``model`` filled in when absent) and its latency in s."""
-        import openai
-        from openai.types.chat import ChatCompletion
-
-        client, limit = self._client()
-        body = {"model": await self.resolve_model(), **params}
+        _, limit = self._client()
+        body = _dumps({"model": await self.resolve_model(), **params})
         async with limit:
             start = time.perf_counter()
-            try:
-                # client.post is the SDK's documented raw-request path: same retries and
-                # errors, without re-walking every message to type-check the request
-                # (that walk cost more CPU than everything else here together).
-                response = await client.post("/chat/completions", body=body, cast_to=ChatCompletion)
-            except openai.APITimeoutError as exc:
-                # The aiohttp transport reports a refused connection as a timeout too;
-                # only a call that really waited out its timeout is called one. The
-                # cause decides first: retries with backoff can outlast the timeout
-                # while every attempt was refused at once.
-                waited = time.perf_counter() - start
-                refused = _connect_failure(exc)
-                if refused is not None:
-                    raise self.error(
-                        f"cannot reach {self.label} at {self.base_url}: {refused}"
-                    ) from None
-                if waited >= self.timeout * 0.9:
-                    raise self.error(
-                        f"{self.label} at {self.base_url} timed out after {self.timeout:g}s "
-                        f"({self.max_retries} retries)"
-                    ) from None
-                raise self.error(
-                    f"cannot reach {self.label} at {self.base_url}: {_root_cause(exc)}"
-                ) from None
-            except openai.APIConnectionError as exc:
-                reason = _connect_failure(exc) or exc.__cause__ or exc
-                raise self.error(
-                    f"cannot reach {self.label} at {self.base_url}: {reason}"
-                ) from None
-            except openai.APIStatusError as exc:
-                raise self.error(
-                    f"{self.label} at {self.base_url} answered HTTP {exc.status_code}: "
-                    f"{_short(exc.message)}"
-                ) from None
-            except openai.OpenAIError as exc:
-                raise self.error(f"{self.label} call failed: {exc}") from None
+            data = await self._request("POST", "/chat/completions", body)
             latency = time.perf_counter() - start
-        if not getattr(response, "choices", None):
+        if not isinstance(data, dict) or not data.get("choices"):
             raise self.error(f"{self.label} at {self.base_url} returned no choices")
-        return response, latency
+        return ChatReply.from_json(data), latency
+
+    async def _request(self, method: str, path: str, body: bytes | None) -> Any:
+        """The decoded JSON answer, after the SDK's retries; failures as ``self.error``."""
+        import aiohttp
+
+        session, _ = self._client()
+        url = self._url + path
+        attempt, start = 0, time.perf_counter()
+        while True:
+            try:
+                async with session.request(method, url, data=body) as response:
+                    payload = await response.read()
+                    status, headers = response.status, response.headers
+            except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+                if attempt < self.max_retries:
+                    await asyncio.sleep(_backoff(attempt, None))
+                    attempt += 1
+                    continue
+                raise self._unreachable(exc, time.perf_counter() - start) from None
+            if status < 400:
+                try:
+                    return _loads(payload)
+                except ValueError:
+                    raise self.error(
+                        f"{self.label} at {self.base_url} answered with a body that is not "
+                        f"JSON: {_short(payload.decode('utf-8', 'replace'), 120)!r}"
+                    ) from None
+            if attempt < self.max_retries and _should_retry(status, headers):
+                await asyncio.sleep(_backoff(attempt, headers))
+                attempt += 1
+                continue
+            raise self.error(
+                f"{self.label} at {self.base_url} answered HTTP {status}: "
+                f"{_short(_error_message(payload))}"
+            )
+
+    def _unreachable(self, exc: BaseException, waited: float) -> Exception:
+        """A failure to get any answer, in plain words. The cause decides first: retries
+        with backoff can outlast the timeout while every attempt was refused at once."""
+        refused = _connect_failure(exc)
+        if refused is not None:
+            return self.error(f"cannot reach {self.label} at {self.base_url}: {refused}")
+        if isinstance(exc, TimeoutError) and waited >= self.timeout * 0.9:
+            return self.error(
+                f"{self.label} at {self.base_url} timed out after {self.timeout:g}s "
+                f"({self.max_retries} retries)"
+            )
+        return self.error(f"cannot reach {self.label} at {self.base_url}: {_root_cause(exc)}")
 
     async def aclose(self) -> None:
-        """Close this event loop's client."""
+        """Close this event loop's session."""
         entry = self._per_loop.pop(id(asyncio.get_running_loop()), None)
         if entry is not None:
             await entry[0].close()
 
 
-def _http_client(timeout: float) -> Any:
-    """The SDK's aiohttp transport when installed (it spends far less CPU per request than
-    the default pool when hundreds of requests are in flight), else the SDK's default."""
-    import openai
+def _should_retry(status: int, headers: Any) -> bool:
+    verdict = headers.get("x-should-retry")
+    if verdict in ("true", "false"):  # the server's own word wins, as with the SDK
+        return verdict == "true"
+    return status in RETRY_STATUSES or status >= 500
 
+
+def _backoff(attempt: int, headers: Any) -> float:
+    """Seconds before retry ``attempt + 1``: the server's ``Retry-After`` when it asks
+    for at most a minute, else 0.5 s doubling up to 8 s, less up to a quarter of jitter."""
+    if headers is not None:
+        wait = _retry_after(headers)
+        if wait is not None and 0 < wait <= 60:
+            return wait
+    return min(0.5 * 2**attempt, 8.0) * (1 - 0.25 * random.random())
+
+
+def _retry_after(headers: Any) -> float | None:
     try:
-        return openai.DefaultAioHttpClient(timeout=timeout)
-    except RuntimeError:  # the openai[aiohttp] extra is missing
+        if headers.get("retry-after-ms"):
+            return float(headers["retry-after-ms"]) / 1000
+        value = headers.get("retry-after")
+        if not value:
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            when = email.utils.parsedate_to_datetime(value)
+            return when.timestamp() - time.time()
+    except (TypeError, ValueError, IndexError):
         return None
+
+
+def _error_message(payload: bytes) -> str:
+    """The ``error.message`` of an OpenAI-style error body, else the body's text."""
+    text = payload.decode("utf-8", "replace")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text or "(empty body)"
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    if isinstance(error, str):
+        return error
+    if isinstance(data, dict) and isinstance(data.get("detail"), str):
+        return data["detail"]
+    return text
 
 
 def _connect_failure(exc: BaseException) -> str | None:

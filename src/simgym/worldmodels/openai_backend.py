@@ -1,6 +1,6 @@
 """Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama, hosted APIs).
 
-Requests go through :class:`~simgym.worldmodels.chat.ChatClient` (the SDK's retries, a
+Requests go through :class:`~simgym.worldmodels.chat.ChatClient` (the SDK's retry rules, a
 concurrency limit shared by every environment using this backend); final failures become
 :class:`WorldModelError`.
 """
@@ -94,7 +94,7 @@ class OpenAIWorldModel:
         response, latency = await self.chat.complete(params)
         choice = response.choices[0]
         message = choice.message
-        extra = message.model_extra or {}
+        extra = message.extra
         reasoning = extra.get("reasoning_content") or extra.get("reasoning")
         return Prediction.from_raw(
             message.content or "",
