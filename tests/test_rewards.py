@@ -490,7 +490,7 @@ async def test_judge_scores_an_episode_on_a_real_server(llama_server):
 async def test_judge_failures_score_zero_with_the_error(fault_server):
     base, hits = fault_server
     traj = judged_episode("The email was changed.")
-    for mode, message in [("500", "HTTP 500"), ("garbage", "no choices")]:
+    for mode, message in [("500", "HTTP 500"), ("garbage", "not JSON")]:
         judge = RubricJudge(f"{base}/{mode}", max_retries=0)
         result = await score(judge, traj)
         assert result.value == 0.0 and message in result.details["error"], result.details
