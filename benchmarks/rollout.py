@@ -1,13 +1,16 @@
 """Rollout throughput and memory: whole episodes (scripted agent, openai world model)
 against a loopback server that answers every request after a fixed delay.
 
-    .venv/bin/python benchmarks/rollout.py                   # 1, 64 and 1,024 at once
-    .venv/bin/python benchmarks/rollout.py --quick           # a smoke run, seconds
-    .venv/bin/python benchmarks/rollout.py --executors local,ray
+    .venv/bin/python benchmarks/rollout.py            # 1 to 10,000 at once, 500 and 100 ms
+    .venv/bin/python benchmarks/rollout.py --quick    # a smoke run, seconds
+    .venv/bin/python benchmarks/rollout.py --executors local,ray --concurrency 1024
 
 Each episode is an mcp task: the agent makes ``--calls`` tool calls, then answers (the
-answer never reaches the world model). At each concurrency C the run plays C x
-``--rounds`` episodes through ``simgym.rollout`` with at most C in flight. The ideal time
+answer never reaches the world model). At each server delay and concurrency C the run
+plays C x ``--rounds`` episodes through ``simgym.rollout`` with at most C in flight (one
+round above 1,024: those rows show that so many complete, and "done p50/last" shows
+whether any episode was starved: all start together, so the last should finish close
+to the median). The ideal time
 is what a perfect client would need, episodes x calls x delay / C; efficiency is ideal /
 measured. Everything simgym does per step counts (agent, validation, prompt rendering,
 HTTP, parsing, reward, the trajectory) except writing files. "CPU ms/step" is this
@@ -114,8 +117,10 @@ def server_cpu(base: str) -> float:
 async def timed(base: str, concurrency: int, episodes: int, calls: int, executor: str, workers):
     cpu, served = time.process_time(), server_cpu(base)
     started = time.perf_counter()
+    ends: list[float] = []
     runs = await arollout(
         tasks(episodes, f"c{concurrency}"),
+        on_done=lambda _: ends.append(time.perf_counter() - started),
         **settings(str(base), concurrency, calls, executor, workers),
     )
     elapsed = time.perf_counter() - started
@@ -137,20 +142,24 @@ async def timed(base: str, concurrency: int, episodes: int, calls: int, executor
         "seconds": elapsed,
         "cpu": cpu,
         "server_cpu": served,
+        "ends": sorted(ends),
     }
 
 
-def throughput(args, base: str) -> list[dict]:
+def throughput(args, base: str, delay: float) -> list[dict]:
     rows = []
     for executor in args.executors:
         for concurrency in args.concurrency:
-            episodes = concurrency * args.rounds
+            # the biggest rows run one round: they show that that many complete
+            rounds = args.rounds if concurrency <= 1024 else 1
+            episodes = concurrency * rounds
             result = asyncio.run(
                 timed(base, concurrency, episodes, args.calls, executor, args.workers)
             )
-            ideal = episodes * args.calls * args.delay / concurrency
+            ideal = episodes * args.calls * delay / concurrency
             rows.append(
                 {
+                    "delay": delay,
                     "executor": executor,
                     "concurrency": concurrency,
                     "expected_steps": episodes * args.calls,
@@ -226,32 +235,38 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="small runs, a smoke test")
-    parser.add_argument("--concurrency", default="1,64,1024", help="episodes in flight")
+    parser.add_argument("--concurrency", default="1,64,1024,10000", help="episodes in flight")
     parser.add_argument("--rounds", type=int, default=2, help="episodes = C x rounds")
     parser.add_argument("--calls", type=int, default=5, help="tool calls per episode")
-    parser.add_argument("--delay", type=float, default=0.5, help="server latency, seconds")
-    parser.add_argument("--memory-episodes", type=int, default=1024)
+    parser.add_argument(
+        "--delays", default="0.5,0.1", help="server latencies to run against, seconds"
+    )
+    parser.add_argument("--memory-episodes", type=int, default=10_000)
     parser.add_argument("--memory-delay", type=float, default=2.0)
     parser.add_argument("--executors", default="local", help="local, ray, or local,ray")
     parser.add_argument("--workers", type=int, default=None, help="ray workers (default: CPUs)")
     args = parser.parse_args()
     if args.quick:
-        args.concurrency, args.rounds, args.delay = "1,16,64", 1, 0.05
+        args.concurrency, args.rounds, args.delays = "1,16,64", 1, "0.05"
         args.memory_episodes, args.memory_delay = 64, 0.5
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
+    args.delays = [float(d) for d in args.delays.split(",")]
     args.executors = [e.strip() for e in args.executors.split(",")]
     if "ray" in args.executors:
         start_ray(args)
-    console = Console()
+    console = Console(width=160)  # the table is wide; keep it whole in a log file
 
-    with running(args.delay) as base:
-        asyncio.run(timed(base, 1, 1, args.calls, "local", 1))  # imports and first connect
-        rows = throughput(args, base)
+    rows = []
+    for delay in args.delays:
+        with running(delay) as base:
+            asyncio.run(timed(base, 1, 1, args.calls, "local", 1))  # imports, first connect
+            rows += throughput(args, base, delay)
     table = Table(
-        title=f"1. episodes of {args.calls} tool calls + an answer (mcp, openai world model), "
-        f"server answers after {args.delay * 1000:.0f} ms"
+        title=f"1. episodes of {args.calls} tool calls + an answer (mcp, openai world model) "
+        "against a server that answers after a fixed delay"
     )
     for col in (
+        "server",
         "executor",
         "at once",
         "episodes",
@@ -263,10 +278,13 @@ def main() -> None:
         "eff.",
         "CPU ms/step",
         "server ms/req",
+        "done p50/last s",
     ):
         table.add_column(col, justify="right")
     for r in rows:
+        ends = r["ends"] or [0.0]
         table.add_row(
+            f"{r['delay'] * 1000:.0f} ms",
             r["executor"],
             f"{r['concurrency']:,}",
             f"{r['answered']:,}/{r['episodes']:,}",
@@ -278,6 +296,7 @@ def main() -> None:
             f"{r['ideal'] / r['seconds']:.0%}",
             f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
             f"{r['server_cpu'] / max(r['steps'], 1) * 1e3:.2f}",
+            f"{ends[len(ends) // 2]:.1f}/{ends[-1]:.1f}",
         )
     console.print(table)
     for r in rows:

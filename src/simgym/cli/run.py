@@ -67,6 +67,9 @@ def run(
         int, typer.Option(help="episodes per task (a GRPO group; they share the seed)")
     ] = 1,
     concurrency: Annotated[int, typer.Option(help="episodes in flight")] = 8,
+    group_concurrency: Annotated[
+        int | None, typer.Option(help="at most this many episodes of one group in flight")
+    ] = None,
     max_turns: Annotated[int, typer.Option()] = 30,
     max_agent_tokens: Annotated[
         int | None, typer.Option(help="truncate an episode once its agent used this many tokens")
@@ -217,6 +220,7 @@ def run(
                 on_start=on_start,
                 group_size=group_size,
                 concurrency=concurrency,
+                group_concurrency=group_concurrency,
                 max_turns=max_turns,
                 max_agent_tokens=max_agent_tokens,
                 seed=seed,

@@ -40,6 +40,9 @@ class RolloutConfig(BaseModel):
     reward: Any = None  # a reward spec for build_reward; None: each task's own reward
     group_size: int = Field(1, ge=1)
     concurrency: int = Field(8, ge=1)
+    # at most this many samples of one GRPO group in flight (None: no bound of its own);
+    # a sample held back waits without taking one of the ``concurrency`` slots
+    group_concurrency: int | None = Field(None, ge=1)
     max_turns: int = Field(30, ge=1)
     max_agent_tokens: int | None = Field(None, ge=1)
     seed: int | None = None
@@ -178,18 +181,29 @@ def quiet_gc(young: int = 50_000) -> Iterator[None]:
 
 
 class LocalExecutor:
-    """Episodes as tasks on the running event loop, at most ``concurrency`` at a time
-    (under :func:`quiet_gc`)."""
+    """Episodes as tasks on the running event loop, at most ``concurrency`` at a time and
+    at most ``group_concurrency`` of one group (under :func:`quiet_gc`). Slots are handed
+    out first come, first served (asyncio's semaphores wake waiters in order), so no
+    episode starves however many wait."""
 
-    def __init__(self, runner: EpisodeRunner, concurrency: int = 8) -> None:
+    def __init__(
+        self, runner: EpisodeRunner, concurrency: int = 8, group_concurrency: int | None = None
+    ) -> None:
         self.runner = runner
         self.concurrency = concurrency
+        self.group_concurrency = group_concurrency
 
     async def run(self, jobs: list[EpisodeJob], on_done: OnDone) -> None:
         gate = asyncio.Semaphore(self.concurrency)
+        groups: dict[str, asyncio.Semaphore] = {}
+
+        def group_gate(job: EpisodeJob) -> contextlib.AbstractAsyncContextManager[Any]:
+            if self.group_concurrency is None or job.sample is None:
+                return contextlib.nullcontext()
+            return groups.setdefault(job.task.id, asyncio.Semaphore(self.group_concurrency))
 
         async def one(job: EpisodeJob) -> None:
-            async with gate:
+            async with group_gate(job), gate:
                 trajectory = await self.runner.run(job)
             on_done(trajectory)
 

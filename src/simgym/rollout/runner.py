@@ -73,7 +73,7 @@ async def arollout(
 
     ``agent`` / ``world_model`` / ``reward`` are names (with ``*_options``) or built
     instances; ``settings`` are :class:`RolloutConfig` fields (``group_size``,
-    ``concurrency``, ``max_turns``, ``max_agent_tokens``, ``seed``, ``env_options``).
+    ``concurrency``, ``group_concurrency``, ``max_turns``, ``max_agent_tokens``, ``seed``, ``env_options``).
     With ``out``, each episode is appended as it finishes and, with ``resume``, episodes
     already there are skipped. ``on_start(n)`` hears how many episodes will run;
     ``on_done(trajectory)`` hears each as it ends. ``executor="ray"`` needs names, not
@@ -122,12 +122,17 @@ async def arollout(
                 max_agent_tokens=config.max_agent_tokens,
                 env_options=config.env_options,
             )
-            chosen: Executor = LocalExecutor(runner, config.concurrency)
+            chosen: Executor = LocalExecutor(runner, config.concurrency, config.group_concurrency)
         elif isinstance(executor, str) and executor == "ray":
             if "instance" in (config.world_model, config.agent) or _is_reward(reward):
                 raise SimgymError(
                     "the ray executor rebuilds the world model, agent and reward on its "
                     "workers: give them by name and options, not as instances"
+                )
+            if config.group_concurrency is not None:
+                raise SimgymError(
+                    "group_concurrency bounds a group on one event loop; the ray executor "
+                    "spreads a group over workers and does not take it"
                 )
             from simgym.rollout.ray_executor import RayExecutor
 
