@@ -34,6 +34,7 @@ import argparse
 import asyncio
 import contextlib
 import gc
+import json
 import multiprocessing
 import time
 import tracemalloc
@@ -146,8 +147,64 @@ async def timed(base: str, concurrency: int, episodes: int, calls: int, executor
     }
 
 
+async def bare(base: str, concurrency: int, requests: int) -> dict:
+    """The machine's own ceiling: the same requests from a bare aiohttp session (no
+    simgym, no parsing of the answer beyond reading it), with a prompt of the size
+    simgym's mcp requests have. A simgym row near this one is bound by the machine."""
+    import aiohttp
+
+    body = json.dumps(
+        {
+            "model": "fixed",
+            "messages": [
+                {"role": "system", "content": "s" * 2400},
+                {"role": "user", "content": "u" * 200},
+            ],
+            "max_tokens": 64,
+        }
+    ).encode()
+    url = f"{base}/chat/completions"
+    gate = asyncio.Semaphore(concurrency)
+    connector = aiohttp.TCPConnector(limit=concurrency + 1)
+    async with aiohttp.ClientSession(connector=connector) as session:
+
+        async def one() -> None:
+            async with gate, session.post(url, data=body) as response:
+                await response.read()
+
+        cpu, served = time.process_time(), server_cpu(base)
+        started = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(requests)))
+        elapsed = time.perf_counter() - started
+    return {
+        "errors": Counter(),
+        "episodes": 0,
+        "answered": 0,
+        "steps": requests,
+        "seconds": elapsed,
+        "cpu": time.process_time() - cpu,
+        "server_cpu": server_cpu(base) - served,
+        "ends": [],
+    }
+
+
 def throughput(args, base: str, delay: float) -> list[dict]:
     rows = []
+    if args.bare:
+        for concurrency in args.concurrency:
+            rounds = args.rounds if concurrency <= 1024 else 1
+            requests = concurrency * rounds * args.calls
+            result = asyncio.run(bare(base, concurrency, requests))
+            rows.append(
+                {
+                    "delay": delay,
+                    "executor": "bare aiohttp",
+                    "concurrency": concurrency,
+                    "expected_steps": requests,
+                    "ideal": requests * delay / concurrency,
+                    **result,
+                }
+            )
     for executor in args.executors:
         for concurrency in args.concurrency:
             # the biggest rows run one round: they show that that many complete
@@ -245,6 +302,12 @@ def main() -> None:
     parser.add_argument("--memory-delay", type=float, default=2.0)
     parser.add_argument("--executors", default="local", help="local, ray, or local,ray")
     parser.add_argument("--workers", type=int, default=None, help="ray workers (default: CPUs)")
+    parser.add_argument(
+        "--no-bare",
+        dest="bare",
+        action="store_false",
+        help="skip the bare-aiohttp rows (the machine's ceiling, no simgym)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.concurrency, args.rounds, args.delays = "1,16,64", 1, "0.05"
@@ -287,16 +350,16 @@ def main() -> None:
             f"{r['delay'] * 1000:.0f} ms",
             r["executor"],
             f"{r['concurrency']:,}",
-            f"{r['answered']:,}/{r['episodes']:,}",
+            f"{r['answered']:,}/{r['episodes']:,}" if r["episodes"] else "-",
             f"{r['steps']:,}" + ("" if r["steps"] == r["expected_steps"] else " (short!)"),
             f"{r['seconds']:.2f}",
-            f"{r['episodes'] / r['seconds']:.1f}",
+            f"{r['episodes'] / r['seconds']:.1f}" if r["episodes"] else "-",
             f"{r['steps'] / r['seconds']:.1f}",
             f"{r['ideal']:.2f}",
             f"{r['ideal'] / r['seconds']:.0%}",
             f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
             f"{r['server_cpu'] / max(r['steps'], 1) * 1e3:.2f}",
-            f"{ends[len(ends) // 2]:.1f}/{ends[-1]:.1f}",
+            f"{ends[len(ends) // 2]:.1f}/{ends[-1]:.1f}" if r["ends"] else "-",
         )
     console.print(table)
     for r in rows:

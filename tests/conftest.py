@@ -96,9 +96,12 @@ def llama_tools_server(model_path: str, tmp_path_factory):
 
 
 class _FaultHandler(BaseHTTPRequestHandler):
-    """Modes by path prefix: /500, /429, /slow, /notags, /garbage, /empty."""
+    """Modes by path prefix: /500, /429, /slow, /notags, /garbage, /empty, /retryafter
+    (every other request: 429 asking for a one-second wait), /noretry (503 with
+    ``x-should-retry: false``), /dropped (the connection closed with no answer)."""
 
     hits: Counter = Counter()
+    times: dict[str, list[float]] = {}
 
     def log_message(self, *args) -> None:  # keep test output clean
         pass
@@ -123,6 +126,16 @@ class _FaultHandler(BaseHTTPRequestHandler):
         self.rfile.read(length)
         mode = self.path.strip("/").split("/")[0]
         type(self).hits[mode] += 1
+        type(self).times.setdefault(mode, []).append(time.monotonic())
+        if mode == "dropped":
+            self.close_connection = True
+            return
+        if mode == "noretry":
+            return self._send(
+                503, b'{"error": {"message": "overloaded"}}', headers={"x-should-retry": "false"}
+            )
+        if mode == "retryafter" and type(self).hits[mode] % 2 == 1:
+            return self._send(429, b'{"error": {"message": "wait"}}', headers={"Retry-After": "1"})
         if mode == "500":
             return self._send(500, b'{"error": {"message": "internal failure"}}')
         if mode == "429":
@@ -168,6 +181,12 @@ def fault_server():
     host, port = server.server_address
     yield f"http://{host}:{port}", _FaultHandler.hits
     server.shutdown()
+
+
+@pytest.fixture
+def fault_times():
+    """When the fault server received each request, by mode (monotonic seconds)."""
+    return _FaultHandler.times
 
 
 @pytest.fixture(autouse=True)
