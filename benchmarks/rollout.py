@@ -302,6 +302,7 @@ def main() -> None:
     parser.add_argument("--memory-delay", type=float, default=2.0)
     parser.add_argument("--executors", default="local", help="local, ray, or local,ray")
     parser.add_argument("--workers", type=int, default=None, help="ray workers (default: CPUs)")
+    parser.add_argument("--markdown", action="store_true", help="also print table 1 as markdown")
     parser.add_argument(
         "--no-bare",
         dest="bare",
@@ -328,7 +329,7 @@ def main() -> None:
         title=f"1. episodes of {args.calls} tool calls + an answer (mcp, openai world model) "
         "against a server that answers after a fixed delay"
     )
-    for col in (
+    columns = (
         "server",
         "executor",
         "at once",
@@ -342,26 +343,36 @@ def main() -> None:
         "CPU ms/step",
         "server ms/req",
         "done p50/last s",
-    ):
+    )
+    for col in columns:
         table.add_column(col, justify="right")
+    cells = []
     for r in rows:
         ends = r["ends"] or [0.0]
-        table.add_row(
-            f"{r['delay'] * 1000:.0f} ms",
-            r["executor"],
-            f"{r['concurrency']:,}",
-            f"{r['answered']:,}/{r['episodes']:,}" if r["episodes"] else "-",
-            f"{r['steps']:,}" + ("" if r["steps"] == r["expected_steps"] else " (short!)"),
-            f"{r['seconds']:.2f}",
-            f"{r['episodes'] / r['seconds']:.1f}" if r["episodes"] else "-",
-            f"{r['steps'] / r['seconds']:.1f}",
-            f"{r['ideal']:.2f}",
-            f"{r['ideal'] / r['seconds']:.0%}",
-            f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
-            f"{r['server_cpu'] / max(r['steps'], 1) * 1e3:.2f}",
-            f"{ends[len(ends) // 2]:.1f}/{ends[-1]:.1f}" if r["ends"] else "-",
+        cells.append(
+            (
+                f"{r['delay'] * 1000:.0f} ms",
+                r["executor"],
+                f"{r['concurrency']:,}",
+                f"{r['answered']:,}/{r['episodes']:,}" if r["episodes"] else "-",
+                f"{r['steps']:,}" + ("" if r["steps"] == r["expected_steps"] else " (short!)"),
+                f"{r['seconds']:.2f}",
+                f"{r['episodes'] / r['seconds']:.1f}" if r["episodes"] else "-",
+                f"{r['steps'] / r['seconds']:.1f}",
+                f"{r['ideal']:.2f}",
+                f"{r['ideal'] / r['seconds']:.0%}",
+                f"{r['cpu'] / max(r['steps'], 1) * 1e3:.2f}",
+                f"{r['server_cpu'] / max(r['steps'], 1) * 1e3:.2f}",
+                f"{ends[len(ends) // 2]:.1f}/{ends[-1]:.1f}" if r["ends"] else "-",
+            )
         )
+        table.add_row(*cells[-1])
     console.print(table)
+    if args.markdown:  # the same table, ready for the README
+        print("| " + " | ".join(columns) + " |")
+        print("|" + "---|" * len(columns))
+        for row in cells:
+            print("| " + " | ".join(row) + " |")
     for r in rows:
         for error, count in r["errors"].most_common(3):
             console.print(f"{r['executor']} x {r['concurrency']}: {count} step(s) failed: {error}")
