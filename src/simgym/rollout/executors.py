@@ -161,13 +161,14 @@ def quiet_gc(young: int = 50_000) -> Iterator[None]:
     every 700 allocations and a full one whenever the heap grew by a quarter; the full
     ones stalled the event loop for up to a second each and took about a quarter of the
     driver's CPU. So: what exists before the run (imports, models, a trainer's heap) is
-    collected once and frozen out of later collections, and the young generation is
-    allowed ``young`` objects before it is scanned. Both are restored afterwards.
+    frozen out of later collections, and the young generation is allowed ``young``
+    objects before it is scanned. Both are restored afterwards. Nothing is collected
+    first (a full collection of a trainer's heap can take longer than a short rollout):
+    garbage that was already there waits until the run ends and is unfrozen.
     """
     global _quiet_depth
     before = gc.get_threshold()
     if _quiet_depth == 0:
-        gc.collect()
         gc.freeze()
         gc.set_threshold(max(young, before[0]), *before[1:])
     _quiet_depth += 1
