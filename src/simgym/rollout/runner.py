@@ -73,7 +73,8 @@ async def arollout(
 
     ``agent`` / ``world_model`` / ``reward`` are names (with ``*_options``) or built
     instances; ``settings`` are :class:`RolloutConfig` fields (``group_size``,
-    ``concurrency``, ``group_concurrency``, ``max_turns``, ``max_agent_tokens``, ``seed``, ``env_options``).
+    ``concurrency``, ``group_concurrency``, ``max_turns``, ``max_agent_tokens``, ``seed``,
+    ``env_options``).
     With ``out``, each episode is appended as it finishes and, with ``resume``, episodes
     already there are skipped. ``on_start(n)`` hears how many episodes will run;
     ``on_done(trajectory)`` hears each as it ends. ``executor="ray"`` needs names, not
