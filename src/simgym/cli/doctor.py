@@ -33,7 +33,8 @@ def doctor(*, wm: WorldModelOptions) -> None:
     for dist in (
         "simgym",
         "pydantic",
-        "openai",
+        "aiohttp",
+        "orjson",
         "typer",
         "rich",
         "jsonschema",
@@ -50,7 +51,7 @@ def doctor(*, wm: WorldModelOptions) -> None:
                 dist,
                 "[yellow]missing[/]",
                 "optional"
-                if dist not in ("pydantic", "openai", "typer", "rich", "jsonschema")
+                if dist not in ("pydantic", "aiohttp", "orjson", "typer", "rich", "jsonschema")
                 else "required",
             )
     from simgym.worldmodels.local import embedded_model_path
