@@ -9,27 +9,12 @@ import json
 from collections import Counter
 
 import pytest
+from test_rollout import CALL, MCP_SCENARIO  # beside this file
 
 import simgym
 from simgym.core.errors import SimgymError
 from simgym.rollout.executors import quiet_gc
 from simgym.rollout.runner import arollout
-
-SCENARIO = {
-    "server_name": "records",
-    "tools": [
-        {
-            "name": "get_customer",
-            "description": "Fetch one customer by id.",
-            "parameters": {
-                "type": "object",
-                "properties": {"customer_id": {"type": "string"}},
-                "required": ["customer_id"],
-            },
-        }
-    ],
-}
-CALL = {"name": "get_customer", "arguments": {"customer_id": "C-1"}}
 
 
 def tasks(count: int) -> list[simgym.Task]:
@@ -39,7 +24,7 @@ def tasks(count: int) -> list[simgym.Task]:
             id=f"t{i}",
             domain="mcp",
             instruction="Who is C-1?",
-            scenario={**SCENARIO, "server_name": f"server-{i}"},
+            scenario={**MCP_SCENARIO, "server_name": f"server-{i}"},
         )
         for i in range(count)
     ]
