@@ -596,6 +596,24 @@ async def test_strict_mends_broken_json_and_records_what_the_model_wrote(fmt, te
         assert value == {"customers": [{"id": "C-1009", "name": "Zed"}]}
 
 
+async def test_strict_gives_an_envelope_its_missing_is_error_flag():
+    """An envelope the model left without ``isError`` gets the flag the MCP spec gives
+    an absent one (false); the content is kept as the model wrote it."""
+    unflagged = '{"content": [{"type": "text", "text": "no customer named Zed"}]}'
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(broken(unflagged)),
+        scenario=scenario(output_format="mcp"),
+        grounding="strict",
+        validation_retries=0,
+    )
+    await env.reset()
+    result = await env.step({"name": "search_customers", "arguments": {"query": "Zed"}})
+    assert json.loads(result.observation.text) == {**json.loads(unflagged), "isError": False}
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"]["repaired"] == unflagged and turn.format_problems == []
+
+
 @pytest.mark.parametrize("grounding", ["off", "facts"])
 async def test_only_strict_mode_mends(grounding):
     env = simgym.make(
