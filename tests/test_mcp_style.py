@@ -224,3 +224,54 @@ def test_a_refused_update_changed_nothing():
     _, state = step(scenario, state, "update_email", args, envelope(json.dumps(shown)))
     assert state["customers"][2]["email"] == "caro@example.com"
     assert not mcp_style.partial(state, "customers", "C-3")
+
+
+def test_a_refusal_seen_once_is_worded_the_servers_way_the_next_time():
+    """An update refused for a taken or a malformed value teaches the server's wording:
+    the next update refused for the same reason gets it with its own values put in (the
+    value, the record holding it, the record changed); another reason stays unclaimed."""
+    scenario, state = _customers_scenario()
+    scenario = scenario.model_copy(update={"output_format": "mcp"})
+    prefix = "Error executing tool update_email: "
+    taken = envelope(f"{prefix}email ana@example.com is already used by customer C-1", True)
+    _, state = step(
+        scenario, state, "update_email", {"customer_id": "C-2", "email": "ana@example.com"}, taken
+    )
+    again, _ = step(
+        scenario, state, "update_email", {"customer_id": "C-4", "email": "caro@example.com"}, ""
+    )
+    said = f"{prefix}email caro@example.com is already used by customer C-3"
+    assert again.observation == envelope(said, True) and not again.effects
+    # a malformed address is another reason: not known until the server refuses one
+    bad = {"customer_id": "C-2", "email": "ben at example"}
+    unsure, _ = step(scenario, state, "update_email", bad, "")
+    assert unsure.observation is None and unsure.effects["_partial"]
+    invalid = envelope(f"{prefix}invalid email address 'ben at example'", True)
+    _, state = step(scenario, state, "update_email", bad, invalid)
+    other = {"customer_id": "C-3", "email": "caro@example"}
+    refused, _ = step(scenario, state, "update_email", other, "")
+    assert refused.observation == envelope(f"{prefix}invalid email address 'caro@example'", True)
+    # an address only in mixed case was never refused: the server may take it
+    mixed = {"customer_id": "C-3", "email": "Caro.New@Example.com"}
+    assert step(scenario, state, "update_email", mixed, "")[0].observation is None
+
+
+def test_json_errors_take_the_fields_the_servers_errors_showed():
+    scenario, state = _customers_scenario()
+    scenario = scenario.model_copy(update={"output_format": "json"})
+    missing = Action.tool_call("update_email", {"customer_id": "C-9", "email": "x@example.com"})
+    assert '"code"' in MCP.ground(missing, state, scenario).observation  # nothing seen yet
+    error = {"error": {"message": "Error executing tool update_email: email taken"}}
+    args = {"customer_id": "C-2", "email": "ana@example.com"}
+    _, state = step(scenario, state, "update_email", args, json.dumps(error))
+    shown = json.loads(MCP.ground(missing, state, scenario).observation)
+    assert shown == {
+        "error": {"message": "Error executing tool update_email: customer C-9 not found"}
+    }
+    # a message that does not name the refused value teaches no wording
+    again = MCP.ground(
+        Action.tool_call("update_email", {"customer_id": "C-4", "email": "ana@example.com"}),
+        state,
+        scenario,
+    )
+    assert again.observation is None

@@ -510,11 +510,16 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     doubts = value_doubts(changes, record, records, call)
     if doubts:
         before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
+        refused = _refused_again(call, doubts, state, fmt)
+        if refused is not None:
+            refused.facts.insert(0, before)
+            return refused
         # until the server shows the record again, these fields are not known
+        reasons = _reasons(doubts)
         unsure = mcp_style.mark_partial(
-            call.collection, call.id_value, sorted(changes), tool=call.tool
+            call.collection, call.id_value, sorted(changes), tool=call.tool, reasons=reasons
         )
-        return Grounding(facts=[before, *doubts], effects=unsure)
+        return Grounding(facts=[before, *(d.fact for d in doubts)], effects=unsure)
     after = {**record, **changes}
     shown = _exact_record(call, record, after, state, fmt)
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
@@ -534,6 +539,34 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     return grounding
 
 
+def _refused_again(
+    call: Call, doubts: list[Doubt], state: dict[str, Any], fmt: str
+) -> Grounding | None:
+    """An update this server refused before for the same reason (a taken value, a
+    malformed address: :func:`mcp_style.refusal`): refused again, with the wording it
+    used then; None when the episode has not shown such a refusal."""
+    message = mcp_style.refusal(call.tool, call.id_value, _reasons(doubts), state)
+    if message is None:
+        return None
+    doubt = doubts[0]
+    # a json error's code is only known when this server's errors carry none
+    known = fmt != "json" or mcp_style.error_fields(state) == ["message"]
+    answer = exact_error(409, message, fmt, state) if known else None
+    return Grounding(
+        facts=[
+            f"this server refused a {doubt.kind} {doubt.field} earlier in this episode, "
+            f"so it refuses this call too: {message}",
+            f"{call.noun} {call.id_value} does not change",
+        ],
+        observation=answer,
+        expect=[shown_value(doubt.value, fmt)] if answer is None else [],
+    )
+
+
+def _reasons(doubts: list[Doubt]) -> list[mcp_style.Reason]:
+    return [(d.field, d.kind, d.value, d.holder) for d in doubts]
+
+
 def _exact_record(
     call: Call, record: dict[str, Any], shown: dict[str, Any], state: dict[str, Any], fmt: str
 ) -> str | None:
@@ -550,7 +583,9 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         message = f"{call.noun} {new_id} already exists"
         return Grounding(
             facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
-            observation=exact_error(409, mcp_style.error_text(message, call.tool, state), fmt),
+            observation=exact_error(
+                409, mcp_style.error_text(message, call.tool, state), fmt, state
+            ),
             expect=[shown_value(new_id, fmt)],
         )
     absent = missing_parents(call, state)
@@ -635,7 +670,7 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
     message = f"{call.noun} {call.id_value} not found"
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
-    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt)
+    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt, state)
     old = _tombstones(state, call.collection).get(str(call.id_value))
     forbid: list[str] = []
     if old is not None:
@@ -654,9 +689,22 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 MIN_UNIQUE = 3  # fewer records prove nothing about a field being unique
 
 
+@dataclass(frozen=True)
+class Doubt:
+    """Why a server might refuse or rewrite one new value: ``kind`` is ``taken`` (another
+    record, ``holder``, holds it in a field no two records share), ``malformed`` (not an
+    email address) or ``case`` (an email address not in lower case)."""
+
+    field: str
+    kind: Literal["taken", "malformed", "case"]
+    value: str
+    fact: str  # the doubt in words, for the facts block
+    holder: str | None = None  # the key of the record that holds a taken value
+
+
 def value_doubts(
     changes: dict[str, Any], record: dict[str, Any] | None, records: list[dict], call: Call
-) -> list[str]:
+) -> list[Doubt]:
     """Why a server might refuse or rewrite these new values, which makes their effect
     uncertain: a value another record holds in a field where every record's value is
     distinct (an email, a username), or an email address that is malformed or not in
@@ -669,14 +717,18 @@ def value_doubts(
         distinct = len(values) >= MIN_UNIQUE and len(set(map(str, values))) == len(values)
         holder = next((r for r in records if r is not record and r.get(name) == value), None)
         if distinct and holder is not None:
-            doubts.append(
-                f"{call.noun} {holder.get(call.key)} already has {name} {value!r}, and no two "
+            held = str(holder.get(call.key))
+            fact = (
+                f"{call.noun} {held} already has {name} {value!r}, and no two "
                 f"{call.collection} share a {name}: the server may refuse this call"
             )
+            doubts.append(Doubt(name, "taken", value, fact, held))
         if "email" in name.lower() and not _EMAIL.fullmatch(value):
-            doubts.append(f"{value!r} is not a well-formed email address: the server may refuse it")
+            fact = f"{value!r} is not a well-formed email address: the server may refuse it"
+            doubts.append(Doubt(name, "malformed", value, fact))
         elif "email" in name.lower() and value != value.lower():
-            doubts.append(f"the server may store the email address {value!r} in lower case")
+            fact = f"the server may store the email address {value!r} in lower case"
+            doubts.append(Doubt(name, "case", value, fact))
     return doubts
 
 
@@ -819,9 +871,15 @@ def exact_result(value: Any, fmt: str, state: dict[str, Any] | None = None) -> s
     return None
 
 
-def exact_error(code: int, message: str, fmt: str) -> str | None:
-    """A failed call's exact observation in the scenario's format (None for text)."""
+def exact_error(
+    code: int, message: str, fmt: str, state: dict[str, Any] | None = None
+) -> str | None:
+    """A failed call's exact observation in the scenario's format (None for text). A
+    json error carries the fields this server's errors showed (``message`` alone, for
+    one that gives no code), else a code and the message."""
     if fmt == "json":
+        if mcp_style.error_fields(state) == ["message"]:
+            return compact({"error": {"message": message}})
         return compact({"error": {"code": code, "message": message}})
     if fmt == "mcp":
         return compact({"content": [{"type": "text", "text": message}], "isError": True})

@@ -15,8 +15,13 @@ hook) reads each answer and keeps in the ledger's ``_style``:
   "accounts": "{items}"}``) and the fields each item shows, learned from an answer that
   listed exactly the records simgym had computed for that call (``pending``, left by
   grounding), so a shape is only kept once the server and simgym agree on what matches;
-* ``doubt``: the call whose update the server may refuse (see ``_partial`` below): its
-  error answer means the record did not change.
+* ``doubt``: the call whose update the server may refuse (see ``_partial`` below) and
+  why (:class:`~simgym.domains.mcp_ground.Doubt`): its error answer means the record did
+  not change;
+* ``refusals``: per tool, the message of an update it refused for one reason (a taken or
+  malformed value of a field), with the value as ``{value}``: the next update refused
+  for that reason gets the same wording (:func:`refusal`);
+* ``error_fields``: the fields of its json error objects (``["message"]``: no code).
 
 The ledger's ``_partial`` marks records whose fields only the server knows (a create's
 defaults, a doubted update) until an answer shows them whole.
@@ -29,6 +34,7 @@ lists have no exact answer.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from simgym.domains.mcp_rules import collections
@@ -64,16 +70,64 @@ def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
 PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}
 
 
+Reason = tuple[str, str, str, str | None]  # field, kind, the new value, the value's holder
+
+
 def mark_partial(
-    collection: str, record_id: Any, fields: list[str], *, tool: str | None = None
+    collection: str,
+    record_id: Any,
+    fields: list[str],
+    *,
+    tool: str | None = None,
+    reasons: list[Reason] | None = None,
 ) -> dict[str, Any]:
     """The ledger patch that notes a record's fields only the server knows (a create's
     defaults, or the fields of an update it may refuse or rewrite). With ``tool``, an
-    error answer of that call clears the note again: a refused call changed nothing."""
+    error answer of that call clears the note again: a refused call changed nothing;
+    with one of ``reasons`` (why the server might refuse), that answer's wording is kept
+    for the next call refused for the same reason (:func:`refusal`)."""
     patch: dict[str, Any] = {PARTIAL: {collection: {str(record_id): list(fields)}}}
     if tool is not None:
-        patch[STYLE] = {"doubt": [tool, collection, str(record_id)]}
+        doubt = [tool, collection, str(record_id), [list(r) for r in reasons or []]]
+        patch[STYLE] = {"doubt": doubt}
     return patch
+
+
+VALUE, HOLDER, RECORD = "{value}", "{holder}", "{id}"
+
+
+def refusal(tool: str, record_id: Any, reasons: list[Reason], state: dict[str, Any]) -> str | None:
+    """The error message of an update this server refused before for the same one reason
+    (the same field, a taken value or a malformed one), with this call's values put in;
+    None when the episode has shown no such refusal."""
+    if len(reasons) != 1:
+        return None  # two reasons: which one the server checks first is not known
+    field, kind, value, holder = reasons[0]
+    learned = _style(state).get("refusals", {}).get(tool, {})
+    template = learned.get(f"{field}:{kind}") if isinstance(learned, dict) else None
+    if not isinstance(template, str) or (HOLDER in template and holder is None):
+        return None
+    filled = {VALUE: value, HOLDER: holder or "", RECORD: str(record_id)}
+    return re.sub("|".join(map(re.escape, filled)), lambda m: filled[m.group(0)], template)
+
+
+def _learn_refusal(text: str, doubt: list[Any]) -> tuple[str, str] | None:
+    """``(reason, template)`` from the error a doubted update got: its message with the
+    call's value, the value's holder and the record's id made placeholders. None unless
+    the update had one reason and the message names the refused value (a message that
+    does not may depend on something simgym cannot see)."""
+    reasons = doubt[3] if len(doubt) > 3 and isinstance(doubt[3], list) else []
+    if len(reasons) != 1 or not isinstance(reasons[0], list) or len(reasons[0]) != 4:
+        return None
+    field, kind, value, holder = reasons[0]
+    if not isinstance(value, str) or not value or value not in text:
+        return None
+    names = {value: VALUE, doubt[2]: RECORD}
+    if isinstance(holder, str) and holder:
+        names[holder] = HOLDER
+    # the longest first: a value may contain the record's id
+    pattern = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    return f"{field}:{kind}", re.sub(pattern, lambda m: names[m.group(0)], text)
 
 
 def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
@@ -195,8 +249,16 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
         prefix = _error_prefix(text, tool)
         if prefix is not None:
             style["error_prefix"] = prefix
-        if isinstance(doubt, list) and len(doubt) == 3 and doubt[0] == tool:
+        fields = _error_fields(observation)
+        if fields is not None:
+            style["error_fields"] = fields
+        if isinstance(doubt, list) and len(doubt) >= 3 and doubt[0] == tool:
             cleared = {PARTIAL: {doubt[1]: {doubt[2]: None}}}  # refused: nothing changed
+            learned = _learn_refusal(text, doubt)
+            if learned is not None:
+                refusals = {k: dict(v) for k, v in style.get("refusals", {}).items()}
+                refusals.setdefault(tool, {})[learned[0]] = learned[1]
+                style["refusals"] = refusals
     value = _loads(text) if text is not None and not failed else None
     completed = None
     if isinstance(value, dict | list):
@@ -266,6 +328,19 @@ def _result_text(observation: str) -> tuple[str | None, bool]:
         message = error.get("message")
         return (message if isinstance(message, str) else None), True
     return observation, False
+
+
+def error_fields(state: dict[str, Any] | None) -> list[str] | None:
+    """The fields of this server's json error objects, as its errors showed them."""
+    fields = _style(state).get("error_fields")
+    return fields if isinstance(fields, list) else None
+
+
+def _error_fields(observation: str) -> list[str] | None:
+    """``["message"]`` from a json error answer ``{"error": {"message": ...}}``."""
+    value = _loads(observation)
+    inner = value.get("error") if isinstance(value, dict) and len(value) == 1 else None
+    return list(inner) if isinstance(inner, dict) else None
 
 
 def _error_prefix(text: str, tool: str) -> str | None:
