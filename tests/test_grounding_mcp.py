@@ -89,10 +89,12 @@ def test_an_update_of_a_missing_id_changes_nothing():
 def test_a_search_matches_text_in_any_field_ignoring_case():
     g = ground(scenario(), "search_customers", {"query": "OKAFOR"})
     assert g.observation is None  # servers shape lists differently
-    assert g.expect == ["C-1002"] and g.forbid == ["C-1001"]
+    # a server matches free text its own way (the dev set's finds "+351912077570" in
+    # "+351 912 077 570"): the records without the text are not forbidden
+    assert g.expect == ["C-1002"] and g.forbid == []
     assert g.facts[0].startswith("1 customer matches")
     none = ground(scenario(), "search_customers", {"query": "zzz"})
-    assert none.expect == [] and set(none.forbid) == {"C-1001", "C-1002"}
+    assert none.expect == [] and none.forbid == []
     assert none.facts[0].startswith("no customers match")
 
 

@@ -648,13 +648,14 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     expect = []
     if call.limit is None or len(found) <= call.limit:
         expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
-    others = [r.get(call.key) for r in records if r not in found]
+    # free-text search is matched the server's own way (spaces, accents, words): a
+    # record without the text may still match (a phone number found without its spaces)
+    plain = not call.queries and not call.fuzzy
+    others = [r.get(call.key) for r in records if r not in found] if plain else []
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
     # a record the server completed itself may match or show fields the ledger lacks
     known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
-    # free-text search is matched the server's own way (spaces, accents, words): not exact
-    plain = not call.queries and not call.fuzzy
     complete = known and plain and (call.limit is None or len(found) <= call.limit)
     answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
     return Grounding(
