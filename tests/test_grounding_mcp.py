@@ -73,7 +73,8 @@ def test_an_update_sets_the_field_the_tool_names():
     after = {**sc.state["customers"][0], "email": NEW_EMAIL}
     assert g.observation == json.dumps(after, ensure_ascii=False)
     # a merge patch replaces lists whole: the effect carries the whole new collection
-    assert g.effects == {"customers": [after, sc.state["customers"][1]]}
+    undo = ["update_email", "customers", "id", "C-1001", sc.state["customers"][0], 0]
+    assert g.effects == {"customers": [after, sc.state["customers"][1]], "_style": {"undo": undo}}
     assert applied(copy.deepcopy(sc.state), g)["customers"][0]["email"] == NEW_EMAIL
     assert g.expect == ["C-1001", NEW_EMAIL]
     assert g.forbid == [OLD_EMAIL]
@@ -377,6 +378,7 @@ def test_cancel_on_records_with_a_status_is_not_taken_for_a_delete():
     assert ground(plain, "cancel_order", {"order_id": "O-1"}).effects == {
         "orders": [],
         "_deleted": {"orders": {"O-1": {"id": "O-1"}}},
+        "_style": {"undo": ["cancel_order", "orders", "id", "O-1", {"id": "O-1"}, 0]},
     }
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
-from simgym.core.types import Action
+from simgym.core.types import Action, ToolSpec
 from simgym.domains import mcp_style
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
@@ -275,3 +275,74 @@ def test_json_errors_take_the_fields_the_servers_errors_showed():
         scenario,
     )
     assert again.observation is None
+
+
+def test_strict_checks_agree_with_every_real_answer_once_the_layout_was_seen():
+    """Replays the dev set's mcp episodes: what strict mode would check each real answer
+    against (its exact form, what it must and must not show) never calls the real answer
+    wrong once the server has shown how it writes records and errors. Before that only
+    the layout of a first answer and a create refused for a rule no schema states (a
+    subject too short) may differ; the refused create changes nothing in the ledger."""
+    wrong = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != "mcp":
+            continue
+        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
+        ledger = MCP.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind != "tool_call":
+                continue
+            grounding = MCP.ground(turn.action, ledger, scenario)
+            real = turn.observation.text.strip()
+            style = ledger.get(mcp_style.STYLE, {})
+            if grounding is not None and grounding.problems(real):
+                wrong += 1
+                assert not (style.get("order") and "error_prefix" in style), turn.action
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    assert wrong <= 3
+
+
+def test_a_call_the_server_refused_changed_nothing():
+    """A create, update or delete that grounding applied as certain is taken back when
+    the server answers it with an error (a rule simgym cannot see refused it)."""
+    scenario, state = _ticket_desk()
+    before = json.loads(json.dumps(state))
+    error = envelope("Error executing tool create_ticket: subject must have at least 3", True)
+    made, after = step(
+        scenario, state, "create_ticket", {"customer_id": "C-2", "subject": "e"}, error
+    )
+    assert made.effects["tickets"][-1]["id"] == "T-4"
+    assert after["tickets"] == before["tickets"] and not mcp_style.partial(after, "tickets", "T-4")
+    again = MCP.ground(
+        Action.tool_call("create_ticket", {"customer_id": "C-2", "subject": "long enough"}),
+        after,
+        scenario,
+    )
+    assert again.effects["tickets"][-1]["id"] == "T-4"  # the refused one took no id
+    # the text format says an error in words first, the way simgym's real backend does
+    text = scenario.model_copy(update={"output_format": "text"})
+    _, after = step(
+        text, state, "create_ticket", {"customer_id": "C-2", "subject": "e"}, "Error: no"
+    )
+    assert after["tickets"] == before["tickets"]
+    # an update and a delete go back, the record in its place and no tombstone left
+    scenario, state = _customers_scenario()
+    delete = {
+        "name": "delete_customer",
+        "description": "Remove a customer.",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}},
+    }
+    tools = [*scenario.tools, ToolSpec.from_any(delete)]
+    scenario = scenario.model_copy(update={"tools": tools})
+    before = json.loads(json.dumps(state))
+    refused = envelope("Error executing tool update_email: mailbox does not exist", True)
+    args = {"customer_id": "C-2", "email": "ben.new@example.com"}
+    changed, after = step(scenario, state, "update_email", args, refused)
+    assert changed.effects["customers"][1]["email"] == "ben.new@example.com"
+    assert after["customers"] == before["customers"]
+    refused = envelope("Error executing tool delete_customer: customer has open tickets", True)
+    gone, after = step(scenario, after, "delete_customer", {"customer_id": "C-2"}, refused)
+    assert len(gone.effects["customers"]) == 3
+    assert after["customers"] == before["customers"] and not after["_deleted"]["customers"]

@@ -86,7 +86,7 @@ FUZZY_VERBS = frozenset({"search", "find", "query", "filter"})  # their text fil
 CHANGE_ARGS = frozenset(
     {"fields", "updates", "update", "changes", "data", "patch", "values", "attributes"}
 )
-TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
+TOMBSTONES = mcp_style.TOMBSTONES
 MAX_FACT_RECORDS = 20
 MIN_FORBID = 3  # shorter values ("1", "ok") appear anywhere by chance
 MAX_EXPECT = 200  # longer values may be shortened by a text server
@@ -533,7 +533,10 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         expect=_unique([shown_value(v, fmt) for v in [call.id_value, *_scalars(changes)]]),
     )
     if after != record:
-        grounding.effects = {call.collection: [after if r is record else r for r in records]}
+        grounding.effects = {
+            call.collection: [after if r is record else r for r in records],
+            **_undoable(call, record, records),
+        }
     old = [v for k, v in record.items() if k in changes and changes[k] != v]
     grounding.forbid = _forbidden(old, fmt, [shown or "", *grounding.expect, compact(after)])
     return grounding
@@ -561,6 +564,13 @@ def _refused_again(
         observation=answer,
         expect=[shown_value(doubt.value, fmt)] if answer is None else [],
     )
+
+
+def _undoable(call: Call, record: dict[str, Any], records: list[dict]) -> dict[str, Any]:
+    """The note that takes back this call's change to ``record`` should the server
+    answer it with an error (a rule simgym cannot see refused it)."""
+    at = next(i for i, r in enumerate(records) if r is record)
+    return mcp_style.mark_undo(call.tool, call.collection, call.key, call.id_value, record, at)
 
 
 def _reasons(doubts: list[Doubt]) -> list[mcp_style.Reason]:
@@ -607,6 +617,8 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     effects: dict[str, Any] = {call.collection: [*records, record]}
     if missing:
         effects.update(mcp_style.mark_partial(call.collection, new_id, missing))
+    # a server may refuse a create for rules no schema states (a subject too short)
+    effects.update(mcp_style.mark_undo(call.tool, call.collection, call.key, new_id, None, None))
     return Grounding(
         facts=facts,
         effects=effects,
@@ -626,6 +638,7 @@ def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         effects={
             call.collection: [r for r in records if r is not record],
             TOMBSTONES: {call.collection: {str(call.id_value): record}},
+            **_undoable(call, record, records),
         },
         expect=[shown_value(call.id_value, fmt)],
     )

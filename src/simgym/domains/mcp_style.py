@@ -21,7 +21,9 @@ hook) reads each answer and keeps in the ledger's ``_style``:
 * ``refusals``: per tool, the message of an update it refused for one reason (a taken or
   malformed value of a field), with the value as ``{value}``: the next update refused
   for that reason gets the same wording (:func:`refusal`);
-* ``error_fields``: the fields of its json error objects (``["message"]``: no code).
+* ``error_fields``: the fields of its json error objects (``["message"]``: no code);
+* ``undo``: how to take back the change of the last call that grounding applied as
+  certain (:func:`mark_undo`), should the server answer it with an error.
 
 The ledger's ``_partial`` marks records whose fields only the server knows (a create's
 defaults, a doubted update) until an answer shows them whole.
@@ -40,6 +42,7 @@ from typing import Any
 from simgym.domains.mcp_rules import collections
 
 STYLE = "_style"  # ledger key (``_`` keys are simgym's, not records)
+TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
 MAX_INDENT = 8
 
 
@@ -90,6 +93,32 @@ def mark_partial(
     if tool is not None:
         doubt = [tool, collection, str(record_id), [list(r) for r in reasons or []]]
         patch[STYLE] = {"doubt": doubt}
+    return patch
+
+
+def mark_undo(
+    tool: str, collection: str, key: str, record_id: Any, before: dict | None, at: int | None
+) -> dict[str, Any]:
+    """The ledger patch that remembers how to take back a change the grounding applied
+    as certain (a create, an update, a delete): an error answer of that call means the
+    server changed nothing. ``before`` is the record as it was (None: the call creates
+    it) and ``at`` its place in the collection."""
+    return {STYLE: {"undo": [tool, collection, key, str(record_id), before, at]}}
+
+
+def _undo(undo: list[Any], state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that takes back the change ``undo`` describes (see
+    :func:`mark_undo`): the record as it was, in its place, and no notes about it."""
+    _, collection, key, record_id, before, at = undo
+    records = state.get(collection)
+    if not isinstance(records, list):
+        return None
+    kept = [r for r in records if not (isinstance(r, dict) and str(r.get(key)) == record_id)]
+    if isinstance(before, dict):
+        kept.insert(at if isinstance(at, int) and 0 <= at <= len(kept) else len(kept), before)
+    patch: dict[str, Any] = {collection: kept, PARTIAL: {collection: {record_id: None}}}
+    if isinstance(state.get(TOMBSTONES), dict):  # a refused delete leaves no tombstone
+        patch[TOMBSTONES] = {collection: {record_id: None}}
     return patch
 
 
@@ -244,6 +273,7 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
     tool = getattr(action, "name", None) or ""
     text, failed = _result_text(observation)
     doubt = style.pop("doubt", None)
+    undo = style.pop("undo", None)
     cleared = None
     if text is not None and failed:
         prefix = _error_prefix(text, tool)
@@ -259,6 +289,8 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
                 refusals = {k: dict(v) for k, v in style.get("refusals", {}).items()}
                 refusals.setdefault(tool, {})[learned[0]] = learned[1]
                 style["refusals"] = refusals
+        if isinstance(undo, list) and len(undo) == 6 and undo[0] == tool:
+            cleared = _undo(undo, state)  # refused: what grounding applied did not happen
     value = _loads(text) if text is not None and not failed else None
     completed = None
     if isinstance(value, dict | list):
@@ -312,13 +344,20 @@ def _style(state: dict[str, Any] | None) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+TEXT_ERRORS = ("Error executing tool ", "Error: ")
+
+
 def _result_text(observation: str) -> tuple[str | None, bool]:
     """The text of a result (inside a CallToolResult envelope, an ``{"error": ...}``
-    object's message, or the whole answer) and whether it is an error."""
+    object's message, the whole JSON answer, or a text-format error) and whether it is
+    an error; ``(None, False)`` for other plain text."""
     try:
         outer = json.loads(observation)
     except ValueError:
-        return None, False
+        # the text format: an error is text that says so first, the way simgym's real
+        # backend writes a failed call ("Error executing tool ...", else "Error: ...")
+        failed = observation.startswith(TEXT_ERRORS)
+        return (observation, True) if failed else (None, False)
     if isinstance(outer, dict) and isinstance(outer.get("content"), list):
         texts = [c.get("text") for c in outer["content"] if isinstance(c, dict)]
         text = texts[0] if len(texts) == 1 and isinstance(texts[0], str) else None
