@@ -618,6 +618,33 @@ async def test_strict_gives_an_envelope_its_missing_is_error_flag():
     assert turn.grounding["strict"]["repaired"] == unflagged and turn.format_problems == []
 
 
+@pytest.mark.parametrize("grounding", ["facts", "strict"])
+async def test_strict_puts_a_search_answer_in_the_shape_the_server_showed(grounding):
+    """Once the server showed how a search answers (a wrapper, a count, the fields of an
+    item), strict mode rewrites a later answer the state does not decide (a free-text
+    search) into that shape; the records it lists stay the model's choice."""
+    answers = [
+        {"customers": [{"id": "C-1001", "name": "Ana Lima"}], "total": 1},  # as a server would
+        {"results": [{"id": "C-1002", "email": "ben@x"}], "count": 7},  # a small model's try
+    ]
+
+    def world(messages):
+        return f"<predicted_observation>{json.dumps(answers.pop(0))}</predicted_observation>"
+
+    env = simgym.make(
+        "mcp", world_model=FunctionWorldModel(world), grounding=grounding, validation_retries=0
+    )
+    await env.reset()
+    await env.step({"name": "search_customers", "arguments": {"query": "Lima"}})
+    result = await env.step({"name": "search_customers", "arguments": {"query": "okafor"}})
+    shown = json.loads(result.observation.text)
+    if grounding == "facts":
+        assert shown == {"results": [{"id": "C-1002", "email": "ben@x"}], "count": 7}
+        return
+    assert shown == {"customers": [{"id": "C-1002", "name": "Ben Okafor"}], "total": 1}
+    assert json.loads(env.trajectory.turns[1].grounding["strict"]["reshaped"])["count"] == 7
+
+
 @pytest.mark.parametrize("grounding", ["off", "facts"])
 async def test_only_strict_mode_mends(grounding):
     env = simgym.make(

@@ -346,3 +346,51 @@ def test_a_call_the_server_refused_changed_nothing():
     gone, after = step(scenario, after, "delete_customer", {"customer_id": "C-2"}, refused)
     assert len(gone.effects["customers"]) == 3
     assert after["customers"] == before["customers"] and not after["_deleted"]["customers"]
+
+
+def test_a_real_list_answer_is_already_in_the_shape_it_taught():
+    """Replays the dev set's mcp episodes: reshaping each real list answer that grounding
+    does not decide whole (free-text searches, records the server completed) into the
+    shape the server showed earlier changes nothing in it."""
+    reshaped = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != "mcp":
+            continue
+        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
+        ledger = MCP.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind != "tool_call":
+                continue
+            grounding = MCP.ground(turn.action, ledger, scenario)
+            real = turn.observation.text.strip()
+            if grounding is not None and grounding.reshape is not None:
+                reshaped += 1
+                assert grounding.reshape(real) in (None, real), turn.action
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    assert reshaped >= 8
+
+
+def test_a_list_answer_is_reshaped_around_what_the_ledger_knows():
+    scenario, state = _ticket_desk()
+    scenario = scenario.model_copy(update={"output_format": "mcp"})
+    taught = {
+        "customer_id": "C-1",
+        "tickets": [{"id": "T-1", "subject": "a"}, {"id": "T-3", "subject": "c"}],
+    }
+    _, state = step(
+        scenario, state, "list_tickets", {"customer_id": "C-1"}, envelope(json.dumps(taught))
+    )
+    # a created ticket whose status the server fills in: the list is no longer exact
+    _, state = step(scenario, state, "create_ticket", {"customer_id": "C-2", "subject": "d"}, "")
+    grounding, _ = step(scenario, state, "list_tickets", {"customer_id": "C-2"}, "")
+    assert grounding.observation is None and grounding.reshape is not None
+    guess = {"items": [{"id": "T-2", "status": "x"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}]}
+    shown = json.loads(result_text(grounding.reshape(envelope(json.dumps(guess))), scenario))
+    # the known ticket shows its learned fields; the others stay as the model wrote them
+    assert shown == {
+        "customer_id": "C-2",
+        "tickets": [{"id": "T-2", "subject": "b"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}],
+    }
+    assert grounding.reshape(envelope("Error executing tool list_tickets: no", True)) is None

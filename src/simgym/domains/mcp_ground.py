@@ -671,13 +671,93 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
     complete = known and plain and (call.limit is None or len(found) <= call.limit)
     answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
+    # with an id that names nothing the server answers an error, not a list to reshape
+    refused = not found and bool(missing_parents(call, state))
+    reshape = None
+    if answer is None and not refused:
+        reshape = _list_reshaper(call, records, state, fmt, len(found))
     return Grounding(
         facts=facts,
         effects=mcp_style.pending(call.tool, call.arguments, shown, call.key),
         observation=None if answer is None else exact_result(answer, fmt, state),
         expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
+        reshape=reshape,
     )
+
+
+def _list_reshaper(
+    call: Call, records: list[dict], state: dict[str, Any], fmt: str, matched: int
+) -> Callable[[str], str | None] | None:
+    """For a list answer the state does not decide whole (a free-text search, records
+    the server completed): the model's answer rewritten into this tool's learned shape
+    (its wrapper, the count, the arguments it echoes) in the server's layout, each item
+    that names a record the ledger knows whole showing that record's learned fields.
+    Which records are listed stays the model's say. None until the shape was learned."""
+    learned = mcp_style.learned_list(call.tool, state)
+    if learned is None or fmt == "text":
+        return None
+    shape, fields = learned
+    layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}  # the layout as of this call
+    whole = {
+        str(r[call.key]): r
+        for r in records
+        if call.key in r and not mcp_style.partial(state, call.collection, r[call.key])
+    }
+
+    def item(shown: dict[str, Any]) -> dict[str, Any]:
+        record = whole.get(str(shown.get(call.key)))
+        if record is None or fields is None or any(f not in record for f in fields):
+            return shown  # a record the ledger does not know whole: as the model wrote it
+        return {f: record[f] for f in fields}
+
+    def count(value: Any, shown: list[dict]) -> int:
+        """The count of matches: the model's, where it gave one (the items may be cut at
+        a limit), else the items', else, with the items at the limit, simgym's own."""
+        keys = (
+            [k for k, v in shape.items() if v == mcp_style.COUNT] if isinstance(shape, dict) else []
+        )
+        given = value.get(keys[0]) if keys and isinstance(value, dict) else None
+        if _is_int(given):
+            return given
+        cut = call.limit is not None and len(shown) >= call.limit
+        return max(matched, len(shown)) if cut else len(shown)
+
+    def reshape(observation: str) -> str | None:
+        value = _answer_value(observation, fmt)
+        items = _listed(value)
+        if items is None:
+            return None
+        shown = [item(i) for i in items if isinstance(i, dict)]
+        answer = mcp_style.fill(shape, shown, call.arguments, count(value, shown))
+        return exact_result(answer, fmt, layout)
+
+    return reshape
+
+
+def _answer_value(observation: str, fmt: str) -> Any:
+    """The JSON value of a successful answer (the envelope's text, for the mcp format);
+    None for an error answer or one that is not JSON."""
+    try:
+        value = json.loads(observation)
+        if fmt == "mcp":
+            if not isinstance(value, dict) or value.get("isError") is True:
+                return None
+            texts = [c.get("text") for c in value.get("content") or [] if isinstance(c, dict)]
+            value = json.loads(texts[0]) if len(texts) == 1 and isinstance(texts[0], str) else None
+    except ValueError:
+        return None
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return None
+    return value
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """The items of a list answer: the list itself, or an object's one list."""
+    if isinstance(value, list):
+        return value
+    lists = [v for v in value.values() if isinstance(v, list)] if isinstance(value, dict) else []
+    return lists[0] if len(lists) == 1 else None
 
 
 def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:

@@ -219,15 +219,33 @@ def list_answer(tool: str, records: list[dict[str, Any]], arguments: dict, state
     return _fill(learned.get("shape"), items, arguments)
 
 
-def _fill(shape: Any, items: list[dict], arguments: dict[str, Any]) -> Any:
+def learned_list(tool: str, state: dict[str, Any]) -> tuple[Any, list[str] | None] | None:
+    """The shape of a list tool's answers and the fields its items show (None: only an
+    empty answer was seen), as the server showed them; None when not learned."""
+    learned = _style(state).get("lists", {}).get(tool)
+    if not isinstance(learned, dict) or "shape" not in learned:
+        return None
+    fields = learned.get("fields")
+    return learned["shape"], fields if isinstance(fields, list) else None
+
+
+def fill(shape: Any, items: list[dict], arguments: dict[str, Any], count: int) -> Any:
+    """A learned list shape with these items, this count of matches (more than the items
+    when a limit cut them) and the call's arguments."""
+    return _fill(shape, items, arguments, count)
+
+
+def _fill(
+    shape: Any, items: list[dict], arguments: dict[str, Any], count: int | None = None
+) -> Any:
     if shape == ITEMS:
         return items
     if shape == COUNT:
-        return len(items)
+        return len(items) if count is None else count
     if isinstance(shape, str) and shape.startswith("{arg:") and shape.endswith("}"):
         return arguments.get(shape[5:-1])
     if isinstance(shape, dict):
-        return {k: _fill(v, items, arguments) for k, v in shape.items()}
+        return {k: _fill(v, items, arguments, count) for k, v in shape.items()}
     return shape
 
 
