@@ -394,3 +394,13 @@ def test_a_list_answer_is_reshaped_around_what_the_ledger_knows():
         "tickets": [{"id": "T-2", "subject": "b"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}],
     }
     assert grounding.reshape(envelope("Error executing tool list_tickets: no", True)) is None
+
+
+def test_a_message_naming_a_short_id_teaches_no_wording():
+    """A record id of one or two characters in a message may be any number there."""
+    state = {"customers": [{"id": "7", "email": "a@example.com"}], "_style": {}}
+    doubt = ["update_email", "customers", "7", [["email", "malformed", "a@b", None]]]
+    state["_style"]["doubt"] = doubt
+    refused = envelope("Error executing tool update_email: 'a@b' needs 7 more characters", True)
+    patch = mcp_style.observe_mcp(refused, Action.tool_call("update_email", {}), state)
+    assert "refusals" not in merge_patch(state, patch)["_style"]

@@ -123,6 +123,7 @@ def _undo(undo: list[Any], state: dict[str, Any]) -> dict[str, Any] | None:
 
 
 VALUE, HOLDER, RECORD = "{value}", "{holder}", "{id}"
+MIN_NAMED = 3  # a shorter value or id in a message is not surely that value
 
 
 def refusal(tool: str, record_id: Any, reasons: list[Reason], state: dict[str, Any]) -> str | None:
@@ -154,6 +155,8 @@ def _learn_refusal(text: str, doubt: list[Any]) -> tuple[str, str] | None:
     names = {value: VALUE, doubt[2]: RECORD}
     if isinstance(holder, str) and holder:
         names[holder] = HOLDER
+    if any(len(name) < MIN_NAMED and name in text for name in names):
+        return None  # "7" in a message may be the record's id or any other seven
     # the longest first: a value may contain the record's id
     pattern = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
     return f"{field}:{kind}", re.sub(pattern, lambda m: names[m.group(0)], text)
