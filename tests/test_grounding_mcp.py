@@ -625,7 +625,7 @@ async def test_strict_puts_a_search_answer_in_the_shape_the_server_showed(ground
     search) into that shape; the records it lists stay the model's choice."""
     answers = [
         {"customers": [{"id": "C-1001", "name": "Ana Lima"}], "total": 1},  # as a server would
-        {"results": [{"id": "C-1002", "email": "ben@x"}], "count": 7},  # a small model's try
+        {"results": [{"id": "C-1002", "email": "ben@x"}, {"id": "C-77"}], "count": 7},  # a guess
     ]
 
     def world(messages):
@@ -639,7 +639,7 @@ async def test_strict_puts_a_search_answer_in_the_shape_the_server_showed(ground
     result = await env.step({"name": "search_customers", "arguments": {"query": "okafor"}})
     shown = json.loads(result.observation.text)
     if grounding == "facts":
-        assert shown == {"results": [{"id": "C-1002", "email": "ben@x"}], "count": 7}
+        assert shown["count"] == 7 and len(shown["results"]) == 2
         return
     assert shown == {"customers": [{"id": "C-1002", "name": "Ben Okafor"}], "total": 1}
     assert json.loads(env.trajectory.turns[1].grounding["strict"]["reshaped"])["count"] == 7

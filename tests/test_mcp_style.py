@@ -388,10 +388,11 @@ def test_a_list_answer_is_reshaped_around_what_the_ledger_knows():
     assert grounding.observation is None and grounding.reshape is not None
     guess = {"items": [{"id": "T-2", "status": "x"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}]}
     shown = json.loads(result_text(grounding.reshape(envelope(json.dumps(guess))), scenario))
-    # the known ticket shows its learned fields; the others stay as the model wrote them
+    # the known ticket shows its learned fields, the one the server completed stays as
+    # the model wrote it, and T-9, which does not exist, is not listed
     assert shown == {
         "customer_id": "C-2",
-        "tickets": [{"id": "T-2", "subject": "b"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}],
+        "tickets": [{"id": "T-2", "subject": "b"}, {"id": "T-4", "subject": "d?"}],
     }
     assert grounding.reshape(envelope("Error executing tool list_tickets: no", True)) is None
 

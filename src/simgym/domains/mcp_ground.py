@@ -692,18 +692,17 @@ def _list_reshaper(
     """For a list answer the state does not decide whole (a free-text search, records
     the server completed): the model's answer rewritten into this tool's learned shape
     (its wrapper, the count, the arguments it echoes) in the server's layout, each item
-    that names a record the ledger knows whole showing that record's learned fields.
-    Which records are listed stays the model's say. None until the shape was learned."""
+    that names a record the ledger knows whole showing that record's learned fields, and
+    none that names a record that does not exist (the ledger holds the server's records,
+    as a not-found answer already assumes). Which of the records that exist are listed
+    stays the model's say. None until the shape was learned."""
     learned = mcp_style.learned_list(call.tool, state)
     if learned is None or fmt == "text":
         return None
     shape, fields = learned
     layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}  # the layout as of this call
-    whole = {
-        str(r[call.key]): r
-        for r in records
-        if call.key in r and not mcp_style.partial(state, call.collection, r[call.key])
-    }
+    existing = {str(r[call.key]): r for r in records if call.key in r}
+    whole = {k: r for k, r in existing.items() if not mcp_style.partial(state, call.collection, k)}
 
     def item(shown: dict[str, Any]) -> dict[str, Any]:
         record = whole.get(str(shown.get(call.key)))
@@ -711,14 +710,18 @@ def _list_reshaper(
             return shown  # a record the ledger does not know whole: as the model wrote it
         return {f: record[f] for f in fields}
 
-    def count(value: Any, shown: list[dict]) -> int:
-        """The count of matches: the model's, where it gave one (the items may be cut at
-        a limit), else the items', else, with the items at the limit, simgym's own."""
+    def exists(shown: dict[str, Any]) -> bool:
+        return call.key not in shown or str(shown[call.key]) in existing
+
+    def count(value: Any, shown: list[dict], dropped: bool) -> int:
+        """The count of matches: the model's, where it gave one and listed no record that
+        does not exist (the items may be cut at a limit), else the items', else, with the
+        items at the limit, simgym's own."""
         keys = (
             [k for k, v in shape.items() if v == mcp_style.COUNT] if isinstance(shape, dict) else []
         )
         given = value.get(keys[0]) if keys and isinstance(value, dict) else None
-        if _is_int(given):
+        if _is_int(given) and not dropped:
             return given
         cut = call.limit is not None and len(shown) >= call.limit
         return max(matched, len(shown)) if cut else len(shown)
@@ -728,8 +731,11 @@ def _list_reshaper(
         items = _listed(value)
         if items is None:
             return None
-        shown = [item(i) for i in items if isinstance(i, dict)]
-        answer = mcp_style.fill(shape, shown, call.arguments, count(value, shown))
+        listed = [i for i in items if isinstance(i, dict)]
+        shown = [item(i) for i in listed if exists(i)]
+        answer = mcp_style.fill(
+            shape, shown, call.arguments, count(value, shown, len(shown) < len(listed))
+        )
         return exact_result(answer, fmt, layout)
 
     return reshape
