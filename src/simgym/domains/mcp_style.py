@@ -287,8 +287,8 @@ def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
 
 def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[str, Any] | None:
     """The ledger patch that records how this answer was written (None: nothing new).
-    A list call's ``pending`` record stays until an answer agrees with it (under teacher
-    forcing the model's guess is observed first, then the real answer)."""
+    A list call's ``pending`` record stays until an answer agrees with it; an error
+    answer clears a doubted update's marks and takes back a change grounding applied."""
     before = _style(state)
     style = dict(before)
     tool = getattr(action, "name", None) or ""
