@@ -52,7 +52,7 @@ from simgym.core.errors import EpisodeStateError, SimgymError
 from simgym.core.grounding import MODES as GROUNDINGS
 from simgym.core.grounding import Grounding
 from simgym.core.trajectories import read_trajectories
-from simgym.core.types import Observation, Trajectory, Turn
+from simgym.core.types import Action, Observation, Trajectory, Turn
 from simgym.core.worldmodel import Messages, Prediction, WorldModel
 from simgym.data.export import row_id
 
@@ -175,7 +175,16 @@ class TeacherForcedEnv(SimEnv):
         turn.observation = Observation(text=real)
         # What the ledger learns from an observation (a GUI's screen, a server's layout)
         # must come from the real one, as the next turn's history does.
-        self._observe(real, turn.action, None)
+        super()._observe(real, turn.action, None)
+
+    def _observe(
+        self, observation: str, action: Action | None, record: dict[str, Any] | None
+    ) -> dict[str, Any] | None:
+        """Nothing is learned from the scored model's own answer: :meth:`force` observes
+        the real one instead. Observing the guess first would let it change the ledger
+        (a record it shows "whole", a refusal it did not write clearing a doubt about the
+        call) before the real answer arrives, which a real episode never sees."""
+        return record
 
 
 @dataclass

@@ -119,6 +119,9 @@ def test_mcp_observation_checks_by_output_format():
     env_style = SCENARIO.model_copy(update={"output_format": "mcp"})
     assert MCP.check_observation('{"content": [], "isError": false}', call, env_style) == []
     assert MCP.check_observation('{"id": 1}', call, env_style)
+    # the format says whether the call failed: an envelope without the flag is broken
+    unflagged = '{"content": [{"type": "text", "text": "ok"}]}'
+    assert "isError" in MCP.check_observation(unflagged, call, env_style)[0]
     assert (
         MCP.check_observation(
             "anything", call, SCENARIO.model_copy(update={"output_format": "text"})

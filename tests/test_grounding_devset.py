@@ -145,6 +145,29 @@ async def test_the_ledger_follows_the_real_screens_not_the_models(devset):
     assert sum(r["exact_matches_real"] for r in exact if r["domain"] == "mcp") >= 3
 
 
+async def test_a_guessed_success_does_not_hide_the_servers_refusal(devset):
+    """A model that answers a refused update with the changed record, whole, teaches the
+    ledger nothing: only the real refusal is observed, so reading the record back is an
+    exact answer again, and the server's own."""
+    rows, trajectories = devset
+    conflict = next(t for t in trajectories if t.task.id == "dev-mcp-email-conflict")
+    wanted = {gd.row_id(conflict.episode_id, n) for n in (2, 4)}
+    chosen = [r for r in rows if r.domain == "mcp" and r.id in wanted]
+    assert len(chosen) == 2
+    guess = json.dumps(
+        {"id": "C-1003", "name": "Jonas Tanaka", "email": "ana.lima@example.com",
+         "tier": "basic", "phone": "+351 912 686 312", "city": "Coimbra",
+         "joined": "2021-12-20"}
+    )  # fmt: skip
+    recorder = Recorder(answer=f"<predicted_observation>{guess}</predicted_observation>")
+    results = await gd.run_devset(
+        gd.plan_replays(trajectories, chosen), {"guess": recorder.model}, ["strict"]
+    )
+    read_back = next(r for r in results if r["turn_idx"] == 4)
+    assert read_back["exact_matches_real"] is True and read_back["strict"] == "corrected"
+    assert read_back["metrics"]["exact_match"] == 1.0
+
+
 async def test_an_empty_answer_still_lets_the_real_turn_into_the_history(devset):
     _, replays = replays_for(devset, ["swe"], 5)
     recorder = Recorder(answer="<predicted_observation>\n\n</predicted_observation>")

@@ -73,7 +73,8 @@ def test_an_update_sets_the_field_the_tool_names():
     after = {**sc.state["customers"][0], "email": NEW_EMAIL}
     assert g.observation == json.dumps(after, ensure_ascii=False)
     # a merge patch replaces lists whole: the effect carries the whole new collection
-    assert g.effects == {"customers": [after, sc.state["customers"][1]]}
+    undo = ["update_email", "customers", "id", "C-1001", sc.state["customers"][0], 0]
+    assert g.effects == {"customers": [after, sc.state["customers"][1]], "_style": {"undo": undo}}
     assert applied(copy.deepcopy(sc.state), g)["customers"][0]["email"] == NEW_EMAIL
     assert g.expect == ["C-1001", NEW_EMAIL]
     assert g.forbid == [OLD_EMAIL]
@@ -89,10 +90,12 @@ def test_an_update_of_a_missing_id_changes_nothing():
 def test_a_search_matches_text_in_any_field_ignoring_case():
     g = ground(scenario(), "search_customers", {"query": "OKAFOR"})
     assert g.observation is None  # servers shape lists differently
-    assert g.expect == ["C-1002"] and g.forbid == ["C-1001"]
+    # a server matches free text its own way (the dev set's finds "+351912077570" in
+    # "+351 912 077 570"): the records without the text are not forbidden
+    assert g.expect == ["C-1002"] and g.forbid == []
     assert g.facts[0].startswith("1 customer matches")
     none = ground(scenario(), "search_customers", {"query": "zzz"})
-    assert none.expect == [] and set(none.forbid) == {"C-1001", "C-1002"}
+    assert none.expect == [] and none.forbid == []
     assert none.facts[0].startswith("no customers match")
 
 
@@ -375,6 +378,7 @@ def test_cancel_on_records_with_a_status_is_not_taken_for_a_delete():
     assert ground(plain, "cancel_order", {"order_id": "O-1"}).effects == {
         "orders": [],
         "_deleted": {"orders": {"O-1": {"id": "O-1"}}},
+        "_style": {"undo": ["cancel_order", "orders", "id", "O-1", {"id": "O-1"}, 0]},
     }
 
 
@@ -594,6 +598,51 @@ async def test_strict_mends_broken_json_and_records_what_the_model_wrote(fmt, te
         assert value["content"][0]["text"] == 'no match for {"q": 1}'
     else:
         assert value == {"customers": [{"id": "C-1009", "name": "Zed"}]}
+
+
+async def test_strict_gives_an_envelope_its_missing_is_error_flag():
+    """An envelope the model left without ``isError`` gets the flag the MCP spec gives
+    an absent one (false); the content is kept as the model wrote it."""
+    unflagged = '{"content": [{"type": "text", "text": "no customer named Zed"}]}'
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(broken(unflagged)),
+        scenario=scenario(output_format="mcp"),
+        grounding="strict",
+        validation_retries=0,
+    )
+    await env.reset()
+    result = await env.step({"name": "search_customers", "arguments": {"query": "Zed"}})
+    assert json.loads(result.observation.text) == {**json.loads(unflagged), "isError": False}
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"]["repaired"] == unflagged and turn.format_problems == []
+
+
+@pytest.mark.parametrize("grounding", ["facts", "strict"])
+async def test_strict_puts_a_search_answer_in_the_shape_the_server_showed(grounding):
+    """Once the server showed how a search answers (a wrapper, a count, the fields of an
+    item), strict mode rewrites a later answer the state does not decide (a free-text
+    search) into that shape; the records it lists stay the model's choice."""
+    answers = [
+        {"customers": [{"id": "C-1001", "name": "Ana Lima"}], "total": 1},  # as a server would
+        {"results": [{"id": "C-1002", "email": "ben@x"}, {"id": "C-77"}], "count": 7},  # a guess
+    ]
+
+    def world(messages):
+        return f"<predicted_observation>{json.dumps(answers.pop(0))}</predicted_observation>"
+
+    env = simgym.make(
+        "mcp", world_model=FunctionWorldModel(world), grounding=grounding, validation_retries=0
+    )
+    await env.reset()
+    await env.step({"name": "search_customers", "arguments": {"query": "Lima"}})
+    result = await env.step({"name": "search_customers", "arguments": {"query": "okafor"}})
+    shown = json.loads(result.observation.text)
+    if grounding == "facts":
+        assert shown["count"] == 7 and len(shown["results"]) == 2
+        return
+    assert shown == {"customers": [{"id": "C-1002", "name": "Ben Okafor"}], "total": 1}
+    assert json.loads(env.trajectory.turns[1].grounding["strict"]["reshaped"])["count"] == 7
 
 
 @pytest.mark.parametrize("grounding", ["off", "facts"])

@@ -9,7 +9,7 @@ from pathlib import Path
 from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
-from simgym.core.types import Action
+from simgym.core.types import Action, ToolSpec
 from simgym.domains import mcp_style
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
@@ -224,3 +224,184 @@ def test_a_refused_update_changed_nothing():
     _, state = step(scenario, state, "update_email", args, envelope(json.dumps(shown)))
     assert state["customers"][2]["email"] == "caro@example.com"
     assert not mcp_style.partial(state, "customers", "C-3")
+
+
+def test_a_refusal_seen_once_is_worded_the_servers_way_the_next_time():
+    """An update refused for a taken or a malformed value teaches the server's wording:
+    the next update refused for the same reason gets it with its own values put in (the
+    value, the record holding it, the record changed); another reason stays unclaimed."""
+    scenario, state = _customers_scenario()
+    scenario = scenario.model_copy(update={"output_format": "mcp"})
+    prefix = "Error executing tool update_email: "
+    taken = envelope(f"{prefix}email ana@example.com is already used by customer C-1", True)
+    _, state = step(
+        scenario, state, "update_email", {"customer_id": "C-2", "email": "ana@example.com"}, taken
+    )
+    again, _ = step(
+        scenario, state, "update_email", {"customer_id": "C-4", "email": "caro@example.com"}, ""
+    )
+    said = f"{prefix}email caro@example.com is already used by customer C-3"
+    assert again.observation == envelope(said, True) and not again.effects
+    # a malformed address is another reason: not known until the server refuses one
+    bad = {"customer_id": "C-2", "email": "ben at example"}
+    unsure, _ = step(scenario, state, "update_email", bad, "")
+    assert unsure.observation is None and unsure.effects["_partial"]
+    invalid = envelope(f"{prefix}invalid email address 'ben at example'", True)
+    _, state = step(scenario, state, "update_email", bad, invalid)
+    other = {"customer_id": "C-3", "email": "caro@example"}
+    refused, _ = step(scenario, state, "update_email", other, "")
+    assert refused.observation == envelope(f"{prefix}invalid email address 'caro@example'", True)
+    # an address only in mixed case was never refused: the server may take it
+    mixed = {"customer_id": "C-3", "email": "Caro.New@Example.com"}
+    assert step(scenario, state, "update_email", mixed, "")[0].observation is None
+
+
+def test_json_errors_take_the_fields_the_servers_errors_showed():
+    scenario, state = _customers_scenario()
+    scenario = scenario.model_copy(update={"output_format": "json"})
+    missing = Action.tool_call("update_email", {"customer_id": "C-9", "email": "x@example.com"})
+    assert '"code"' in MCP.ground(missing, state, scenario).observation  # nothing seen yet
+    error = {"error": {"message": "Error executing tool update_email: email taken"}}
+    args = {"customer_id": "C-2", "email": "ana@example.com"}
+    _, state = step(scenario, state, "update_email", args, json.dumps(error))
+    shown = json.loads(MCP.ground(missing, state, scenario).observation)
+    assert shown == {
+        "error": {"message": "Error executing tool update_email: customer C-9 not found"}
+    }
+    # a message that does not name the refused value teaches no wording
+    again = MCP.ground(
+        Action.tool_call("update_email", {"customer_id": "C-4", "email": "ana@example.com"}),
+        state,
+        scenario,
+    )
+    assert again.observation is None
+
+
+def test_strict_checks_agree_with_every_real_answer_once_the_layout_was_seen():
+    """Replays the dev set's mcp episodes: what strict mode would check each real answer
+    against (its exact form, what it must and must not show) never calls the real answer
+    wrong once the server has shown how it writes records and errors. Before that only
+    the layout of a first answer and a create refused for a rule no schema states (a
+    subject too short) may differ; the refused create changes nothing in the ledger."""
+    wrong = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != "mcp":
+            continue
+        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
+        ledger = MCP.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind != "tool_call":
+                continue
+            grounding = MCP.ground(turn.action, ledger, scenario)
+            real = turn.observation.text.strip()
+            style = ledger.get(mcp_style.STYLE, {})
+            if grounding is not None and grounding.problems(real):
+                wrong += 1
+                assert not (style.get("order") and "error_prefix" in style), turn.action
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    assert wrong <= 3
+
+
+def test_a_call_the_server_refused_changed_nothing():
+    """A create, update or delete that grounding applied as certain is taken back when
+    the server answers it with an error (a rule simgym cannot see refused it)."""
+    scenario, state = _ticket_desk()
+    before = json.loads(json.dumps(state))
+    error = envelope("Error executing tool create_ticket: subject must have at least 3", True)
+    made, after = step(
+        scenario, state, "create_ticket", {"customer_id": "C-2", "subject": "e"}, error
+    )
+    assert made.effects["tickets"][-1]["id"] == "T-4"
+    assert after["tickets"] == before["tickets"] and not mcp_style.partial(after, "tickets", "T-4")
+    again = MCP.ground(
+        Action.tool_call("create_ticket", {"customer_id": "C-2", "subject": "long enough"}),
+        after,
+        scenario,
+    )
+    assert again.effects["tickets"][-1]["id"] == "T-4"  # the refused one took no id
+    # the text format says an error in words first, the way simgym's real backend does
+    text = scenario.model_copy(update={"output_format": "text"})
+    _, after = step(
+        text, state, "create_ticket", {"customer_id": "C-2", "subject": "e"}, "Error: no"
+    )
+    assert after["tickets"] == before["tickets"]
+    # an update and a delete go back, the record in its place and no tombstone left
+    scenario, state = _customers_scenario()
+    delete = {
+        "name": "delete_customer",
+        "description": "Remove a customer.",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}},
+    }
+    tools = [*scenario.tools, ToolSpec.from_any(delete)]
+    scenario = scenario.model_copy(update={"tools": tools})
+    before = json.loads(json.dumps(state))
+    refused = envelope("Error executing tool update_email: mailbox does not exist", True)
+    args = {"customer_id": "C-2", "email": "ben.new@example.com"}
+    changed, after = step(scenario, state, "update_email", args, refused)
+    assert changed.effects["customers"][1]["email"] == "ben.new@example.com"
+    assert after["customers"] == before["customers"]
+    refused = envelope("Error executing tool delete_customer: customer has open tickets", True)
+    gone, after = step(scenario, after, "delete_customer", {"customer_id": "C-2"}, refused)
+    assert len(gone.effects["customers"]) == 3
+    assert after["customers"] == before["customers"] and not after["_deleted"]["customers"]
+
+
+def test_a_real_list_answer_is_already_in_the_shape_it_taught():
+    """Replays the dev set's mcp episodes: reshaping each real list answer that grounding
+    does not decide whole (free-text searches, records the server completed) into the
+    shape the server showed earlier changes nothing in it."""
+    reshaped = 0
+    for trajectory in read_trajectories(DEVSET):
+        if trajectory.domain != "mcp":
+            continue
+        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
+        ledger = MCP.initial_state(scenario)
+        for turn in trajectory.turns:
+            if turn.action.kind != "tool_call":
+                continue
+            grounding = MCP.ground(turn.action, ledger, scenario)
+            real = turn.observation.text.strip()
+            if grounding is not None and grounding.reshape is not None:
+                reshaped += 1
+                assert grounding.reshape(real) in (None, real), turn.action
+            if grounding is not None and grounding.effects:
+                ledger = merge_patch(ledger, grounding.effects)
+            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    assert reshaped >= 8
+
+
+def test_a_list_answer_is_reshaped_around_what_the_ledger_knows():
+    scenario, state = _ticket_desk()
+    scenario = scenario.model_copy(update={"output_format": "mcp"})
+    taught = {
+        "customer_id": "C-1",
+        "tickets": [{"id": "T-1", "subject": "a"}, {"id": "T-3", "subject": "c"}],
+    }
+    _, state = step(
+        scenario, state, "list_tickets", {"customer_id": "C-1"}, envelope(json.dumps(taught))
+    )
+    # a created ticket whose status the server fills in: the list is no longer exact
+    _, state = step(scenario, state, "create_ticket", {"customer_id": "C-2", "subject": "d"}, "")
+    grounding, _ = step(scenario, state, "list_tickets", {"customer_id": "C-2"}, "")
+    assert grounding.observation is None and grounding.reshape is not None
+    guess = {"items": [{"id": "T-2", "status": "x"}, {"id": "T-4", "subject": "d?"}, {"id": "T-9"}]}
+    shown = json.loads(result_text(grounding.reshape(envelope(json.dumps(guess))), scenario))
+    # the known ticket shows its learned fields, the one the server completed stays as
+    # the model wrote it, and T-9, which does not exist, is not listed
+    assert shown == {
+        "customer_id": "C-2",
+        "tickets": [{"id": "T-2", "subject": "b"}, {"id": "T-4", "subject": "d?"}],
+    }
+    assert grounding.reshape(envelope("Error executing tool list_tickets: no", True)) is None
+
+
+def test_a_message_naming_a_short_id_teaches_no_wording():
+    """A record id of one or two characters in a message may be any number there."""
+    state = {"customers": [{"id": "7", "email": "a@example.com"}], "_style": {}}
+    doubt = ["update_email", "customers", "7", [["email", "malformed", "a@b", None]]]
+    state["_style"]["doubt"] = doubt
+    refused = envelope("Error executing tool update_email: 'a@b' needs 7 more characters", True)
+    patch = mcp_style.observe_mcp(refused, Action.tool_call("update_email", {}), state)
+    assert "refusals" not in merge_patch(state, patch)["_style"]

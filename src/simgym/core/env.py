@@ -346,7 +346,10 @@ class SimEnv:
                 prediction, attempts, strict = await self._enforce(
                     grounding, request, parsed, prediction, attempts
                 )
-            if strict and strict["action"] in ("corrected", "reasked", "unresolved"):
+                prediction, strict = self._reshape(grounding, prediction, strict)
+            if strict and (
+                strict["action"] in ("corrected", "reasked", "unresolved") or "reshaped" in strict
+            ):
                 problems = self._check(prediction, parsed)  # of the observation now kept
             prediction, broken = self._repair(prediction, parsed, problems, fault is not None)
             if broken is not None:
@@ -467,6 +470,25 @@ class SimEnv:
         if not fixed or self._check(prediction.model_copy(update={"observation": fixed}), action):
             return prediction, None
         return prediction.model_copy(update={"observation": fixed}), prediction.observation
+
+    def _reshape(
+        self, grounding: Grounding | None, prediction: Prediction, strict: dict[str, Any] | None
+    ) -> tuple[Prediction, dict[str, Any] | None]:
+        """Strict mode: an observation the state does not decide whole is rewritten into
+        the layout the state knows (``Grounding.reshape``); the model's text is recorded."""
+        if strict is None or grounding is None or grounding.reshape is None:
+            return prediction, strict
+        if strict["action"] == "corrected":
+            return prediction, strict  # already the exact observation
+        try:
+            shaped = grounding.reshape(prediction.observation)
+        except Exception as exc:  # a domain bug costs this turn its reshaping only
+            self._notes["reshape_error"] = f"{type(exc).__name__}: {exc}"
+            return prediction, strict
+        if not shaped or shaped == prediction.observation:
+            return prediction, strict
+        fixed = prediction.model_copy(update={"observation": shaped})
+        return fixed, {**strict, "reshaped": prediction.observation}
 
     async def _enforce(
         self,

@@ -15,7 +15,11 @@ against the episode's hidden state ledger (:mod:`simgym.core.state`):
   ``cat`` of a known file, a record lookup). Strict mode falls back to it when the
   model's answer disagrees;
 * ``expect`` / ``forbid``: text the observation must or must not contain (a listing must
-  name every file; a deleted value must not come back), for strict mode's check.
+  name every file; a deleted value must not come back), for strict mode's check;
+* ``reshape``: for an observation the state does not decide whole, a function that
+  rewrites the model's answer into the layout the state does know (a list tool's wrapper
+  as the server wrote it, the fields its items show), keeping what the model said where
+  the state is silent; strict mode applies it and records the model's own text.
 
 An *experience source* (``simgym.experience``) adds the most similar recorded real
 transitions as a ``**Similar recorded transitions:**`` block, the idea behind replay
@@ -31,7 +35,7 @@ never sees facts, state or retrieved transitions.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -54,6 +58,7 @@ class Grounding:
     observation: str | None = None
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
+    reshape: Callable[[str], str | None] | None = None  # None: nothing to rewrite
 
     def is_empty(self) -> bool:
         return not (self.facts or self.effects or self.observation is not None or self.expect)

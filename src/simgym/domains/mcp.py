@@ -126,6 +126,10 @@ def _check(text: str, action: Action, scenario: MCPScenario) -> list[str]:
     if scenario.output_format == "mcp":
         if not isinstance(value, dict) or not isinstance(value.get("content"), list):
             return ['result is not an MCP envelope with a "content" list']
+        # The format says whether the call failed: simgym's real backend, its exact
+        # answers and its faults all write the flag, so an envelope without it is broken.
+        if not isinstance(value.get("isError"), bool):
+            return ['the MCP envelope has no "isError": true or false']
     return []
 
 
@@ -146,7 +150,7 @@ def _repair(text: str, action: Action, scenario: MCPScenario) -> str | None:
             content.append({**item, "type": item.get("type", "text"), "text": _mend(item["text"])})
     if not content:
         return None
-    error = value.get("isError") is True
+    error = value.get("isError") is True  # an absent flag means success (the MCP spec)
     return json.dumps({"content": content, "isError": error}, ensure_ascii=False)
 
 

@@ -86,7 +86,7 @@ FUZZY_VERBS = frozenset({"search", "find", "query", "filter"})  # their text fil
 CHANGE_ARGS = frozenset(
     {"fields", "updates", "update", "changes", "data", "patch", "values", "attributes"}
 )
-TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
+TOMBSTONES = mcp_style.TOMBSTONES
 MAX_FACT_RECORDS = 20
 MIN_FORBID = 3  # shorter values ("1", "ok") appear anywhere by chance
 MAX_EXPECT = 200  # longer values may be shortened by a text server
@@ -510,11 +510,16 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     doubts = value_doubts(changes, record, records, call)
     if doubts:
         before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
+        refused = _refused_again(call, doubts, state, fmt)
+        if refused is not None:
+            refused.facts.insert(0, before)
+            return refused
         # until the server shows the record again, these fields are not known
+        reasons = _reasons(doubts)
         unsure = mcp_style.mark_partial(
-            call.collection, call.id_value, sorted(changes), tool=call.tool
+            call.collection, call.id_value, sorted(changes), tool=call.tool, reasons=reasons
         )
-        return Grounding(facts=[before, *doubts], effects=unsure)
+        return Grounding(facts=[before, *(d.fact for d in doubts)], effects=unsure)
     after = {**record, **changes}
     shown = _exact_record(call, record, after, state, fmt)
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
@@ -528,10 +533,48 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         expect=_unique([shown_value(v, fmt) for v in [call.id_value, *_scalars(changes)]]),
     )
     if after != record:
-        grounding.effects = {call.collection: [after if r is record else r for r in records]}
+        grounding.effects = {
+            call.collection: [after if r is record else r for r in records],
+            **_undoable(call, record, records),
+        }
     old = [v for k, v in record.items() if k in changes and changes[k] != v]
     grounding.forbid = _forbidden(old, fmt, [shown or "", *grounding.expect, compact(after)])
     return grounding
+
+
+def _refused_again(
+    call: Call, doubts: list[Doubt], state: dict[str, Any], fmt: str
+) -> Grounding | None:
+    """An update this server refused before for the same reason (a taken value, a
+    malformed address: :func:`mcp_style.refusal`): refused again, with the wording it
+    used then; None when the episode has not shown such a refusal."""
+    message = mcp_style.refusal(call.tool, call.id_value, _reasons(doubts), state)
+    if message is None:
+        return None
+    doubt = doubts[0]
+    # a json error's code is only known when this server's errors carry none
+    known = fmt != "json" or mcp_style.error_fields(state) == ["message"]
+    answer = exact_error(409, message, fmt, state) if known else None
+    return Grounding(
+        facts=[
+            f"this server refused a {doubt.kind} {doubt.field} earlier in this episode, "
+            f"so it refuses this call too: {message}",
+            f"{call.noun} {call.id_value} does not change",
+        ],
+        observation=answer,
+        expect=[shown_value(doubt.value, fmt)] if answer is None else [],
+    )
+
+
+def _undoable(call: Call, record: dict[str, Any], records: list[dict]) -> dict[str, Any]:
+    """The note that takes back this call's change to ``record`` should the server
+    answer it with an error (a rule simgym cannot see refused it)."""
+    at = next(i for i, r in enumerate(records) if r is record)
+    return mcp_style.mark_undo(call.tool, call.collection, call.key, call.id_value, record, at)
+
+
+def _reasons(doubts: list[Doubt]) -> list[mcp_style.Reason]:
+    return [(d.field, d.kind, d.value, d.holder) for d in doubts]
 
 
 def _exact_record(
@@ -550,7 +593,9 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         message = f"{call.noun} {new_id} already exists"
         return Grounding(
             facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
-            observation=exact_error(409, mcp_style.error_text(message, call.tool, state), fmt),
+            observation=exact_error(
+                409, mcp_style.error_text(message, call.tool, state), fmt, state
+            ),
             expect=[shown_value(new_id, fmt)],
         )
     absent = missing_parents(call, state)
@@ -572,6 +617,8 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     effects: dict[str, Any] = {call.collection: [*records, record]}
     if missing:
         effects.update(mcp_style.mark_partial(call.collection, new_id, missing))
+    # a server may refuse a create for rules no schema states (a subject too short)
+    effects.update(mcp_style.mark_undo(call.tool, call.collection, call.key, new_id, None, None))
     return Grounding(
         facts=facts,
         effects=effects,
@@ -591,6 +638,7 @@ def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         effects={
             call.collection: [r for r in records if r is not record],
             TOMBSTONES: {call.collection: {str(call.id_value): record}},
+            **_undoable(call, record, records),
         },
         expect=[shown_value(call.id_value, fmt)],
     )
@@ -613,29 +661,116 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     expect = []
     if call.limit is None or len(found) <= call.limit:
         expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
-    others = [r.get(call.key) for r in records if r not in found]
+    # free-text search is matched the server's own way (spaces, accents, words): a
+    # record without the text may still match (a phone number found without its spaces)
+    plain = not call.queries and not call.fuzzy
+    others = [r.get(call.key) for r in records if r not in found] if plain else []
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
     # a record the server completed itself may match or show fields the ledger lacks
     known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
-    # free-text search is matched the server's own way (spaces, accents, words): not exact
-    plain = not call.queries and not call.fuzzy
     complete = known and plain and (call.limit is None or len(found) <= call.limit)
     answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
+    # with an id that names nothing the server answers an error, not a list to reshape
+    refused = not found and bool(missing_parents(call, state))
+    reshape = None
+    if answer is None and not refused:
+        reshape = _list_reshaper(call, records, state, fmt, len(found))
     return Grounding(
         facts=facts,
         effects=mcp_style.pending(call.tool, call.arguments, shown, call.key),
         observation=None if answer is None else exact_result(answer, fmt, state),
         expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
+        reshape=reshape,
     )
+
+
+def _list_reshaper(
+    call: Call, records: list[dict], state: dict[str, Any], fmt: str, matched: int
+) -> Callable[[str], str | None] | None:
+    """For a list answer the state does not decide whole (a free-text search, records
+    the server completed): the model's answer rewritten into this tool's learned shape
+    (its wrapper, the count, the arguments it echoes) in the server's layout, each item
+    that names a record the ledger knows whole showing that record's learned fields, and
+    none that names a record that does not exist (the ledger holds the server's records,
+    as a not-found answer already assumes). Which of the records that exist are listed
+    stays the model's say. None until the shape was learned."""
+    learned = mcp_style.learned_list(call.tool, state)
+    if learned is None or fmt == "text":
+        return None
+    shape, fields = learned
+    layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}  # the layout as of this call
+    existing = {str(r[call.key]): r for r in records if call.key in r}
+    whole = {k: r for k, r in existing.items() if not mcp_style.partial(state, call.collection, k)}
+
+    def item(shown: dict[str, Any]) -> dict[str, Any]:
+        record = whole.get(str(shown.get(call.key)))
+        if record is None or fields is None or any(f not in record for f in fields):
+            return shown  # a record the ledger does not know whole: as the model wrote it
+        return {f: record[f] for f in fields}
+
+    def exists(shown: dict[str, Any]) -> bool:
+        return call.key not in shown or str(shown[call.key]) in existing
+
+    def count(value: Any, shown: list[dict], dropped: bool) -> int:
+        """The count of matches: the model's, where it gave one and listed no record that
+        does not exist (the items may be cut at a limit), else the items', else, with the
+        items at the limit, simgym's own."""
+        keys = (
+            [k for k, v in shape.items() if v == mcp_style.COUNT] if isinstance(shape, dict) else []
+        )
+        given = value.get(keys[0]) if keys and isinstance(value, dict) else None
+        if _is_int(given) and not dropped:
+            return given
+        cut = call.limit is not None and len(shown) >= call.limit
+        return max(matched, len(shown)) if cut else len(shown)
+
+    def reshape(observation: str) -> str | None:
+        value = _answer_value(observation, fmt)
+        items = _listed(value)
+        if items is None:
+            return None
+        listed = [i for i in items if isinstance(i, dict)]
+        shown = [item(i) for i in listed if exists(i)]
+        answer = mcp_style.fill(
+            shape, shown, call.arguments, count(value, shown, len(shown) < len(listed))
+        )
+        return exact_result(answer, fmt, layout)
+
+    return reshape
+
+
+def _answer_value(observation: str, fmt: str) -> Any:
+    """The JSON value of a successful answer (the envelope's text, for the mcp format);
+    None for an error answer or one that is not JSON."""
+    try:
+        value = json.loads(observation)
+        if fmt == "mcp":
+            if not isinstance(value, dict) or value.get("isError") is True:
+                return None
+            texts = [c.get("text") for c in value.get("content") or [] if isinstance(c, dict)]
+            value = json.loads(texts[0]) if len(texts) == 1 and isinstance(texts[0], str) else None
+    except ValueError:
+        return None
+    if isinstance(value, dict) and set(value) == {"error"}:
+        return None
+    return value
+
+
+def _listed(value: Any) -> list[Any] | None:
+    """The items of a list answer: the list itself, or an object's one list."""
+    if isinstance(value, list):
+        return value
+    lists = [v for v in value.values() if isinstance(v, list)] if isinstance(value, dict) else []
+    return lists[0] if len(lists) == 1 else None
 
 
 def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
     message = f"{call.noun} {call.id_value} not found"
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
-    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt)
+    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt, state)
     old = _tombstones(state, call.collection).get(str(call.id_value))
     forbid: list[str] = []
     if old is not None:
@@ -654,9 +789,22 @@ _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 MIN_UNIQUE = 3  # fewer records prove nothing about a field being unique
 
 
+@dataclass(frozen=True)
+class Doubt:
+    """Why a server might refuse or rewrite one new value: ``kind`` is ``taken`` (another
+    record, ``holder``, holds it in a field no two records share), ``malformed`` (not an
+    email address) or ``case`` (an email address not in lower case)."""
+
+    field: str
+    kind: Literal["taken", "malformed", "case"]
+    value: str
+    fact: str  # the doubt in words, for the facts block
+    holder: str | None = None  # the key of the record that holds a taken value
+
+
 def value_doubts(
     changes: dict[str, Any], record: dict[str, Any] | None, records: list[dict], call: Call
-) -> list[str]:
+) -> list[Doubt]:
     """Why a server might refuse or rewrite these new values, which makes their effect
     uncertain: a value another record holds in a field where every record's value is
     distinct (an email, a username), or an email address that is malformed or not in
@@ -669,14 +817,18 @@ def value_doubts(
         distinct = len(values) >= MIN_UNIQUE and len(set(map(str, values))) == len(values)
         holder = next((r for r in records if r is not record and r.get(name) == value), None)
         if distinct and holder is not None:
-            doubts.append(
-                f"{call.noun} {holder.get(call.key)} already has {name} {value!r}, and no two "
+            held = str(holder.get(call.key))
+            fact = (
+                f"{call.noun} {held} already has {name} {value!r}, and no two "
                 f"{call.collection} share a {name}: the server may refuse this call"
             )
+            doubts.append(Doubt(name, "taken", value, fact, held))
         if "email" in name.lower() and not _EMAIL.fullmatch(value):
-            doubts.append(f"{value!r} is not a well-formed email address: the server may refuse it")
+            fact = f"{value!r} is not a well-formed email address: the server may refuse it"
+            doubts.append(Doubt(name, "malformed", value, fact))
         elif "email" in name.lower() and value != value.lower():
-            doubts.append(f"the server may store the email address {value!r} in lower case")
+            fact = f"the server may store the email address {value!r} in lower case"
+            doubts.append(Doubt(name, "case", value, fact))
     return doubts
 
 
@@ -819,9 +971,15 @@ def exact_result(value: Any, fmt: str, state: dict[str, Any] | None = None) -> s
     return None
 
 
-def exact_error(code: int, message: str, fmt: str) -> str | None:
-    """A failed call's exact observation in the scenario's format (None for text)."""
+def exact_error(
+    code: int, message: str, fmt: str, state: dict[str, Any] | None = None
+) -> str | None:
+    """A failed call's exact observation in the scenario's format (None for text). A
+    json error carries the fields this server's errors showed (``message`` alone, for
+    one that gives no code), else a code and the message."""
     if fmt == "json":
+        if mcp_style.error_fields(state) == ["message"]:
+            return compact({"error": {"message": message}})
         return compact({"error": {"code": code, "message": message}})
     if fmt == "mcp":
         return compact({"content": [{"type": "text", "text": message}], "isError": True})

@@ -15,8 +15,15 @@ hook) reads each answer and keeps in the ledger's ``_style``:
   "accounts": "{items}"}``) and the fields each item shows, learned from an answer that
   listed exactly the records simgym had computed for that call (``pending``, left by
   grounding), so a shape is only kept once the server and simgym agree on what matches;
-* ``doubt``: the call whose update the server may refuse (see ``_partial`` below): its
-  error answer means the record did not change.
+* ``doubt``: the call whose update the server may refuse (see ``_partial`` below) and
+  why (:class:`~simgym.domains.mcp_ground.Doubt`): its error answer means the record did
+  not change;
+* ``refusals``: per tool, the message of an update it refused for one reason (a taken or
+  malformed value of a field), with the value as ``{value}``: the next update refused
+  for that reason gets the same wording (:func:`refusal`);
+* ``error_fields``: the fields of its json error objects (``["message"]``: no code);
+* ``undo``: how to take back the change of the last call that grounding applied as
+  certain (:func:`mark_undo`), should the server answer it with an error.
 
 The ledger's ``_partial`` marks records whose fields only the server knows (a create's
 defaults, a doubted update) until an answer shows them whole.
@@ -29,11 +36,13 @@ lists have no exact answer.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from simgym.domains.mcp_rules import collections
 
 STYLE = "_style"  # ledger key (``_`` keys are simgym's, not records)
+TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
 MAX_INDENT = 8
 
 
@@ -64,16 +73,93 @@ def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
 PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}
 
 
+Reason = tuple[str, str, str, str | None]  # field, kind, the new value, the value's holder
+
+
 def mark_partial(
-    collection: str, record_id: Any, fields: list[str], *, tool: str | None = None
+    collection: str,
+    record_id: Any,
+    fields: list[str],
+    *,
+    tool: str | None = None,
+    reasons: list[Reason] | None = None,
 ) -> dict[str, Any]:
     """The ledger patch that notes a record's fields only the server knows (a create's
     defaults, or the fields of an update it may refuse or rewrite). With ``tool``, an
-    error answer of that call clears the note again: a refused call changed nothing."""
+    error answer of that call clears the note again: a refused call changed nothing;
+    with one of ``reasons`` (why the server might refuse), that answer's wording is kept
+    for the next call refused for the same reason (:func:`refusal`)."""
     patch: dict[str, Any] = {PARTIAL: {collection: {str(record_id): list(fields)}}}
     if tool is not None:
-        patch[STYLE] = {"doubt": [tool, collection, str(record_id)]}
+        doubt = [tool, collection, str(record_id), [list(r) for r in reasons or []]]
+        patch[STYLE] = {"doubt": doubt}
     return patch
+
+
+def mark_undo(
+    tool: str, collection: str, key: str, record_id: Any, before: dict | None, at: int | None
+) -> dict[str, Any]:
+    """The ledger patch that remembers how to take back a change the grounding applied
+    as certain (a create, an update, a delete): an error answer of that call means the
+    server changed nothing. ``before`` is the record as it was (None: the call creates
+    it) and ``at`` its place in the collection."""
+    return {STYLE: {"undo": [tool, collection, key, str(record_id), before, at]}}
+
+
+def _undo(undo: list[Any], state: dict[str, Any]) -> dict[str, Any] | None:
+    """The ledger patch that takes back the change ``undo`` describes (see
+    :func:`mark_undo`): the record as it was, in its place, and no notes about it."""
+    _, collection, key, record_id, before, at = undo
+    records = state.get(collection)
+    if not isinstance(records, list):
+        return None
+    kept = [r for r in records if not (isinstance(r, dict) and str(r.get(key)) == record_id)]
+    if isinstance(before, dict):
+        kept.insert(at if isinstance(at, int) and 0 <= at <= len(kept) else len(kept), before)
+    patch: dict[str, Any] = {collection: kept, PARTIAL: {collection: {record_id: None}}}
+    if isinstance(state.get(TOMBSTONES), dict):  # a refused delete leaves no tombstone
+        patch[TOMBSTONES] = {collection: {record_id: None}}
+    return patch
+
+
+VALUE, HOLDER, RECORD = "{value}", "{holder}", "{id}"
+MIN_NAMED = 3  # a shorter value or id in a message is not surely that value
+
+
+def refusal(tool: str, record_id: Any, reasons: list[Reason], state: dict[str, Any]) -> str | None:
+    """The error message of an update this server refused before for the same one reason
+    (the same field, a taken value or a malformed one), with this call's values put in;
+    None when the episode has shown no such refusal."""
+    if len(reasons) != 1:
+        return None  # two reasons: which one the server checks first is not known
+    field, kind, value, holder = reasons[0]
+    learned = _style(state).get("refusals", {}).get(tool, {})
+    template = learned.get(f"{field}:{kind}") if isinstance(learned, dict) else None
+    if not isinstance(template, str) or (HOLDER in template and holder is None):
+        return None
+    filled = {VALUE: value, HOLDER: holder or "", RECORD: str(record_id)}
+    return re.sub("|".join(map(re.escape, filled)), lambda m: filled[m.group(0)], template)
+
+
+def _learn_refusal(text: str, doubt: list[Any]) -> tuple[str, str] | None:
+    """``(reason, template)`` from the error a doubted update got: its message with the
+    call's value, the value's holder and the record's id made placeholders. None unless
+    the update had one reason and the message names the refused value (a message that
+    does not may depend on something simgym cannot see)."""
+    reasons = doubt[3] if len(doubt) > 3 and isinstance(doubt[3], list) else []
+    if len(reasons) != 1 or not isinstance(reasons[0], list) or len(reasons[0]) != 4:
+        return None
+    field, kind, value, holder = reasons[0]
+    if not isinstance(value, str) or not value or value not in text:
+        return None
+    names = {value: VALUE, doubt[2]: RECORD}
+    if isinstance(holder, str) and holder:
+        names[holder] = HOLDER
+    if any(len(name) < MIN_NAMED and name in text for name in names):
+        return None  # "7" in a message may be the record's id or any other seven
+    # the longest first: a value may contain the record's id
+    pattern = "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+    return f"{field}:{kind}", re.sub(pattern, lambda m: names[m.group(0)], text)
 
 
 def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
@@ -136,15 +222,33 @@ def list_answer(tool: str, records: list[dict[str, Any]], arguments: dict, state
     return _fill(learned.get("shape"), items, arguments)
 
 
-def _fill(shape: Any, items: list[dict], arguments: dict[str, Any]) -> Any:
+def learned_list(tool: str, state: dict[str, Any]) -> tuple[Any, list[str] | None] | None:
+    """The shape of a list tool's answers and the fields its items show (None: only an
+    empty answer was seen), as the server showed them; None when not learned."""
+    learned = _style(state).get("lists", {}).get(tool)
+    if not isinstance(learned, dict) or "shape" not in learned:
+        return None
+    fields = learned.get("fields")
+    return learned["shape"], fields if isinstance(fields, list) else None
+
+
+def fill(shape: Any, items: list[dict], arguments: dict[str, Any], count: int) -> Any:
+    """A learned list shape with these items, this count of matches (more than the items
+    when a limit cut them) and the call's arguments."""
+    return _fill(shape, items, arguments, count)
+
+
+def _fill(
+    shape: Any, items: list[dict], arguments: dict[str, Any], count: int | None = None
+) -> Any:
     if shape == ITEMS:
         return items
     if shape == COUNT:
-        return len(items)
+        return len(items) if count is None else count
     if isinstance(shape, str) and shape.startswith("{arg:") and shape.endswith("}"):
         return arguments.get(shape[5:-1])
     if isinstance(shape, dict):
-        return {k: _fill(v, items, arguments) for k, v in shape.items()}
+        return {k: _fill(v, items, arguments, count) for k, v in shape.items()}
     return shape
 
 
@@ -183,20 +287,31 @@ def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
 
 def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[str, Any] | None:
     """The ledger patch that records how this answer was written (None: nothing new).
-    A list call's ``pending`` record stays until an answer agrees with it (under teacher
-    forcing the model's guess is observed first, then the real answer)."""
+    A list call's ``pending`` record stays until an answer agrees with it; an error
+    answer clears a doubted update's marks and takes back a change grounding applied."""
     before = _style(state)
     style = dict(before)
     tool = getattr(action, "name", None) or ""
     text, failed = _result_text(observation)
     doubt = style.pop("doubt", None)
+    undo = style.pop("undo", None)
     cleared = None
     if text is not None and failed:
         prefix = _error_prefix(text, tool)
         if prefix is not None:
             style["error_prefix"] = prefix
-        if isinstance(doubt, list) and len(doubt) == 3 and doubt[0] == tool:
+        fields = _error_fields(observation)
+        if fields is not None:
+            style["error_fields"] = fields
+        if isinstance(doubt, list) and len(doubt) >= 3 and doubt[0] == tool:
             cleared = {PARTIAL: {doubt[1]: {doubt[2]: None}}}  # refused: nothing changed
+            learned = _learn_refusal(text, doubt)
+            if learned is not None:
+                refusals = {k: dict(v) for k, v in style.get("refusals", {}).items()}
+                refusals.setdefault(tool, {})[learned[0]] = learned[1]
+                style["refusals"] = refusals
+        if isinstance(undo, list) and len(undo) == 6 and undo[0] == tool:
+            cleared = _undo(undo, state)  # refused: what grounding applied did not happen
     value = _loads(text) if text is not None and not failed else None
     completed = None
     if isinstance(value, dict | list):
@@ -250,13 +365,20 @@ def _style(state: dict[str, Any] | None) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
+TEXT_ERRORS = ("Error executing tool ", "Error: ")
+
+
 def _result_text(observation: str) -> tuple[str | None, bool]:
     """The text of a result (inside a CallToolResult envelope, an ``{"error": ...}``
-    object's message, or the whole answer) and whether it is an error."""
+    object's message, the whole JSON answer, or a text-format error) and whether it is
+    an error; ``(None, False)`` for other plain text."""
     try:
         outer = json.loads(observation)
     except ValueError:
-        return None, False
+        # the text format: an error is text that says so first, the way simgym's real
+        # backend writes a failed call ("Error executing tool ...", else "Error: ...")
+        failed = observation.startswith(TEXT_ERRORS)
+        return (observation, True) if failed else (None, False)
     if isinstance(outer, dict) and isinstance(outer.get("content"), list):
         texts = [c.get("text") for c in outer["content"] if isinstance(c, dict)]
         text = texts[0] if len(texts) == 1 and isinstance(texts[0], str) else None
@@ -266,6 +388,19 @@ def _result_text(observation: str) -> tuple[str | None, bool]:
         message = error.get("message")
         return (message if isinstance(message, str) else None), True
     return observation, False
+
+
+def error_fields(state: dict[str, Any] | None) -> list[str] | None:
+    """The fields of this server's json error objects, as its errors showed them."""
+    fields = _style(state).get("error_fields")
+    return fields if isinstance(fields, list) else None
+
+
+def _error_fields(observation: str) -> list[str] | None:
+    """``["message"]`` from a json error answer ``{"error": {"message": ...}}``."""
+    value = _loads(observation)
+    inner = value.get("error") if isinstance(value, dict) and len(value) == 1 else None
+    return list(inner) if isinstance(inner, dict) else None
 
 
 def _error_prefix(text: str, tool: str) -> str | None:
