@@ -208,6 +208,7 @@ class ChatClient:
                 },
                 timeout=aiohttp.ClientTimeout(total=self.timeout),
                 raise_for_status=False,
+                trust_env=True,  # HTTP(S)_PROXY and NO_PROXY, as the SDK honoured them
             )
             self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency))
         return self._per_loop[key]
