@@ -99,3 +99,27 @@ def test_the_loop_on_the_real_server_and_the_twin(play: str, tmp_path: Path) -> 
     assert all(r["metrics"].get("state_source") != "live" for r in sim)
     written = json.loads((tmp_path / "report.json").read_text())
     assert written["backends"]["real"]["successes"] == 2 * expected
+
+
+class _Recording(ScriptedAgent):
+    """A scripted agent that keeps the views it was started with."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(**options)
+        self.samples: list[int | None] = []
+
+    async def start(self, view: Any) -> Any:
+        self.samples.append(view.sample)
+        return await super().start(view)
+
+
+def test_a_policy_learns_which_sample_it_plays(tmp_path: Path) -> None:
+    # the local agent's sample_seeds draws sample n with seeds from (task id, n), so the
+    # view must say n, on the real backend too, and the same n on a resumed run
+    task = heldout_tasks(1)[0]
+    agent = _Recording(by_task={task.id: task.metadata["solution"]})
+    report = evaluate([task], agent=agent, k=2, backends=["real"], out_dir=tmp_path)
+    assert sorted(agent.samples, key=str) == [0, 1]
+    assert report["backends"]["real"]["per_task"] == {task.id: [1, 1]}
+    evaluate([task], agent=agent, k=2, backends=["real"], out_dir=tmp_path)  # all done
+    assert len(agent.samples) == 2

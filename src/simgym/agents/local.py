@@ -61,18 +61,15 @@ class LocalAgent:
         self.max_tokens = max_tokens
         self.history_messages = history_messages
         # Off, every episode samples with the seeds 0, 1, 2, ... (one per step), so the k
-        # samples of a task are the same episode k times. On, the n-th episode of a task
-        # on this agent gets its own seeds, from the task id and n: two agents built
-        # alike give sample n of a task the same seeds (a paired comparison of worlds).
+        # samples of a task are the same episode k times. On, sample n of a task gets
+        # seeds of its own, from the task id and n: different samples differ, and sample
+        # n meets the same seeds in every world and on a resumed run.
         self.sample_seeds = sample_seeds
-        self._sessions: dict[str, int] = {}
 
     async def start(self, view: EpisodeView) -> _LocalSession:
         base = 0
         if self.sample_seeds:
-            n = self._sessions.get(view.task_id, 0)
-            self._sessions[view.task_id] = n + 1
-            base = (zlib.crc32(view.task_id.encode()) + 7919 * n) % 2**31
+            base = (zlib.crc32(view.task_id.encode()) + 7919 * (view.sample or 0)) % 2**31
         return _LocalSession(self, view, seed=base)
 
     def describe(self) -> dict[str, Any]:

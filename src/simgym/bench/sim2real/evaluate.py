@@ -137,9 +137,8 @@ async def aevaluate(
     results: dict[str, Any] = {}
     described: dict[str, Any] = {}
     for backend in backends:
-        # A policy given by name is built afresh for each backend, so that sample n of a
-        # task gets the same seeds on both (the local agent's sample_seeds); the weights
-        # are loaded once per process either way.
+        # A policy given by name is built for each backend (the weights are loaded once
+        # per process) and closed after it.
         policy = create_agent(agent, **(agent_options or {}))
         described = policy.describe()
         path = out / f"{backend}.jsonl" if out is not None else None
