@@ -123,3 +123,16 @@ def test_a_policy_learns_which_sample_it_plays(tmp_path: Path) -> None:
     assert report["backends"]["real"]["per_task"] == {task.id: [1, 1]}
     evaluate([task], agent=agent, k=2, backends=["real"], out_dir=tmp_path)  # all done
     assert len(agent.samples) == 2
+
+
+def test_every_kind_of_reference_solution_solves_its_task_on_the_real_server(
+    tmp_path: Path,
+) -> None:
+    # one task of each kind from both sets: the generators' references and checks agree
+    # with the real server (searches, tickets and two-step updates included)
+    tasks = heldout_tasks(7) + training_tasks(7)
+    agent = ScriptedAgent(by_task={t.id: t.metadata["solution"] for t in tasks})
+    report = evaluate(tasks, agent=agent, k=1, backends=["real"], out_dir=tmp_path)
+    real = report["backends"]["real"]
+    assert (real["successes"], real["errors"]) == (14, 0), real["per_task"]
+    assert set(real["by_kind"]) == {t.metadata["kind"] for t in tasks}

@@ -26,8 +26,11 @@ HERE = Path(__file__).resolve().parent
 # What each condition's policy is. A trained condition adds its checkpoint here (or gives
 # --model-path): the evaluation itself does not change.
 # sample_seeds: the k samples of a task are k different draws, not one draw k times.
+# "reference" plays each task's reference solution (a check of the tasks and the twin:
+# 1.0 on the real server by construction).
 CONDITIONS: dict[str, dict[str, Any]] = {
     "untrained": {"agent": "local", "agent_options": {"sample_seeds": True}},
+    "reference": {"agent": "scripted", "agent_options": {}},
 }
 
 
@@ -61,10 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     options = dict(policy["agent_options"]) if agent == policy["agent"] else {}
     if args.model_path:
         options["model_path"] = args.model_path
+    tasks = heldout_tasks(args.tasks)
+    if agent == "scripted" and "by_task" not in options:
+        options["by_task"] = {t.id: t.metadata["solution"] for t in tasks}
     console = Console()
     out = args.out or HERE / "results" / args.condition
     report = evaluate(
-        heldout_tasks(args.tasks),
+        tasks,
         agent=agent,
         agent_options=options,
         condition=args.condition,

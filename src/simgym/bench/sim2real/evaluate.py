@@ -59,7 +59,8 @@ def succeeded(trajectory: Trajectory) -> bool:
 
 def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) -> dict[str, Any]:
     """One backend's numbers: success rate with its 95% Wilson interval, errors, turns,
-    and the outcomes per task and per task kind."""
+    time, and the outcomes per task and per task kind. ``seconds`` is this invocation's
+    wall time (a resumed run's share); ``episode_seconds`` sums every episode's own."""
     wins = [succeeded(t) for t in trajectories]
     n, s = len(wins), sum(wins)
     low, high = wilson(s, n)
@@ -80,6 +81,9 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) 
         "errors": sum(1 for t in trajectories if t.error),
         "mean_turns": sum(len(t.turns) for t in trajectories) / n if n else 0.0,
         "seconds": seconds,
+        "episode_seconds": sum(
+            (t.finished_at or t.started_at) - t.started_at for t in trajectories
+        ),
         "by_kind": by_kind,
         "per_task": per_task,
     }
@@ -245,10 +249,19 @@ def report_table(report: dict[str, Any]) -> Any:
         title=f"sim2real: {report['condition']} ({report['policy'].get('name')}), "
         f"{len(report['tasks'])} tasks x k={report['k']}"
     )
-    for column in ("backend", "episodes", "successes", "success [95% CI]", "errors", "turns", "s"):
+    columns = (
+        "backend",
+        "episodes",
+        "successes",
+        "success [95% CI]",
+        "errors",
+        "turns",
+        "episode s",
+    )
+    for column in columns:
         table.add_column(column, justify="left" if column == "backend" else "right", no_wrap=True)
     for name, cell in report["backends"].items():
-        seconds = cell.get("seconds")
+        seconds = cell.get("episode_seconds")
         table.add_row(
             name,
             str(cell["episodes"]),
