@@ -21,6 +21,7 @@ from simgym.bench.sim2real import (
     wilson,
 )
 from simgym.bench.sim2real.tasks import task_line
+from simgym.core.errors import SimgymError
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sim2real"
 
@@ -123,6 +124,11 @@ def test_a_policy_learns_which_sample_it_plays(tmp_path: Path) -> None:
     assert report["backends"]["real"]["per_task"] == {task.id: [1, 1]}
     evaluate([task], agent=agent, k=2, backends=["real"], out_dir=tmp_path)  # all done
     assert len(agent.samples) == 2
+    # another policy's numbers never mix with these on a resumed run
+    other = _Recording(by_task={task.id: [{"answer": "?"}]})
+    other.name = "another"
+    with pytest.raises(SimgymError, match="another policy"):
+        evaluate([task], agent=other, k=2, backends=["real"], out_dir=tmp_path)
 
 
 def test_every_kind_of_reference_solution_solves_its_task_on_the_real_server(

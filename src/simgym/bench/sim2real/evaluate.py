@@ -97,13 +97,21 @@ def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
     return {"sim_minus_real": diff, "ci95": [low, high], "method": "Newcombe hybrid score"}
 
 
-def _episodes_of(path: Path, tasks: list[Task], k: int) -> list[Trajectory]:
+def _episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) -> list[Trajectory]:
     """This evaluation's episodes in ``path`` (a resumed run's earlier ones included,
-    another run's other tasks or extra samples left out), in task order."""
+    another run's other tasks or extra samples left out), in task order. Episodes another
+    policy played there are an error: a resumed run must not mix two policies' numbers."""
     order = {t.id: i for i, t in enumerate(tasks)}
     found = {
         t.key: t for t in read_trajectories(path) if t.task.id in order and (t.sample or 0) < k
     }
+    others = {json.dumps(t.agent, sort_keys=True) for t in found.values()}
+    others -= {json.dumps(policy, sort_keys=True), "{}"}  # {}: a world that never started
+    if others:
+        raise SimgymError(
+            f"{path} holds episodes of another policy ({sorted(others)[0]}); "
+            "give this one its own output folder"
+        )
     return sorted(found.values(), key=lambda t: (order[t.task.id], t.sample or 0))
 
 
@@ -167,7 +175,7 @@ async def aevaluate(
             if close is not None and isinstance(agent, str):
                 await close()
         seconds = time.perf_counter() - started
-        episodes = _episodes_of(path, task_list, k) if path is not None else played
+        episodes = _episodes_of(path, task_list, k, described) if path is not None else played
         results[backend] = summarize(episodes, seconds)
     report: dict[str, Any] = {
         "schema": SCHEMA,
