@@ -18,7 +18,13 @@ from typing import Any
 
 from rich.console import Console
 
-from simgym.bench.sim2real import evaluate, heldout_tasks, report_table, training_tasks
+from simgym.bench.sim2real import (
+    ReaderAgent,
+    evaluate,
+    heldout_tasks,
+    report_table,
+    training_tasks,
+)
 from simgym.bench.sim2real.tasks import task_line
 
 HERE = Path(__file__).resolve().parent
@@ -26,11 +32,13 @@ HERE = Path(__file__).resolve().parent
 # What each condition's policy is. A trained condition adds its checkpoint here (or gives
 # --model-path): the evaluation itself does not change.
 # sample_seeds: the k samples of a task are k different draws, not one draw k times.
-# "reference" plays each task's reference solution (a check of the tasks and the twin:
-# 1.0 on the real server by construction).
+# Two calibrations: "reference" plays each task's reference solution as written, and
+# "reader" follows the same plan but reads ids and answers from what the world shows
+# (both solve every task on the real server; the reader's sim score is the twin's).
 CONDITIONS: dict[str, dict[str, Any]] = {
     "untrained": {"agent": "local", "agent_options": {"sample_seeds": True}},
     "reference": {"agent": "scripted", "agent_options": {}},
+    "reader": {"agent": "reader", "agent_options": {}},
 }
 
 
@@ -65,13 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.model_path:
         options["model_path"] = args.model_path
     tasks = heldout_tasks(args.tasks)
+    policy_spec: Any = agent
     if agent == "scripted" and "by_task" not in options:
         options["by_task"] = {t.id: t.metadata["solution"] for t in tasks}
+    if agent == "reader":  # not a registered agent: it is handed the task plans
+        policy_spec, options = ReaderAgent(tasks), {}
     console = Console()
     out = args.out or HERE / "results" / args.condition
     report = evaluate(
         tasks,
-        agent=agent,
+        agent=policy_spec,
         agent_options=options,
         condition=args.condition,
         k=args.k,

@@ -7,10 +7,12 @@ its twin and reports success with 95% intervals and the sim-minus-real gap
 """
 
 from simgym.bench.sim2real.evaluate import aevaluate, evaluate, report_table, summarize
+from simgym.bench.sim2real.reader import ReaderAgent
 from simgym.bench.sim2real.stats import newcombe_difference, wilson
 from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_world
 
 __all__ = [
+    "ReaderAgent",
     "aevaluate",
     "evaluate",
     "heldout_tasks",
