@@ -99,6 +99,10 @@ def test_the_loop_on_the_real_server_and_the_twin(play: str, tmp_path: Path) -> 
     assert {r["metrics"].get("state_source") for r in real} == {"live"}
     assert {r["world_model"]["backend"] for r in real} == {"real-mcp"}
     assert all(r["metrics"].get("state_source") != "live" for r in sim)
+    assert {r["world_model"]["backend"] for r in sim} == {"local"}
+    # strict grounding answered every tool call from the twin's state (why this is fast)
+    calls = [t for r in sim for t in r["turns"] if (t.get("action") or {}).get("name")]
+    assert calls and {t["grounding"]["strict"]["action"] for t in calls} == {"state"}
     written = json.loads((tmp_path / "report.json").read_text())
     assert written["backends"]["real"]["successes"] == 2 * expected
 
