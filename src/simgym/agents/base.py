@@ -32,6 +32,9 @@ class EpisodeView:
     tools: list[ToolSpec]
     action_hint: str = ""
     task_id: str = ""
+    # which of a task's k samples this episode is (None outside a group), so a policy can
+    # draw each sample differently and the same way on every backend
+    sample: int | None = None
     # Reads a line a person typed into an action (``simgym play`` short forms); bound to
     # the scenario by the rollout so that the agent never holds the scenario itself.
     parse_input: Callable[[str], Action] | None = None

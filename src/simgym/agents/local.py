@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import re
+import zlib
 from typing import Any
 
 from simgym.agents.base import AgentError, Decision, EpisodeView
@@ -45,6 +46,7 @@ class LocalAgent:
         temperature: float = 0.3,
         max_tokens: int = 128,
         history_messages: int = 12,
+        sample_seeds: bool = False,
     ) -> None:
         from simgym.worldmodels.local import LocalWorldModel
 
@@ -58,9 +60,17 @@ class LocalAgent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.history_messages = history_messages
+        # Off, every episode samples with the seeds 0, 1, 2, ... (one per step), so the k
+        # samples of a task are the same episode k times. On, sample n of a task gets
+        # seeds of its own, from the task id and n: different samples differ, and sample
+        # n meets the same seeds in every world and on a resumed run.
+        self.sample_seeds = sample_seeds
 
     async def start(self, view: EpisodeView) -> _LocalSession:
-        return _LocalSession(self, view)
+        base = 0
+        if self.sample_seeds:
+            base = (zlib.crc32(view.task_id.encode()) + 7919 * (view.sample or 0)) % 2**31
+        return _LocalSession(self, view, seed=base)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -68,6 +78,7 @@ class LocalAgent:
             "model_path": self._model.model_path,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
+            **({"sample_seeds": True} if self.sample_seeds else {}),
         }
 
     async def complete(self, messages: list[dict[str, Any]], seed: int | None) -> tuple[str, Usage]:
@@ -88,8 +99,9 @@ class LocalAgent:
 
 
 class _LocalSession:
-    def __init__(self, agent: LocalAgent, view: EpisodeView) -> None:
+    def __init__(self, agent: LocalAgent, view: EpisodeView, seed: int = 0) -> None:
         self.agent = agent
+        self._seed = seed
         self.view = view
         tools = "\n".join(
             f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}"
@@ -112,7 +124,7 @@ class _LocalSession:
         self.messages.append({"role": "user", "content": content})
         keep = self.agent.history_messages
         context = [self.messages[0], self.messages[1], *self.messages[2:][-keep:]]
-        text, usage = await self.agent.complete(context, seed=self._steps)
+        text, usage = await self.agent.complete(context, seed=self._seed + self._steps)
         self._steps += 1
         self.messages.append({"role": "assistant", "content": text})
         call = parse_tool_call(text)

@@ -92,7 +92,7 @@ class EpisodeRunner:
         session: AgentSession | None = None
         try:
             observation = await env.reset(job.task, seed=job.seed)
-            session = await self.agent.start(agent_view(env, job.task))
+            session = await self.agent.start(agent_view(env, job.task, job.sample))
             await self._play(env, session, observation.text)
         except AgentError as exc:
             await env.close(reason=f"agent failed: {exc}")
@@ -130,7 +130,7 @@ class EpisodeRunner:
             observation = result.observation.text
 
 
-def agent_view(env: SimEnv, task: Task) -> EpisodeView:
+def agent_view(env: SimEnv, task: Task, sample: int | None = None) -> EpisodeView:
     """What the agent may see: never the scenario itself."""
     domain, scenario = env.domain, env.scenario
     return EpisodeView(
@@ -139,6 +139,7 @@ def agent_view(env: SimEnv, task: Task) -> EpisodeView:
         tools=domain.agent_tools(scenario),
         action_hint=domain.action_hint_for(scenario),
         task_id=task.id,
+        sample=sample,
         parse_input=partial(domain.parse_input, scenario=scenario),
     )
 

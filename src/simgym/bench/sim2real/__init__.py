@@ -1,0 +1,25 @@
+"""Sim2real: does a policy trained in simgym's simulated twin do better on the real server?
+
+:mod:`~simgym.bench.sim2real.tasks` makes the held-out and training task sets on the
+customer-records MCP server; :func:`evaluate` plays a policy on both the real server and
+its twin and reports success with 95% intervals and the sim-minus-real gap
+(``examples/sim2real/`` runs it).
+"""
+
+from simgym.bench.sim2real.evaluate import aevaluate, evaluate, report_table, summarize
+from simgym.bench.sim2real.reader import ReaderAgent
+from simgym.bench.sim2real.stats import newcombe_difference, wilson
+from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_world
+
+__all__ = [
+    "ReaderAgent",
+    "aevaluate",
+    "evaluate",
+    "heldout_tasks",
+    "newcombe_difference",
+    "report_table",
+    "summarize",
+    "training_tasks",
+    "training_world",
+    "wilson",
+]

@@ -1,0 +1,293 @@
+"""Evaluate one policy on a task set, on the real records server and on its simulated twin.
+
+``evaluate(tasks, agent=..., k=3)`` plays every task ``k`` times on each backend:
+
+* ``real``: the bundled records MCP server, a fresh database per episode seeded with the
+  task's records (the safety track's :class:`~simgym.safety.real.FreshWorlds` executor);
+  updates are checked on the database read back at the end;
+* ``sim``: the twin, the ``mcp`` domain on a world model (the embedded default unless
+  told otherwise) with strict grounding; updates are checked on its hidden state.
+
+An episode succeeds when its task reward is 1 (every check passed). The report gives each
+backend's success rate with a 95% Wilson interval and the simulator-overfitting gap, sim
+success minus real success, with Newcombe's interval. The ``k`` samples of one task are not
+independent draws, so the intervals are somewhat narrower than a task-level analysis would
+give; ``per_task`` keeps every outcome for one.
+
+The policy is any agent spec; ``condition`` only labels the run. A trained condition is the
+same call with a trained policy (e.g. ``agent="local", agent_options={"model_path": ...}``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from simgym.agents import create_agent
+from simgym.agents.base import Agent
+from simgym.bench.sim2real.stats import newcombe_difference, wilson
+from simgym.core.errors import SimgymError
+from simgym.core.sync import run_sync
+from simgym.core.trajectories import read_trajectories
+from simgym.core.types import Task, Trajectory
+from simgym.rewards import build_reward
+from simgym.rollout.runner import arollout
+
+BACKENDS = ("real", "sim")
+SCHEMA = "simgym.sim2real/1"
+REPORT = "report.json"
+SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
+
+
+def _real_world(domain: str) -> Any:
+    """A fresh records server for one episode, its database seeded from the scenario."""
+    if domain != "mcp":
+        raise SimgymError(f"sim2real runs mcp tasks on the records server, not {domain}")
+    from simgym.real.mcp import RealMCP
+
+    return RealMCP(seed_from_scenario=True)
+
+
+def succeeded(trajectory: Trajectory) -> bool:
+    """Did the episode solve its task (reward 1, scored without error)?"""
+    scored = "reward_error" not in trajectory.metrics
+    return scored and trajectory.total_reward >= SUCCESS
+
+
+def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) -> dict[str, Any]:
+    """One backend's numbers: success rate with its 95% Wilson interval, errors, turns,
+    time, and the outcomes per task and per task kind. ``seconds`` is this invocation's
+    wall time (a resumed run's share); ``episode_seconds`` sums every episode's own."""
+    wins = [succeeded(t) for t in trajectories]
+    n, s = len(wins), sum(wins)
+    low, high = wilson(s, n)
+    per_task: dict[str, list[int]] = {}
+    by_kind: dict[str, dict[str, int]] = {}
+    for trajectory, won in zip(trajectories, wins, strict=True):
+        per_task.setdefault(trajectory.task.id, []).append(int(won))
+        kind = str(trajectory.task.metadata.get("kind", "?"))
+        cell = by_kind.setdefault(kind, {"episodes": 0, "successes": 0})
+        cell["episodes"] += 1
+        cell["successes"] += int(won)
+    return {
+        "episodes": n,
+        "successes": s,
+        "success_rate": s / n if n else 0.0,
+        "ci95": [low, high],
+        "mean_reward": sum(t.total_reward for t in trajectories) / n if n else 0.0,
+        "errors": sum(1 for t in trajectories if t.error),
+        "mean_turns": sum(len(t.turns) for t in trajectories) / n if n else 0.0,
+        "seconds": seconds,
+        "episode_seconds": sum(
+            (t.finished_at or t.started_at) - t.started_at for t in trajectories
+        ),
+        "by_kind": by_kind,
+        "per_task": per_task,
+    }
+
+
+def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
+    """The simulator-overfitting gap: sim success minus real success, with its interval."""
+    diff, low, high = newcombe_difference(
+        sim["successes"], sim["episodes"], real["successes"], real["episodes"]
+    )
+    return {"sim_minus_real": diff, "ci95": [low, high], "method": "Newcombe hybrid score"}
+
+
+def _episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) -> list[Trajectory]:
+    """This evaluation's episodes in ``path`` (a resumed run's earlier ones included,
+    another run's other tasks or extra samples left out), in task order. Episodes another
+    policy played there are an error: a resumed run must not mix two policies' numbers."""
+    order = {t.id: i for i, t in enumerate(tasks)}
+    found = {
+        t.key: t for t in read_trajectories(path) if t.task.id in order and (t.sample or 0) < k
+    }
+    others = {json.dumps(t.agent, sort_keys=True) for t in found.values()}
+    others -= {json.dumps(policy, sort_keys=True), "{}"}  # {}: a world that never started
+    if others:
+        raise SimgymError(
+            f"{path} holds episodes of another policy ({sorted(others)[0]}); "
+            "give this one its own output folder"
+        )
+    return sorted(found.values(), key=lambda t: (order[t.task.id], t.sample or 0))
+
+
+async def aevaluate(
+    tasks: Iterable[Task],
+    *,
+    agent: str | Agent = "local",
+    agent_options: dict[str, Any] | None = None,
+    condition: str = "untrained",
+    k: int = 3,
+    backends: Sequence[str] = BACKENDS,
+    world_model: str = "local",
+    world_model_options: dict[str, Any] | None = None,
+    grounding: str = "strict",
+    max_turns: int = 8,
+    concurrency: int = 1,
+    out_dir: str | Path | None = None,
+    on_done: Callable[[Trajectory], None] | None = None,
+) -> dict[str, Any]:
+    """Play ``tasks`` ``k`` times each on every backend in ``backends`` and return the
+    report (see the module docstring). With ``out_dir``, episodes go to
+    ``out_dir/{backend}.jsonl`` (a rerun resumes) and the report to ``out_dir/report.json``."""
+    task_list = list(tasks)
+    if not task_list:
+        raise SimgymError("no tasks to evaluate")
+    if k < 1:
+        raise SimgymError(f"k must be at least 1, not {k}")
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        raise SimgymError(f"unknown backend(s) {unknown}; use {list(BACKENDS)}")
+    out = Path(out_dir) if out_dir is not None else None
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    reward = build_reward(None)  # each task's own reward spec
+    results: dict[str, Any] = {}
+    described: dict[str, Any] = {}
+    for backend in backends:
+        # A policy given by name is built for each backend (the weights are loaded once
+        # per process) and closed after it.
+        policy = create_agent(agent, **(agent_options or {}))
+        described = policy.describe()
+        path = out / f"{backend}.jsonl" if out is not None else None
+        started = time.perf_counter()
+        try:
+            played = await _play(
+                backend,
+                task_list,
+                policy,
+                reward,
+                k=k,
+                path=path,
+                on_done=on_done,
+                world_model=world_model,
+                world_model_options=world_model_options or {},
+                grounding=grounding,
+                max_turns=max_turns,
+                concurrency=concurrency,
+            )
+        finally:
+            close = getattr(policy, "aclose", None)
+            if close is not None and isinstance(agent, str):
+                await close()
+        seconds = time.perf_counter() - started
+        episodes = _episodes_of(path, task_list, k, described) if path is not None else played
+        results[backend] = summarize(episodes, seconds)
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "condition": condition,
+        "policy": described,
+        "world_model": {
+            "name": world_model,
+            "options": world_model_options or {},
+            "grounding": grounding,
+        },
+        "k": k,
+        "max_turns": max_turns,
+        "tasks": [t.id for t in task_list],
+        "backends": results,
+    }
+    if "real" in results and "sim" in results:
+        report["gap"] = gap(results["sim"], results["real"])
+    if out is not None:
+        (out / REPORT).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+async def _play(
+    backend: str,
+    tasks: list[Task],
+    policy: Agent,
+    reward: Any,
+    *,
+    k: int,
+    path: Path | None,
+    on_done: Callable[[Trajectory], None] | None,
+    world_model: str,
+    world_model_options: dict[str, Any],
+    grounding: str,
+    max_turns: int,
+    concurrency: int,
+) -> list[Trajectory]:
+    """Play every task ``k`` times on one backend; return the episodes played now."""
+    common: dict[str, Any] = {
+        "agent": policy,
+        "reward": reward,
+        "group_size": k,
+        "out": path,
+        "on_done": on_done,
+    }
+    if backend == "real":
+        from simgym.safety.real import FreshWorlds
+
+        executor = FreshWorlds(
+            policy, reward, max_turns=max_turns, concurrency=concurrency, backend=_real_world
+        )
+        return await arollout(tasks, world_model="real", executor=executor, **common)
+    return await arollout(
+        tasks,
+        world_model=world_model,
+        world_model_options=world_model_options,
+        max_turns=max_turns,
+        concurrency=concurrency,
+        env_options={"grounding": grounding},
+        **common,
+    )
+
+
+def evaluate(tasks: Iterable[Task], **options: Any) -> dict[str, Any]:
+    """Blocking :func:`aevaluate`."""
+    return run_sync(aevaluate(list(tasks), **options))
+
+
+def _rate(cell: dict[str, Any]) -> str:
+    low, high = cell["ci95"]
+    return f"{cell['success_rate']:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def report_table(report: dict[str, Any]) -> Any:
+    """The report as a rich table: one row per backend, then the gap."""
+    from rich.table import Table
+
+    table = Table(
+        title=f"sim2real: {report['condition']} ({report['policy'].get('name')}), "
+        f"{len(report['tasks'])} tasks x k={report['k']}"
+    )
+    columns = (
+        "backend",
+        "episodes",
+        "successes",
+        "success [95% CI]",
+        "errors",
+        "turns",
+        "episode s",
+    )
+    for column in columns:
+        table.add_column(column, justify="left" if column == "backend" else "right", no_wrap=True)
+    for name, cell in report["backends"].items():
+        seconds = cell.get("episode_seconds")
+        table.add_row(
+            name,
+            str(cell["episodes"]),
+            str(cell["successes"]),
+            _rate(cell),
+            str(cell["errors"]),
+            f"{cell['mean_turns']:.1f}",
+            "" if seconds is None else f"{seconds:.0f}",
+        )
+    if "gap" in report:
+        low, high = report["gap"]["ci95"]
+        table.add_row(
+            "gap (sim - real)",
+            "",
+            "",
+            f"{report['gap']['sim_minus_real']:+.2f} [{low:+.2f}, {high:+.2f}]",
+            "",
+            "",
+            "",
+        )
+    return table

@@ -1,0 +1,101 @@
+"""A calibration policy: it knows each task's plan but reads every fact from the world.
+
+The ``reader`` agent calls the tools of a task's reference solution in order, but it takes
+the customer id a search found and the value a lookup asks for from the observations it is
+shown, never from the task. It solves every task on the real server. Its success on the
+twin therefore shows how often the twin shows the facts a policy needs, and its gap is the
+part of the sim-to-real gap that the world causes, with no policy error mixed in.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from simgym.agents.base import Decision, EpisodeView
+from simgym.core.types import Task
+
+NOT_FOUND = "I could not find it."
+NO_CUSTOMER = "C-0000"  # sent when a search showed no id: the plan's own id would be a leak
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        return None
+
+
+def _dicts(value: Any) -> Iterator[dict[str, Any]]:
+    """Every object in a JSON value, outermost first."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from _dicts(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _dicts(item)
+
+
+def first_field(value: Any, field: str) -> str | None:
+    """The first ``field`` an object in ``value`` holds (the record a search listed
+    first, or the record a lookup returned)."""
+    for found in _dicts(value):
+        if isinstance(found.get(field), str | int | float):
+            return str(found[field])
+    return None
+
+
+class ReaderAgent:
+    """Plays each task's reference plan, reading ids and answers from observations."""
+
+    name = "reader"
+
+    def __init__(self, tasks: Iterable[Task]) -> None:
+        self.plans = {
+            t.id: (str(t.metadata.get("kind", "")), list(t.metadata.get("solution") or []))
+            for t in tasks
+        }
+
+    async def start(self, view: EpisodeView) -> _ReaderSession:
+        kind, plan = self.plans.get(view.task_id, ("", []))
+        return _ReaderSession(kind, plan)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+class _ReaderSession:
+    def __init__(self, kind: str, plan: list[Any]) -> None:
+        self.kind = kind
+        self.plan = plan
+        self.step = 0
+        self.last: Any = None  # the newest observation that was JSON
+        self.customer_id: str | None = None  # the id the search showed
+        self.messages: list[dict[str, Any]] = []
+
+    async def act(self, observation: str) -> Decision | None:
+        self.messages.append({"role": "user", "content": observation})
+        seen = _json(observation)
+        if seen is not None:
+            self.last = seen
+        if self.step and self.plan[self.step - 1].get("name") == "search_customers":
+            self.customer_id = first_field(seen, "id") or NO_CUSTOMER
+        if self.step >= len(self.plan):
+            return None
+        entry = self.plan[self.step]
+        self.step += 1
+        if "answer" in entry:
+            answer = str(entry["answer"])
+            if self.kind.startswith(("email_by", "phone_by")):
+                field = "phone" if self.kind.startswith("phone") else "email"
+                answer = first_field(self.last, field) or NOT_FOUND
+            self.messages.append({"role": "assistant", "content": answer})
+            return Decision(answer=answer)
+        arguments = dict(entry["arguments"])
+        if "customer_id" in arguments and self.customer_id is not None:
+            arguments["customer_id"] = self.customer_id
+        call = {"name": entry["name"], "arguments": arguments}
+        self.messages.append({"role": "assistant", "content": json.dumps(call)})
+        return Decision(action=call)
