@@ -26,11 +26,10 @@ def envelope(text: str, error: bool = False) -> str:
     return json.dumps({"content": [{"type": "text", "text": text}], "isError": error})
 
 
-def test_recorded_server_answers_are_met_once_its_layout_was_seen():
-    """Replays the dev set's mcp episodes (the bundled records server, for real): once
-    the server has shown how it writes records and errors, every exact answer simgym
-    computes equals the server's, and refused or rewritten updates are not claimed."""
-    exact = agreed = 0
+def replayed_calls():
+    """Each recorded mcp tool call of the dev set, with what grounding made of it, the
+    ledger it was grounded against and the real answer. Afterwards the ledger takes the
+    grounding's effects and what the real answer showed, as in a live episode."""
     for trajectory in read_trajectories(DEVSET):
         if trajectory.domain != "mcp":
             continue
@@ -41,15 +40,24 @@ def test_recorded_server_answers_are_met_once_its_layout_was_seen():
                 continue
             grounding = MCP.ground(turn.action, ledger, scenario)
             real = turn.observation.text.strip()
-            style = ledger.get(mcp_style.STYLE, {})
-            if grounding is not None and grounding.observation is not None:
-                exact += 1
-                agreed += grounding.observation == real
-                if style.get("order") and "error_prefix" in style:
-                    assert grounding.observation == real
+            yield turn.action, grounding, real, ledger
             if grounding is not None and grounding.effects:
                 ledger = merge_patch(ledger, grounding.effects)
             ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+
+
+def test_recorded_server_answers_are_met_once_its_layout_was_seen():
+    """Replays the dev set's mcp episodes (the bundled records server, for real): once
+    the server has shown how it writes records and errors, every exact answer simgym
+    computes equals the server's, and refused or rewritten updates are not claimed."""
+    exact = agreed = 0
+    for _, grounding, real, ledger in replayed_calls():
+        style = ledger.get(mcp_style.STYLE, {})
+        if grounding is not None and grounding.observation is not None:
+            exact += 1
+            agreed += grounding.observation == real
+            if style.get("order") and "error_prefix" in style:
+                assert grounding.observation == real
     assert exact >= 20 and agreed >= exact - 3
 
 
@@ -284,23 +292,11 @@ def test_strict_checks_agree_with_every_real_answer_once_the_layout_was_seen():
     the layout of a first answer and a create refused for a rule no schema states (a
     subject too short) may differ; the refused create changes nothing in the ledger."""
     wrong = 0
-    for trajectory in read_trajectories(DEVSET):
-        if trajectory.domain != "mcp":
-            continue
-        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
-        ledger = MCP.initial_state(scenario)
-        for turn in trajectory.turns:
-            if turn.action.kind != "tool_call":
-                continue
-            grounding = MCP.ground(turn.action, ledger, scenario)
-            real = turn.observation.text.strip()
-            style = ledger.get(mcp_style.STYLE, {})
-            if grounding is not None and grounding.problems(real):
-                wrong += 1
-                assert not (style.get("order") and "error_prefix" in style), turn.action
-            if grounding is not None and grounding.effects:
-                ledger = merge_patch(ledger, grounding.effects)
-            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    for action, grounding, real, ledger in replayed_calls():
+        style = ledger.get(mcp_style.STYLE, {})
+        if grounding is not None and grounding.problems(real):
+            wrong += 1
+            assert not (style.get("order") and "error_prefix" in style), action
     assert wrong <= 3
 
 
@@ -353,22 +349,10 @@ def test_a_real_list_answer_is_already_in_the_shape_it_taught():
     does not decide whole (free-text searches, records the server completed) into the
     shape the server showed earlier changes nothing in it."""
     reshaped = 0
-    for trajectory in read_trajectories(DEVSET):
-        if trajectory.domain != "mcp":
-            continue
-        scenario = MCP.scenario_model.model_validate(trajectory.scenario)
-        ledger = MCP.initial_state(scenario)
-        for turn in trajectory.turns:
-            if turn.action.kind != "tool_call":
-                continue
-            grounding = MCP.ground(turn.action, ledger, scenario)
-            real = turn.observation.text.strip()
-            if grounding is not None and grounding.reshape is not None:
-                reshaped += 1
-                assert grounding.reshape(real) in (None, real), turn.action
-            if grounding is not None and grounding.effects:
-                ledger = merge_patch(ledger, grounding.effects)
-            ledger = merge_patch(ledger, MCP.observe(real, turn.action, ledger) or {})
+    for action, grounding, real, _ in replayed_calls():
+        if grounding is not None and grounding.reshape is not None:
+            reshaped += 1
+            assert grounding.reshape(real) in (None, real), action
     assert reshaped >= 8
 
 
