@@ -18,6 +18,7 @@ from simgym.bench.sim2real import (
     evaluate,
     heldout_tasks,
     newcombe_difference,
+    paired_task_bootstrap,
     training_tasks,
     wilson,
 )
@@ -59,6 +60,23 @@ def test_intervals_match_known_values() -> None:
     assert math.isclose(high, 0.3339, abs_tol=1e-4)
 
 
+def test_paired_gap_uses_the_task_as_the_unit() -> None:
+    # 20 tasks, 3 samples each: the twin solves every task, reality the first 10 of them
+    sim = {f"t{i}": [1, 1, 1] for i in range(20)}
+    real = {f"t{i}": [1, 1, 1] if i < 10 else [0, 0, 0] for i in range(20)}
+    gap, low, high, tasks = paired_task_bootstrap(sim, real, resamples=4000)
+    assert (gap, tasks) == (0.5, 20)
+    # a binomial mean of 20 tasks at 0.5 has a standard error of about 0.11
+    assert 0.25 < low < 0.35 and 0.65 < high < 0.75
+    # episodes counted as independent (60 per side) would claim a narrower interval
+    _, n_low, n_high = newcombe_difference(60, 60, 30, 60)
+    assert n_high - n_low < high - low
+    # tasks only one side ran do not count; no shared task says nothing is known
+    assert paired_task_bootstrap(sim, {"other": [1]})[1:] == (-1.0, 1.0, 0)
+    same = paired_task_bootstrap(sim, sim)
+    assert same[:3] == (0.0, 0.0, 0.0)
+
+
 def _wrong(task: Any) -> list[Any]:
     """A plausible but wrong play: the right tool on the right customer, a wrong value."""
     first = task.metadata["solution"][0]
@@ -93,6 +111,7 @@ def test_the_loop_on_the_real_server_and_the_twin(play: str, tmp_path: Path) -> 
         assert cell["per_task"] == {t.id: [expected] for t in tasks}
     assert report["gap"]["sim_minus_real"] == 0.0
     assert report["gap"]["ci95"] == pytest.approx(list(newcombe_difference(2, 2, 2, 2)[1:]))
+    assert report["gap"]["paired"]["tasks"] == 2
     # the real episodes were checked on the server's database, the twin's on its ledger
     real = [json.loads(line) for line in (tmp_path / "real.jsonl").read_text().splitlines()]
     sim = [json.loads(line) for line in (tmp_path / "sim.jsonl").read_text().splitlines()]

@@ -8,7 +8,7 @@ its twin and reports success with 95% intervals and the sim-minus-real gap
 
 from simgym.bench.sim2real.evaluate import aevaluate, evaluate, report_table, summarize
 from simgym.bench.sim2real.reader import ReaderAgent
-from simgym.bench.sim2real.stats import newcombe_difference, wilson
+from simgym.bench.sim2real.stats import newcombe_difference, paired_task_bootstrap, wilson
 from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_world
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "evaluate",
     "heldout_tasks",
     "newcombe_difference",
+    "paired_task_bootstrap",
     "report_table",
     "summarize",
     "training_tasks",

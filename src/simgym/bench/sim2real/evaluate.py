@@ -28,7 +28,7 @@ from typing import Any
 
 from simgym.agents import create_agent
 from simgym.agents.base import Agent
-from simgym.bench.sim2real.stats import newcombe_difference, wilson
+from simgym.bench.sim2real.stats import newcombe_difference, paired_task_bootstrap, wilson
 from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.trajectories import read_trajectories
@@ -94,7 +94,19 @@ def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
     diff, low, high = newcombe_difference(
         sim["successes"], sim["episodes"], real["successes"], real["episodes"]
     )
-    return {"sim_minus_real": diff, "ci95": [low, high], "method": "Newcombe hybrid score"}
+    paired, p_low, p_high, tasks = paired_task_bootstrap(sim["per_task"], real["per_task"])
+    return {
+        "sim_minus_real": diff,
+        "ci95": [low, high],
+        "method": "Newcombe hybrid score",
+        # the same tasks on both sides: a task-level interval that uses the pairing
+        "paired": {
+            "sim_minus_real": paired,
+            "ci95": [p_low, p_high],
+            "tasks": tasks,
+            "method": "paired task-level bootstrap, 10,000 resamples",
+        },
+    }
 
 
 def _episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) -> list[Trajectory]:
@@ -290,4 +302,16 @@ def report_table(report: dict[str, Any]) -> Any:
             "",
             "",
         )
+        paired = report["gap"].get("paired")
+        if paired:  # reports written before the paired interval have none
+            low, high = paired["ci95"]
+            table.add_row(
+                "gap, paired by task",
+                str(paired["tasks"]),
+                "",
+                f"{paired['sim_minus_real']:+.2f} [{low:+.2f}, {high:+.2f}]",
+                "",
+                "",
+                "",
+            )
     return table

@@ -1,5 +1,6 @@
-"""Intervals for success rates: Wilson's score interval for one rate, and Newcombe's
-hybrid score interval for the difference of two (the simulator-overfitting gap).
+"""Intervals for success rates: Wilson's score interval for one rate, Newcombe's hybrid
+score interval for the difference of two (the simulator-overfitting gap), and a paired,
+task-level bootstrap of that difference.
 
 Both stay inside [0, 1] (or [-1, 1]) and behave at 0 and n successes, where the normal
 approximation gives a zero-width interval; that matters here, where a small policy often
@@ -9,6 +10,8 @@ solves nothing.
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Mapping, Sequence
 
 Z95 = 1.959963984540054  # the two-sided 95% normal quantile
 
@@ -43,3 +46,37 @@ def newcombe_difference(
     low = diff - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
     high = diff + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
     return (diff, max(-1.0, low), min(1.0, high))
+
+
+def paired_task_bootstrap(
+    sim: Mapping[str, Sequence[int]],
+    real: Mapping[str, Sequence[int]],
+    *,
+    resamples: int = 10_000,
+    seed: int = 0,
+) -> tuple[float, float, float, int]:
+    """``(gap, low, high, tasks)``: sim minus real success over the tasks both sides ran,
+    with a 95% percentile bootstrap that resamples whole tasks.
+
+    The same tasks run on both sides, and a task's k samples are not independent of each
+    other, so the task, not the episode, is the unit: each task contributes its own sim
+    rate minus its real rate. When every task's difference is the same (a policy that
+    solves nothing anywhere) the interval has no width; Newcombe's is the cautious one
+    to read then.
+    """
+    shared = sorted(set(sim) & set(real))
+    if not shared:
+        return (0.0, -1.0, 1.0, 0)
+    diffs = [
+        sum(sim[t]) / len(sim[t]) - sum(real[t]) / len(real[t])
+        for t in shared
+        if len(sim[t]) and len(real[t])
+    ]
+    if not diffs:
+        return (0.0, -1.0, 1.0, 0)
+    n = len(diffs)
+    draw = random.Random(seed)
+    means = sorted(sum(draw.choices(diffs, k=n)) / n for _ in range(resamples))
+    low = means[int(0.025 * (resamples - 1))]
+    high = means[int(math.ceil(0.975 * (resamples - 1)))]
+    return (sum(diffs) / n, low, high, n)
