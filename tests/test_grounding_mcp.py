@@ -382,6 +382,147 @@ def test_cancel_on_records_with_a_status_is_not_taken_for_a_delete():
     }
 
 
+# -- a declared search and answer layout ---------------------------------------------------
+
+# the records server's own search: name and email contain the query, the phone too with
+# every space left out (it finds "+351912077570" in "+351 912 077 570")
+SEARCH = {"name": "contains", "email": "contains", "phone": "contains_ignoring_spaces"}
+LAYOUT = {"shape": {"customers": "{items}", "total": "{count}"}, "fields": ["id", "name", "email"]}
+PHONES = ("+351 912 077 570", "+351 913 100 200", "+351 912 555 000")
+
+
+def searching(fmt="json", **binding):
+    """The records scenario with phones, its search_customers bound as ``binding`` says
+    (by default: the declared search and layout)."""
+    state = copy.deepcopy(RECORDS_STATE)
+    for customer, phone in zip(state["customers"], PHONES, strict=True):
+        customer["phone"] = phone
+    entry = {"op": "list", "collection": "customers", "search": SEARCH, "answer": LAYOUT}
+    entry = {k: v for k, v in {**entry, **binding}.items() if v is not None}
+    return records_scenario(fmt, state=state, tool_map={"search_customers": entry})
+
+
+def found(sc, query, **args):
+    """The ids and the total of a declared search's exact answer."""
+    g = ground(sc, "search_customers", {"query": query, **args})
+    assert g.observation is not None, g.facts
+    value = json.loads(g.observation)
+    return [c["id"] for c in value["customers"]], value["total"]
+
+
+def test_a_declared_search_is_answered_exactly():
+    sc = searching()
+    g = ground(sc, "search_customers", {"query": "LIMA"})
+    ana = {"id": "C-1001", "name": "Ana Lima", "email": OLD_EMAIL}
+    assert g.observation == json.dumps({"customers": [ana], "total": 1})
+    # decided whole, like a plain filter: the other customers cannot be listed
+    assert g.expect == [] and g.forbid == ["C-1002", "C-1003"]
+    assert g.facts[0] == (
+        '1 customer matches (name contains "LIMA" (ignoring case) or email contains "LIMA" '
+        '(ignoring case) or phone contains "LIMA" (ignoring case and spaces)):'
+    )
+    assert found(sc, "  lIm") == (["C-1001"], 1)  # a part of a name, stripped
+    assert found(sc, "example.com") == (["C-1001", "C-1003"], 2)  # a part of an email
+    assert found(sc, "porto") == ([], 0)  # the city is no field of the search
+    # a phone number written without its spaces, or with other spaces than the record's
+    assert found(sc, "+351912077570") == (["C-1001"], 1)
+    assert found(sc, "912 5550 00") == (["C-1003"], 1)
+    assert found(sc, "+351 91") == (["C-1001", "C-1002", "C-1003"], 3)
+    nothing = ground(sc, "search_customers", {"query": "zzz"})
+    assert json.loads(nothing.observation) == {"customers": [], "total": 0}
+    assert nothing.forbid == ["C-1001", "C-1002", "C-1003"]
+
+
+def test_a_limit_cuts_a_declared_search_in_the_collection_order():
+    sc = searching()
+    # every email has an "o" (.com, .org): three match, the first two are shown
+    g = ground(sc, "search_customers", {"query": "o", "limit": 2})
+    assert [c["id"] for c in json.loads(g.observation)["customers"]] == ["C-1001", "C-1002"]
+    assert json.loads(g.observation)["total"] == 3
+    assert "the answer lists the first 2 of them, in this order" in g.facts
+    assert found(sc, "o", limit=3) == (["C-1001", "C-1002", "C-1003"], 3)
+    # the schema's default limit (10) cuts nothing here
+    assert found(sc, "o") == (["C-1001", "C-1002", "C-1003"], 3)
+    # the mcp format wraps the same answer in its envelope
+    envelope = json.loads(ground(searching("mcp"), "search_customers", {"query": "o"}).observation)
+    assert envelope["isError"] is False
+    assert json.loads(envelope["content"][0]["text"])["total"] == 3
+
+
+def test_without_a_declared_search_the_state_does_not_decide_it():
+    # the same call matched the server's own way: facts and expectations, no answer
+    sc = searching(search=None, answer=None)
+    g = ground(sc, "search_customers", {"query": "porto"})  # any field, the city too
+    assert g.observation is None and g.expect == ["C-1001", "C-1002"] and g.forbid == []
+    assert g.reshape is None  # nor is the layout known before the server showed one
+    # with only the layout declared, the model's list is put into it from the first answer
+    shaped = searching(search=None)
+    g = ground(shaped, "search_customers", {"query": "okafor"})
+    assert g.observation is None
+    guess = {"results": [{"id": "C-1002", "email": "b@x"}, {"id": "C-77"}], "count": 5}
+    ben = {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org"}
+    assert json.loads(g.reshape(json.dumps(guess))) == {"customers": [ben], "total": 1}
+
+
+def test_the_declared_layout_answers_first_and_a_learned_one_wins_later():
+    from simgym.domains.mcp_style import observe_mcp
+
+    sc = searching()
+    state = copy.deepcopy(sc.state)
+    first = ground(sc, "search_customers", {"query": "okafor"}, state)
+    ben = {"id": "C-1002", "name": "Ben Okafor", "email": "ben@example.org"}
+    assert json.loads(first.observation) == {"customers": [ben], "total": 1}
+    # the server answers in a layout of its own: it echoes the query and counts as "n"
+    state = applied(state, first)
+    action = Action.tool_call("search_customers", {"query": "okafor"})
+    server = {"matches": [{"id": "C-1002", "name": "Ben Okafor"}], "query": "okafor", "n": 1}
+    state = applied(state, type(first)(effects=observe_mcp(json.dumps(server), action, state)))
+    later = ground(sc, "search_customers", {"query": "lima"}, state)
+    shown = {"matches": [{"id": "C-1001", "name": "Ana Lima"}], "query": "lima", "n": 1}
+    assert json.loads(later.observation) == shown
+    # an empty answer teaches no fields: the declared ones fill in
+    empty = copy.deepcopy(sc.state)
+    g = ground(sc, "search_customers", {"query": "zzz"}, empty)
+    empty = applied(empty, g)
+    action = Action.tool_call("search_customers", {"query": "zzz"})
+    nothing = json.dumps({"hits": [], "of": 0})
+    empty = applied(empty, type(g)(effects=observe_mcp(nothing, action, empty)))
+    again = ground(sc, "search_customers", {"query": "okafor"}, empty)
+    assert json.loads(again.observation) == {"hits": [ben], "of": 1}
+
+
+@pytest.mark.parametrize(
+    ("binding", "message"),
+    [
+        ({"answer": {"shape": {"customers": "{count}"}, "fields": ["id"]}}, "exactly one"),
+        ({"answer": {"shape": ["{items}"], "fields": ["id"]}}, "must be '{items}' or an"),
+        ({"answer": {"shape": {"c": "{items}", "t": "{total}"}, "fields": ["id"]}}, "{count}"),
+        ({"answer": {"shape": {"c": "{items}", "q": {"x": 1}}, "fields": ["id"]}}, "constant"),
+        ({"answer": {"shape": "{items}", "fields": []}}, "non-empty list"),
+        ({"answer": {"shape": "{items}", "fields": ["id", "id"]}}, "distinct"),
+        ({"answer": {"shape": "{items}", "fields": ["id", 7]}}, "valid string"),
+        ({"answer": {"shape": "{items}", "fields": "id"}}, "valid list"),
+        ({"answer": {"shape": "{items}", "fields": ["id", "nmae"]}}, r"\['nmae'\]"),
+        ({"answer": {"shape": {"c": "{items}", "q": "{arg:qq}"}, "fields": ["id"]}}, "'qq'"),
+        ({"search": {"name": "fuzzy"}}, "contains_ignoring_spaces"),
+        ({"search": {"phon": "contains"}}, r"\['phon'\]"),
+        ({"search": {}}, "at least one field"),
+        ({"op": "get"}, "not op 'get'"),
+    ],
+)
+def test_bad_search_and_answer_declarations_are_refused(binding, message):
+    with pytest.raises(ScenarioError, match=message):
+        searching(**binding)
+
+
+def test_a_search_needs_a_query_argument():
+    tools = [tool("list_customers", {"city": STR})]
+    state = copy.deepcopy(RECORDS_STATE)
+    binding = {"op": "list", "collection": "customers", "search": {"name": "contains"}}
+    with pytest.raises(ScenarioError, match="takes no query argument"):
+        MCP.scenario({"tools": tools, "state": state, "tool_map": {"list_customers": binding}})
+
+
 # -- explicit bindings ---------------------------------------------------------------------
 
 

@@ -52,9 +52,10 @@ class MCPScenario(ScenarioBase):
         description="how tools touch the records in state, by tool name, for grounding "
         "(simgym.domains.mcp_ground): {op: get|list|create|update|delete|none, collection: "
         "state key of a list of records, key: the field that identifies a record (id), "
-        "id_arg: the argument holding it, fields: {argument: record field}}. Tools not "
-        "listed are recognised from their names and schemas; op none turns grounding off "
-        "for one tool",
+        "id_arg: the argument holding it, fields: {argument: record field}; a list tool's "
+        "search: {field: contains|contains_ignoring_spaces} and answer: {shape, fields}}. "
+        "Tools not listed are recognised from their names and schemas; op none turns "
+        "grounding off for one tool",
     )
     routes: dict[str, HttpRoute] = Field(
         default_factory=dict,

@@ -24,14 +24,19 @@ Recognition (:func:`resolve`), from the tool's name split into words:
 A name with words that are neither the collection, a field nor filler
 (``get_account_balance``, ``remove_email``) or an argument that names nothing known makes
 the call *unsure*: simgym then sends the records it touches as facts and changes nothing.
-A scenario can bind tools explicitly with ``tool_map`` (:class:`ToolBinding`).
+A scenario can bind tools explicitly with ``tool_map`` (:class:`ToolBinding`); for a list
+tool it can also declare how its free-text query matches (``search``: which fields, compared
+how), which makes a search as decided as a plain filter, and the layout of its answer
+(``answer``), used until the server has shown one of its own.
 
 Results: a read returns the record as ``json.dumps(record, ensure_ascii=False)``, an
 update the updated record, a missing id ``{"error": {"code": 404, "message": "customer C-9
 not found"}}``; the ``mcp`` format wraps these in a CallToolResult envelope; the ``text``
 format has no exact form, only values that must (``expect``) or must not (``forbid``)
-appear. Creates, deletes and lists have no exact form in any format (servers differ in
-what they answer), only ``expect``/``forbid``.
+appear. Creates and deletes have no exact form in any format (servers differ in what
+they answer), only ``expect``/``forbid``; nor has a list, until its layout was learned from
+the server's answers (:mod:`.mcp_style`) or declared, and then only when the state decides
+which records it shows (no search matched the server's own way).
 
 Effects are merge patches that set a changed collection's whole list (RFC 7386 replaces
 lists whole). A delete also keeps the record under ``_deleted`` in the ledger, so a later
@@ -46,7 +51,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
@@ -57,6 +62,12 @@ if TYPE_CHECKING:
     from simgym.domains.mcp import MCPScenario
 
 Op = Literal["get", "list", "create", "update", "delete", "none"]
+# How a declared search compares its query with one field of a record (ToolBinding.search).
+SearchMode = Literal["contains", "contains_ignoring_spaces"]
+SEARCH_MODES: dict[str, str] = {  # each mode in words, for the facts
+    "contains": "ignoring case",
+    "contains_ignoring_spaces": "ignoring case and spaces",
+}
 
 VERBS: dict[str, frozenset[str]] = {
     "get": frozenset(
@@ -92,6 +103,29 @@ MIN_FORBID = 3  # shorter values ("1", "ok") appear anywhere by chance
 MAX_EXPECT = 200  # longer values may be shortened by a text server
 
 
+class ListAnswer(BaseModel):
+    """The layout of a list tool's answer, declared the way :mod:`.mcp_style` learns one
+    from the server: ``{"shape": {"customers": "{items}", "total": "{count}"}, "fields":
+    ["id", "name"]}``. Used until the server has shown an answer of its own."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shape: Any = Field(
+        description=f"the answer: {mcp_style.ITEMS} (a bare list) or an object with one "
+        f"{mcp_style.ITEMS} value, others {mcp_style.COUNT} (the number of matches, more "
+        "than the items when a limit cut them), {arg:NAME} (an argument echoed) or constants"
+    )
+    fields: list[str] = Field(description="the fields each item shows, in the answer's order")
+
+    @model_validator(mode="after")
+    def _valid(self) -> ListAnswer:
+        mcp_style.check_layout(self.shape, self.fields)
+        return self
+
+    def layout(self) -> mcp_style.Layout:
+        return self.shape, list(self.fields)
+
+
 class ToolBinding(BaseModel):
     """How one tool touches the records, for a tool whose name or arguments do not say it
     (or say it wrongly): ``{"op": "update", "collection": "customers", "id_arg": "cust",
@@ -125,6 +159,28 @@ class ToolBinding(BaseModel):
         description="business rules enforced from the state: refusals with the system's own "
         "answers, and what a successful call sets (simgym.domains.mcp_rules)",
     )
+    search: dict[str, SearchMode] | None = Field(
+        None,
+        description="a list tool: how its free-text query (query, q, search, ...) matches "
+        "records, field -> contains (the query, stripped, is a substring of the field's "
+        "text, ignoring case) or contains_ignoring_spaces (the same with every space "
+        "removed from both); a record matches when any field does. The search is then "
+        "decided from the state, its matches listed in the collection's order (a limit "
+        "cuts them there); without it a search is matched the server's own way",
+    )
+    answer: ListAnswer | None = Field(
+        None,
+        description="a list tool: the layout of its answer (simgym.domains.mcp_style), used "
+        "until the server has shown one, so its first answer can be exact",
+    )
+
+    @model_validator(mode="after")
+    def _list_only(self) -> ToolBinding:
+        if self.op != "list" and (self.search is not None or self.answer is not None):
+            raise ValueError(f"search and answer describe a list tool, not op {self.op!r}")
+        if self.search is not None and not self.search:
+            raise ValueError("search needs at least one field -> mode")
+        return self
 
 
 @dataclass
@@ -141,6 +197,8 @@ class Call:
     queries: list[str] = field(default_factory=list)  # free text matched against any field
     limit: int | None = None
     fuzzy: bool = False  # text filters match as case-insensitive substrings (a search)
+    search: dict[str, str] | None = None  # how the queries match, when the scenario says
+    layout: mcp_style.Layout | None = None  # the answer's declared layout, for a list
     unknown: list[str] = field(default_factory=list)  # what of the call was not understood
     arguments: dict[str, Any] = field(default_factory=dict)  # as the agent passed them
 
@@ -295,6 +353,9 @@ def resolve(
     )
     if id_arg is not None and id_arg in args:
         call.id_value = args[id_arg]
+    if binding is not None:
+        call.search = dict(binding.search) if binding.search is not None else None
+        call.layout = binding.answer.layout() if binding.answer is not None else None
     if op == "get" and call.id_value is None:
         call.op = "list"  # a lookup by other fields answers like a search
     if binding is None:
@@ -647,6 +708,7 @@ def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
 def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
     found = [r for r in records if matches(r, call)]
     what = describe_filter(call)
+    cut = call.limit is not None and len(found) > call.limit
     if not found:
         facts = [f"no {call.collection} match {what}", *missing_parents(call, state)]
     else:
@@ -658,19 +720,31 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
         if len(found) > MAX_FACT_RECORDS:
             facts.append(f"... and {len(found) - MAX_FACT_RECORDS} more")
     shown = found if call.limit is None else found[: call.limit]
-    expect = []
-    if call.limit is None or len(found) <= call.limit:
-        expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
     # free-text search is matched the server's own way (spaces, accents, words): a
-    # record without the text may still match (a phone number found without its spaces)
-    plain = not call.queries and not call.fuzzy
+    # record without the text may still match (a phone number found without its spaces),
+    # unless the scenario declared how it matches (then only text filters of a search
+    # verb, compared as substrings, are left to the server)
+    loose = call.fuzzy and any(isinstance(v, str) for v in call.values.values())
+    plain = not loose if call.search is not None else not call.queries and not call.fuzzy
+    # which records a limit leaves in is the server's order; a declared search lists
+    # them in the collection's order (the order the scenario's records are in)
+    decided = not cut or (plain and call.search is not None)
+    if decided and found and cut:
+        facts.append(f"the answer lists the first {call.limit} of them, in this order")
+    expect = []
+    if decided:
+        expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
     others = [r.get(call.key) for r in records if r not in found] if plain else []
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
     # a record the server completed itself may match or show fields the ledger lacks
     known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
-    complete = known and plain and (call.limit is None or len(found) <= call.limit)
-    answer = mcp_style.list_answer(call.tool, shown, call.arguments, state) if complete else None
+    complete = known and plain and decided
+    answer = None
+    if complete:
+        answer = mcp_style.list_answer(
+            call.tool, shown, call.arguments, state, call.layout, len(found)
+        )
     # with an id that names nothing the server answers an error, not a list to reshape
     refused = not found and bool(missing_parents(call, state))
     reshape = None
@@ -678,7 +752,7 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
         reshape = _list_reshaper(call, records, state, fmt, len(found))
     return Grounding(
         facts=facts,
-        effects=mcp_style.pending(call.tool, call.arguments, shown, call.key),
+        effects=mcp_style.pending(call.tool, call.arguments, shown, call.key, len(found)),
         observation=None if answer is None else exact_result(answer, fmt, state),
         expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
@@ -690,13 +764,14 @@ def _list_reshaper(
     call: Call, records: list[dict], state: dict[str, Any], fmt: str, matched: int
 ) -> Callable[[str], str | None] | None:
     """For a list answer the state does not decide whole (a free-text search, records
-    the server completed): the model's answer rewritten into this tool's learned shape
+    the server completed): the model's answer rewritten into this tool's learned (else
+    declared) shape
     (its wrapper, the count, the arguments it echoes) in the server's layout, each item
     that names a record the ledger knows whole showing that record's learned fields, and
     none that names a record that does not exist (the ledger holds the server's records,
     as a not-found answer already assumes). Which of the records that exist are listed
-    stays the model's say. None until the shape was learned."""
-    learned = mcp_style.learned_list(call.tool, state)
+    stays the model's say. None until the shape was learned or declared."""
+    learned = mcp_style.learned_list(call.tool, state, call.layout)
     if learned is None or fmt == "text":
         return None
     shape, fields = learned
@@ -907,8 +982,29 @@ def matches(record: dict[str, Any], call: Call) -> bool:
             return False
     if call.id_value is not None and str(record.get(call.key)) != str(call.id_value):
         return False
+    if call.search is not None:
+        return all(searched(record, q, call.search) for q in call.queries)
     texts = [str(v).lower() for v in record.values() if isinstance(v, str | int | float)]
     return all(any(q.strip().lower() in t for t in texts) for q in call.queries)
+
+
+def searched(record: dict[str, Any], query: str, search: dict[str, str]) -> bool:
+    """Whether a declared search (``ToolBinding.search``) finds the record: the query,
+    stripped, in any listed field's text, ignoring case (and, for the
+    ``contains_ignoring_spaces`` fields, every space on both sides)."""
+    needle = query.strip().lower()
+    for name, mode in search.items():
+        value = record.get(name)
+        if not isinstance(value, str | int | float) or isinstance(value, bool):
+            continue  # an absent or empty (null) field matches nothing, as in SQL
+        text = str(value).lower()
+        if mode == "contains_ignoring_spaces":
+            text, wanted = text.replace(" ", ""), needle.replace(" ", "")
+        else:
+            wanted = needle
+        if wanted in text:
+            return True
+    return False
 
 
 def describe_filter(call: Call) -> str:
@@ -921,7 +1017,16 @@ def describe_filter(call: Call) -> str:
     ]
     if call.id_value is not None:
         parts.insert(0, f"{call.key}={compact(call.id_value)}")
-    parts += [f"{compact(q)} (any field, ignoring case)" for q in call.queries]
+    search = call.search
+    if search is None:
+        parts += [f"{compact(q)} (any field, ignoring case)" for q in call.queries]
+    else:  # the declared way: any listed field matches
+        for query in call.queries:
+            fields = [
+                f"{name} contains {compact(query.strip())} ({SEARCH_MODES[mode]})"
+                for name, mode in search.items()
+            ]
+            parts.append(fields[0] if len(fields) == 1 else f"({' or '.join(fields)})")
     return " and ".join(parts) if parts else "(no filter)"
 
 
@@ -1034,7 +1139,7 @@ def _unique(items: list[str]) -> list[str]:
 def check_tool_map(tools: list[ToolSpec], state: dict[str, Any], tool_map: dict) -> None:
     """Raise ValueError for a binding of an undeclared tool or to a collection the state
     does not hold (scenario validation calls this)."""
-    declared = {t.name for t in tools}
+    declared = {t.name: t for t in tools}
     cols = collections(state)
     for name, binding in tool_map.items():
         if name not in declared:
@@ -1044,3 +1149,33 @@ def check_tool_map(tools: list[ToolSpec], state: dict[str, Any], tool_map: dict)
                 f"tool_map binds {name!r} to {binding.collection!r}, which is not a list of "
                 f"records in state (collections: {', '.join(cols) or 'none'})"
             )
+        _check_list_binding(declared[name], binding, cols)
+
+
+def _check_list_binding(
+    tool: ToolSpec, binding: ToolBinding, cols: dict[str, list[dict[str, Any]]]
+) -> None:
+    """Raise ValueError for a declared search or answer that names a field the records
+    lack or an argument the tool does not take (a typo would silently match nothing)."""
+    props = tool.parameters.get("properties")
+    params = set(props) if isinstance(props, dict) else set()
+    if binding.search is not None and not params & QUERY_ARGS:
+        raise ValueError(
+            f"tool_map declares a search for {tool.name!r}, which takes no query argument "
+            f"(one of {', '.join(sorted(QUERY_ARGS))})"
+        )
+    echoed = mcp_style.shape_arguments(binding.answer.shape) if binding.answer else []
+    strange = [a for a in echoed if a not in params]
+    if strange:
+        raise ValueError(f"tool_map's answer for {tool.name!r} echoes unknown arguments {strange}")
+    name = binding.collection or find_collection(split_words(tool.name), {}, cols)
+    fields = record_fields(cols.get(name or "", []))
+    if not fields:
+        return  # no records to compare with: any field may be the server's
+    wanted = [*(binding.search or {}), *(binding.answer.fields if binding.answer else [])]
+    unknown = sorted({f for f in wanted if f not in fields})
+    if unknown:
+        raise ValueError(
+            f"tool_map's search or answer for {tool.name!r} names field(s) {unknown} that "
+            f"no record of {name!r} has (fields: {', '.join(sorted(fields))})"
+        )

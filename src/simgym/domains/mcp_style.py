@@ -30,7 +30,8 @@ defaults, a doubted update) until an answer shows them whole.
 
 and :func:`arrange`, :func:`dumps` and :func:`list_answer` write exact answers that way.
 Until a server has shown anything, answers are compact and in the ledger's order, and
-lists have no exact answer.
+lists have no exact answer unless the scenario declares a list tool's layout (its
+``tool_map`` entry's ``answer``, checked by :func:`check_layout`).
 """
 
 from __future__ import annotations
@@ -198,38 +199,107 @@ ITEMS = "{items}"
 COUNT = "{count}"
 
 
+ARG_MARK = re.compile(r"\{arg:([^{}]+)\}")
+# A list layout a scenario declares: the answer's shape and the fields each item shows.
+Layout = tuple[Any, list[str]]
+
+
 def pending(
-    tool: str, arguments: dict[str, Any], records: list[dict[str, Any]], key: str
+    tool: str,
+    arguments: dict[str, Any],
+    records: list[dict[str, Any]],
+    key: str,
+    count: int | None = None,
 ) -> dict[str, Any]:
-    """The ledger patch grounding leaves for a list call: what simgym found, for
+    """The ledger patch grounding leaves for a list call: what simgym found (``count``:
+    how many matched, more than the records shown when a limit cut them), for
     :func:`observe_mcp` to compare with the server's answer."""
     ids = [r.get(key) for r in records]
     found = {"tool": tool, "arguments": arguments, "ids": ids, "key": key}
+    if count is not None and count != len(ids):
+        found["count"] = count  # else the count is the ids' own, as before
     return {STYLE: {"pending": [found]}}  # a list: a merge patch replaces it whole
 
 
-def list_answer(tool: str, records: list[dict[str, Any]], arguments: dict, state: dict) -> Any:
-    """The exact answer of a list tool whose shape was learned, or None."""
-    learned = _style(state).get("lists", {}).get(tool)
-    if not isinstance(learned, dict):
+def list_answer(
+    tool: str,
+    records: list[dict[str, Any]],
+    arguments: dict,
+    state: dict,
+    declared: Layout | None = None,
+    count: int | None = None,
+) -> Any:
+    """The exact answer of a list tool whose shape was learned (else declared, see
+    :func:`learned_list`), or None; ``count`` is the number of matches, when a limit
+    left some of them out of ``records``."""
+    layout = learned_list(tool, state, declared)
+    if layout is None:
         return None
-    fields = learned.get("fields")
-    if records and not isinstance(fields, list):
+    shape, fields = layout
+    if records and fields is None:
         return None  # only an empty answer was seen: what an item shows is not known
-    if records and any(k not in r for r in records for k in fields):
+    if records and any(k not in r for r in records for k in fields or []):
         return None  # a record the server completed itself (a create's defaults)
-    items = [{k: r[k] for k in fields} for r in records] if records else []
-    return _fill(learned.get("shape"), items, arguments)
+    items = [{k: r[k] for k in fields or []} for r in records] if records else []
+    return _fill(shape, items, arguments, count)
 
 
-def learned_list(tool: str, state: dict[str, Any]) -> tuple[Any, list[str] | None] | None:
+def learned_list(
+    tool: str, state: dict[str, Any], declared: Layout | None = None
+) -> tuple[Any, list[str] | None] | None:
     """The shape of a list tool's answers and the fields its items show (None: only an
-    empty answer was seen), as the server showed them; None when not learned."""
+    empty answer was seen), as the server showed them; before it showed any, the layout
+    the scenario ``declared`` (a learned one wins: it is the server's own word, but the
+    declared fields fill in for an answer that showed no item); None when neither."""
     learned = _style(state).get("lists", {}).get(tool)
     if not isinstance(learned, dict) or "shape" not in learned:
-        return None
+        return (declared[0], list(declared[1])) if declared is not None else None
     fields = learned.get("fields")
+    if not isinstance(fields, list) and declared is not None:
+        fields = list(declared[1])
     return learned["shape"], fields if isinstance(fields, list) else None
+
+
+def check_layout(shape: Any, fields: Any) -> None:
+    """Raise ValueError unless ``shape`` and ``fields`` make a list layout the way
+    :func:`observe_mcp` learns one: ``shape`` is ``{items}`` (a bare list) or an object
+    with exactly one ``{items}`` value, other values ``{count}``, ``{arg:NAME}`` or a
+    constant (text, a number, true/false/null); ``fields`` is a non-empty list of
+    distinct field names (the fields each item shows, in order)."""
+    if not isinstance(fields, list) or not fields:
+        raise ValueError("a list answer's fields must be a non-empty list of field names")
+    odd = [f for f in fields if not isinstance(f, str) or not f]
+    if odd or len(set(fields)) != len(fields):
+        raise ValueError(f"a list answer's fields must be distinct names, not {fields!r}")
+    if shape == ITEMS:
+        return
+    if not isinstance(shape, dict):
+        raise ValueError(
+            f"a list answer's shape must be {ITEMS!r} or an object holding it, not {shape!r}"
+        )
+    lists = [k for k, v in shape.items() if v == ITEMS]
+    if len(lists) != 1:
+        raise ValueError(f"a list answer's shape needs exactly one {ITEMS!r} value: {shape!r}")
+    for name, value in shape.items():
+        # nested values would not be found again in an answer (its items are the
+        # object's one list), and a "{...}" text that is no marker is likely a typo
+        marker = value in (ITEMS, COUNT) or (
+            isinstance(value, str) and ARG_MARK.fullmatch(value) is not None
+        )
+        if isinstance(value, dict | list) or (
+            isinstance(value, str) and value.startswith("{") and not marker
+        ):
+            raise ValueError(
+                f"a list answer's shape has {name!r}: {value!r}; each value is {ITEMS}, "
+                f"{COUNT}, {{arg:NAME}} or a constant"
+            )
+
+
+def shape_arguments(shape: Any) -> list[str]:
+    """The arguments a list shape echoes (``{arg:NAME}``)."""
+    values = shape.values() if isinstance(shape, dict) else [shape]
+    found = [ARG_MARK.fullmatch(v) for v in values if isinstance(v, str)]
+    return [m.group(1) for m in found if m is not None]
 
 
 def fill(shape: Any, items: list[dict], arguments: dict[str, Any], count: int) -> Any:
@@ -254,8 +324,9 @@ def _fill(
 
 def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
     """The shape of a list answer that shows exactly the records ``wanted["ids"]`` in
-    that order, with every other value explained by the call's arguments or the count;
-    None when the answer is not that."""
+    that order, with every other value explained by the call's arguments or the count
+    (of the matches: ``wanted["count"]`` when a limit cut them, else of the ids); None
+    when the answer is not that."""
     ids, arguments = wanted.get("ids") or [], wanted.get("arguments") or {}
     key = wanted.get("key") or "id"
     if isinstance(value, list):
@@ -268,7 +339,7 @@ def _learn_list(value: Any, wanted: dict[str, Any], state: dict) -> dict | None:
         for name, item in value.items():
             if name == lists[0]:
                 shape[name] = ITEMS
-            elif item == len(ids) and not isinstance(item, bool):
+            elif item == wanted.get("count", len(ids)) and not isinstance(item, bool):
                 shape[name] = COUNT
             else:
                 named = [a for a, v in arguments.items() if v == item]
