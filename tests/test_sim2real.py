@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+import simgym
+from simgym import FunctionWorldModel
 from simgym.agents import ScriptedAgent
 from simgym.bench.sim2real import (
     ReaderAgent,
@@ -166,3 +168,85 @@ def test_every_kind_of_task_is_solved_on_the_real_server_from_what_it_shows(
     assert (real["successes"], real["errors"]) == (14, 0), real["per_task"]
     assert set(real["by_kind"]) == {t.metadata["kind"] for t in tasks}
     assert report["policy"] == {"name": "reader"}
+
+
+def _garbage(messages: list[dict[str, Any]]) -> str:
+    """A world model that renders nothing useful: what the twin shows came from its state."""
+    return '<predicted_observation>{"query": {"type": "string"}}</predicted_observation>'
+
+
+async def _replay(env: Any, task: Any, calls: list[dict[str, Any]]) -> list[Any]:
+    await env.reset(task)
+    try:
+        return [json.loads((await env.step(call)).observation.text) for call in calls]
+    finally:
+        await env.close(None)
+
+
+async def test_the_twin_searches_as_the_real_server_does() -> None:
+    from simgym.real.mcp import RealMCP
+
+    task = heldout_tasks(1)[0]
+    people = {c["id"]: c for c in task.scenario["state"]["customers"]}
+    phone = people["C-1005"]["phone"]  # "+351 91x xxx xxx"
+    queries = [
+        {"query": "ana"},  # two names and an email
+        {"query": "  TANAKA "},  # stripped, any case
+        {"query": "example.org"},  # a part of the emails only
+        {"query": phone.replace(" ", "")},  # a phone without its spaces
+        {"query": phone[:8] + " " + phone[8:].replace(" ", "")},  # with other spaces
+        {"query": "zzz"},
+        {"query": "o", "limit": 2},  # a limit cuts the list, the total counts all
+        {"query": "a", "limit": 50},
+        {"query": "Lisbon"},  # a city: no field the server searches
+    ]
+    calls = [{"name": "search_customers", "arguments": a} for a in queries]
+    # an update the twin decides, then a search that must find the new address
+    new_email = {"customer_id": "C-1004", "email": "new.one@inbox.example.org"}
+    calls += [
+        {"name": "update_email", "arguments": new_email},
+        {"name": "search_customers", "arguments": {"query": "inbox.example"}},
+    ]
+    real_env = simgym.make(
+        "mcp", world_model=RealMCP(seed_from_scenario=True), scenario=task.scenario
+    )
+    real = await _replay(real_env, task, calls)
+    twin_env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(_garbage),
+        scenario=task.scenario,
+        grounding="strict",
+        render_known=False,
+    )
+    twin = await _replay(twin_env, task, calls)
+    assert twin_env.trajectory is not None
+    actions = [t.grounding["strict"]["action"] for t in twin_env.trajectory.turns]
+    assert actions == ["state"] * len(calls)  # no answer needed the world model
+    for call, want, got in zip(calls, real, twin, strict=True):
+        if call["name"] != "search_customers":
+            continue
+        ids = [c["id"] for c in got["customers"]]
+        assert ids == [c["id"] for c in want["customers"]], call
+        assert got["total"] == want["total"], call
+        assert got == want, call  # the same summaries, field for field
+    # the replay covered what it meant to: several matches, none, and a cut list
+    totals = [r["total"] for r in real if "total" in r]
+    assert totals[0] >= 2 and totals[3] == 1 and totals[5] == 0
+    assert len(real[6]["customers"]) == 2 < real[6]["total"]
+    assert [c["id"] for c in real[-1]["customers"]] == ["C-1004"]
+
+
+def test_the_reader_solves_a_name_based_task_in_the_twin(tmp_path: Path) -> None:
+    # phone_by_name: search by name, read the id, fetch the record, answer its phone; the
+    # twin answers the search from its records, so the reader finds the right customer
+    task = next(t for t in training_tasks(7) if t.metadata["kind"] == "phone_by_name")
+    report = evaluate([task], agent=ReaderAgent([task]), k=1, backends=["sim"], out_dir=tmp_path)
+    sim = report["backends"]["sim"]
+    assert (sim["successes"], sim["errors"]) == (1, 0), sim
+    episode = json.loads((tmp_path / "sim.jsonl").read_text().splitlines()[0])
+    calls = [t for t in episode["turns"] if (t.get("action") or {}).get("name")]
+    assert [t["action"]["name"] for t in calls] == ["search_customers", "get_customer"]
+    # both answers came from the twin's state, none from the world model's rendering
+    assert {t["grounding"]["strict"]["action"] for t in calls} == {"state"}
+    found = json.loads(calls[0]["observation"]["text"])
+    assert found["total"] == 1 and found["customers"][0]["name"] in task.instruction

@@ -40,9 +40,30 @@ HELDOUT_PREFIX = "heldout-"
 TRAIN_PREFIX = "train-"
 FIRST_TRAIN_CUSTOMER = 2001  # training ids start here; the real demo bank ends at C-1012
 
-# How the server's tools touch its tables, for the twin's grounding (the same binding the
-# safety suite's records scenario declares): the server fills in a ticket's status and time.
+# How the server's tools touch its tables, for the twin's grounding (the binding the safety
+# suite's records scenario declares, and search_customers): the server fills in a ticket's
+# status and time. search_customers is declared whole, so the twin answers a search from
+# its records: ``search`` is the server's SQL (lower(name) LIKE and lower(email) LIKE
+# '%query%', the query stripped and lowered; replace(phone, ' ', '') LIKE the query without
+# spaces), whose matches it lists ORDER BY id, as the twin lists its ledger (the records
+# arrive in id order and new ids only grow); ``answer`` is its SearchResult: customers
+# (each a CustomerSummary: id, name, email, tier, in that order) cut at ``limit``, and the
+# total of all matches.
+# What still differs: with output_format "json" the real backend writes the structured
+# result as compact json.dumps, as the twin does, so the texts are equal; in the "mcp"
+# format the server's text is FastMCP's JSON indented by 2, which the twin writes compact
+# until an answer in the episode showed it an indent. SQLite's LIKE also reads "_" and "%"
+# in a query as wildcards and folds only ASCII case, where the twin compares plain text.
 TOOL_MAP: dict[str, Any] = {
+    "search_customers": {
+        "op": "list",
+        "collection": "customers",
+        "search": {"name": "contains", "email": "contains", "phone": "contains_ignoring_spaces"},
+        "answer": {
+            "shape": {"customers": "{items}", "total": "{count}"},
+            "fields": ["id", "name", "email", "tier"],
+        },
+    },
     "update_email": {"op": "update", "collection": "customers", "id_arg": "customer_id"},
     "list_accounts": {"op": "list", "collection": "accounts"},
     "list_tickets": {"op": "list", "collection": "tickets"},
