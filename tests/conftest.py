@@ -31,6 +31,42 @@ def model_path() -> str:
     return str(path)
 
 
+@pytest.fixture(scope="session")
+def tokenizer(model_path):
+    from simgym.train.base import load_tokenizer
+
+    return load_tokenizer(model_path)
+
+
+@pytest.fixture(scope="session")
+def tiny_base(tmp_path_factory, tokenizer):
+    """A 2-layer random llama with SmolLM2's vocabulary, saved as a model folder. Its
+    weights are drawn wide (std 0.3) so greedy choices are not near-ties."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        rms_norm_eps=1e-5,
+        tie_word_embeddings=True,
+        initializer_range=0.3,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    folder = tmp_path_factory.mktemp("tiny-base")
+    LlamaForCausalLM(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
 def _serve_llama(model_path: str, log_dir, *extra: str):
     """Start llama-cpp-python's OpenAI-compatible server on loopback; yield its base URL."""
     port = free_port()

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from simgym import LocalWorldModel
 from simgym.cli.train import train_app
 from simgym.train.adapter_gguf import export_adapter_gguf
-from simgym.train.base import load_model, load_tokenizer
+from simgym.train.base import load_model
 from simgym.train.errors import TrainError
 from simgym.train.gguf_export import export_gguf, load_trained, rotary_permute
 from simgym.train.sft import LOSS_LOG, MANIFEST, SftOptions, prepare_sft, train_sft
@@ -47,37 +47,6 @@ def make_row(history: int = 0, action: str = "ls", screen: str = "notes.txt  tod
 def write_rows(path, rows) -> str:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
-
-
-@pytest.fixture(scope="session")
-def tokenizer(model_path):
-    return load_tokenizer(model_path)
-
-
-@pytest.fixture(scope="session")
-def tiny_base(tmp_path_factory, tokenizer):
-    """A 2-layer random llama with SmolLM2's vocabulary, saved as a model folder. Its
-    weights are drawn wide (std 0.3) so greedy choices are not near-ties."""
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        initializer_range=0.3,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    folder = tmp_path_factory.mktemp("tiny-base")
-    LlamaForCausalLM(config).save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    return folder
 
 
 # -- data ------------------------------------------------------------------------------

@@ -39,6 +39,22 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     "untrained": {"agent": "local", "agent_options": {"sample_seeds": True}},
     "reference": {"agent": "scripted", "agent_options": {}},
     "reader": {"agent": "reader", "agent_options": {}},
+    # trained by train.py: SFT on the reader's demonstrations the twin's (or, for the
+    # baseline, the real server's) reward accepted; the same local agent and settings
+    "sim-sft": {
+        "agent": "local",
+        "agent_options": {
+            "sample_seeds": True,
+            "model_path": str(HERE / "runs" / "sim-sft" / "run" / "policy.gguf"),
+        },
+    },
+    "real-sft": {
+        "agent": "local",
+        "agent_options": {
+            "sample_seeds": True,
+            "model_path": str(HERE / "runs" / "real-sft" / "run" / "policy.gguf"),
+        },
+    },
 }
 
 

@@ -98,35 +98,70 @@ class LocalAgent:
             raise AgentError(f"local agent model failed: {type(exc).__name__}: {exc}") from None
 
 
-class _LocalSession:
-    def __init__(self, agent: LocalAgent, view: EpisodeView, seed: int = 0) -> None:
-        self.agent = agent
-        self._seed = seed
-        self.view = view
-        tools = "\n".join(
-            f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}"
-            for t in view.tools
-        )
-        example = (
-            f'<tool_call>{{"name": "{view.tools[0].name}", "arguments": {{}}}}</tool_call>'
-            if view.tools
-            else "none"
-        )
-        system = SYSTEM_PROMPT.format(domain=view.domain, tools=tools or "- none", example=example)
-        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
-        self._steps = 0
+class Conversation:
+    """The local agent's side of an episode as chat messages: its system prompt (the
+    tools and the call format), each observation as a user turn, each reply as an
+    assistant turn. Shared by the model-driven session and by demonstrations in this
+    format (:class:`simgym.agents.imitate.ImitationAgent`), so a policy is trained on the
+    very prompts it later acts on."""
 
-    async def act(self, observation: str) -> Decision:
+    def __init__(self, view: EpisodeView, history_messages: int = 12) -> None:
+        self.view = view
+        self.history_messages = history_messages
+        self.messages: list[dict[str, Any]] = [{"role": "system", "content": system_prompt(view)}]
+
+    def observe(self, observation: str) -> list[dict[str, Any]]:
+        """Add an observation; returns the messages the model is shown for its reply (the
+        system prompt, the task turn and the newest ``history_messages`` after it)."""
         if len(self.messages) == 1:
             content = f"{self.view.instruction}\n\nThe environment shows:\n{observation}"
         else:
             content = f"Result:\n{observation}"
         self.messages.append({"role": "user", "content": content})
-        keep = self.agent.history_messages
-        context = [self.messages[0], self.messages[1], *self.messages[2:][-keep:]]
+        keep = self.history_messages
+        return [self.messages[0], self.messages[1], *self.messages[2:][-keep:]]
+
+    def reply(self, text: str) -> None:
+        self.messages.append({"role": "assistant", "content": text})
+
+
+def system_prompt(view: EpisodeView) -> str:
+    """The local agent's system prompt for an episode: its tools and the call format."""
+    tools = "\n".join(
+        f"- {t.name}: {t.description} Arguments schema: {json.dumps(t.parameters)}"
+        for t in view.tools
+    )
+    example = (
+        f'<tool_call>{{"name": "{view.tools[0].name}", "arguments": {{}}}}</tool_call>'
+        if view.tools
+        else "none"
+    )
+    return SYSTEM_PROMPT.format(domain=view.domain, tools=tools or "- none", example=example)
+
+
+def reply_text(name: str, arguments: Any) -> str:
+    """A tool call written the way the local agent is asked to write one."""
+    call = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
+    return f"<tool_call>{call}</tool_call>"
+
+
+class _LocalSession:
+    def __init__(self, agent: LocalAgent, view: EpisodeView, seed: int = 0) -> None:
+        self.agent = agent
+        self._seed = seed
+        self.view = view
+        self._conversation = Conversation(view, agent.history_messages)
+        self._steps = 0
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self._conversation.messages
+
+    async def act(self, observation: str) -> Decision:
+        context = self._conversation.observe(observation)
         text, usage = await self.agent.complete(context, seed=self._seed + self._steps)
         self._steps += 1
-        self.messages.append({"role": "assistant", "content": text})
+        self._conversation.reply(text)
         call = parse_tool_call(text)
         if call is None:
             return Decision(answer=text.strip(), usage=usage, raw=text)
