@@ -250,3 +250,45 @@ def test_the_reader_solves_a_name_based_task_in_the_twin(tmp_path: Path) -> None
     assert {t["grounding"]["strict"]["action"] for t in calls} == {"state"}
     found = json.loads(calls[0]["observation"]["text"])
     assert found["total"] == 1 and found["customers"][0]["name"] in task.instruction
+
+
+async def test_the_twin_writes_records_as_the_real_server_does() -> None:
+    """A record's first showing in an episode, byte for byte: the twin lays out fields in
+    the server's answer order (a policy trained on another order stumbles on the real
+    one), and a created ticket differs in its timestamp only."""
+    from simgym.real.mcp import RealMCP
+
+    task = training_tasks(1)[0]
+    cid = task.scenario["state"]["customers"][2]["id"]
+    calls = [
+        {"name": "get_customer", "arguments": {"customer_id": cid}},
+        {
+            "name": "update_email",
+            "arguments": {"customer_id": cid, "email": "x.y@post.example.net"},
+        },
+        {"name": "create_ticket", "arguments": {"customer_id": cid, "subject": "Lost card"}},
+    ]
+
+    async def texts(env: Any) -> list[str]:
+        await env.reset(task)
+        try:
+            return [(await env.step(call)).observation.text for call in calls]
+        finally:
+            await env.close(None)
+
+    real = await texts(
+        simgym.make("mcp", world_model=RealMCP(seed_from_scenario=True), scenario=task.scenario)
+    )
+    twin = await texts(
+        simgym.make(
+            "mcp",
+            world_model=FunctionWorldModel(_garbage),
+            scenario=task.scenario,
+            grounding="strict",
+            render_known=False,
+        )
+    )
+    assert twin[:2] == real[:2]
+    ticket_real, ticket_twin = json.loads(real[2]), json.loads(twin[2])
+    assert list(ticket_twin) == list(ticket_real)
+    assert {**ticket_twin, "created": None} == {**ticket_real, "created": None}

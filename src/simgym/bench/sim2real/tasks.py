@@ -169,8 +169,29 @@ def training_world(seed: int) -> dict[str, list[dict[str, Any]]]:
     return {"customers": customers, "accounts": accounts, "tickets": tickets}
 
 
+def answer_order(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with each record's fields in the order the server's answers show them
+    (its answer models' field order; the tables' own order differs). The twin shows a
+    record in its ledger order until an answer of the episode has shown the server's, and
+    a policy trained on the one order is thrown by the other: a lookup the twin answered
+    as ``id, name, email, phone, ...`` read on the real server as ``id, name, email,
+    tier, ...`` cost the first sim-trained policy a third of its id lookups."""
+    from simgym.real.mcp_servers.records import Customer, Ticket
+
+    models = {"customers": list(Customer.model_fields), "tickets": list(Ticket.model_fields)}
+    out = dict(state)
+    for name, order in models.items():
+        out[name] = [
+            {**{k: r[k] for k in order if k in r}, **{k: v for k, v in r.items() if k not in order}}
+            for r in state.get(name, [])
+        ]
+    return out
+
+
 def scenario_for(state: dict[str, Any]) -> dict[str, Any]:
-    """The ``mcp`` scenario of the records server holding ``state``."""
+    """The ``mcp`` scenario of the records server holding ``state`` (in the order its
+    answers show records)."""
+    state = answer_order(state)
     return {
         "server_name": "customer-records",
         "description": "Customer records of a small bank's support desk: customers, "
