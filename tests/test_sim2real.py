@@ -17,6 +17,7 @@ from simgym import FunctionWorldModel
 from simgym.agents import ScriptedAgent
 from simgym.bench.sim2real import (
     ReaderAgent,
+    conditions_table,
     evaluate,
     heldout_tasks,
     newcombe_difference,
@@ -24,6 +25,7 @@ from simgym.bench.sim2real import (
     training_tasks,
     wilson,
 )
+from simgym.bench.sim2real.evaluate import difference
 from simgym.bench.sim2real.tasks import task_line
 from simgym.core.errors import SimgymError
 
@@ -77,6 +79,43 @@ def test_paired_gap_uses_the_task_as_the_unit() -> None:
     assert paired_task_bootstrap(sim, {"other": [1]})[1:] == (-1.0, 1.0, 0)
     same = paired_task_bootstrap(sim, sim)
     assert same[:3] == (0.0, 0.0, 0.0)
+
+
+def _report(condition: str, real: dict[str, list[int]], tasks: list[str]) -> dict[str, Any]:
+    trajectories = [
+        (task, won) for task, outcomes in real.items() for won in outcomes
+    ]  # (task id, success) per episode
+    wins = sum(w for _, w in trajectories)
+    cell = {
+        "episodes": len(trajectories),
+        "successes": wins,
+        "success_rate": wins / len(trajectories),
+        "ci95": list(wilson(wins, len(trajectories))),
+        "per_task": real,
+    }
+    return {"condition": condition, "tasks": tasks, "backends": {"real": cell}}
+
+
+def test_the_conditions_table_compares_each_policy_with_the_untrained_one() -> None:
+    tasks = [f"t{i}" for i in range(10)]
+    untrained = _report("untrained", {t: [0, 0, 0] for t in tasks}, tasks)
+    trained = _report(
+        "sim-sft", {t: [1, 1, 0] if i < 5 else [0, 0, 0] for i, t in enumerate(tasks)}, tasks
+    )
+    other = _report("reference", {"t0": [1]}, ["t0"])  # other tasks: no comparison
+    diff = difference(trained["backends"]["real"], untrained["backends"]["real"])
+    assert diff["difference"] == pytest.approx(10 / 30)
+    assert diff["ci95"][0] > 0  # ten successes against none: more than chance
+    assert diff["paired"]["tasks"] == 10 and diff["paired"]["difference"] == pytest.approx(1 / 3)
+    table = conditions_table([untrained, trained, other]).splitlines()
+    assert [line.split("|")[1].strip() for line in table[2:]] == [
+        "untrained",
+        "sim-sft",
+        "reference",
+    ]
+    assert "+0.33 [" in table[3] and "0.33 [0.19, 0.51]" in table[3]
+    assert table[4].split("|")[5].strip() == ""  # not the same tasks: nothing to compare
+    assert table[2].split("|")[5].strip() == ""  # the baseline itself
 
 
 def _wrong(task: Any) -> list[Any]:

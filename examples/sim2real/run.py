@@ -13,6 +13,7 @@ and on its simulated twin (the embedded world model, strict grounding). Episodes
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from simgym.bench.sim2real import (
     ReaderAgent,
+    conditions_table,
     evaluate,
     heldout_tasks,
     report_table,
@@ -68,6 +70,19 @@ def write_tasks() -> None:
         print(f"wrote {folder / name}: {len(tasks)} tasks")
 
 
+def summary(folder: Path) -> str:
+    """The reports under ``folder`` as one markdown table: the untrained policy first,
+    trained conditions next, the calibrations last."""
+    reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
+    calibrations = ("reference", "reader")
+
+    def rank(report: dict[str, Any]) -> tuple[int, str]:
+        name = report["condition"]
+        return (0 if name == "untrained" else 2 if name in calibrations else 1, name)
+
+    return conditions_table(sorted(reports, key=rank))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--condition", default="untrained", help="label of the policy")
@@ -79,9 +94,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--out", type=Path, help="default: results/CONDITION")
     parser.add_argument("--write-tasks", action="store_true", help="write tasks/*.jsonl, exit")
+    parser.add_argument(
+        "--summary", action="store_true", help="print every stored report as one table, exit"
+    )
     args = parser.parse_args(argv)
     if args.write_tasks:
         write_tasks()
+        return 0
+    if args.summary:
+        print(summary(args.out or HERE / "results"))
         return 0
     policy = CONDITIONS.get(args.condition, CONDITIONS["untrained"])
     agent = args.agent or policy["agent"]

@@ -6,7 +6,13 @@ its twin and reports success with 95% intervals and the sim-minus-real gap
 (``examples/sim2real/`` runs it).
 """
 
-from simgym.bench.sim2real.evaluate import aevaluate, evaluate, report_table, summarize
+from simgym.bench.sim2real.evaluate import (
+    aevaluate,
+    conditions_table,
+    evaluate,
+    report_table,
+    summarize,
+)
 from simgym.bench.sim2real.reader import ReaderAgent
 from simgym.bench.sim2real.stats import newcombe_difference, paired_task_bootstrap, wilson
 from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_world
@@ -14,6 +20,7 @@ from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_
 __all__ = [
     "ReaderAgent",
     "aevaluate",
+    "conditions_table",
     "evaluate",
     "heldout_tasks",
     "newcombe_difference",

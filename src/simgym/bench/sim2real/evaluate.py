@@ -89,23 +89,35 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) 
     }
 
 
-def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
-    """The simulator-overfitting gap: sim success minus real success, with its interval."""
+def difference(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """Success of ``a`` minus success of ``b`` (two :func:`summarize` cells over the same
+    tasks), with Newcombe's interval and the paired task-level bootstrap."""
     diff, low, high = newcombe_difference(
-        sim["successes"], sim["episodes"], real["successes"], real["episodes"]
+        a["successes"], a["episodes"], b["successes"], b["episodes"]
     )
-    paired, p_low, p_high, tasks = paired_task_bootstrap(sim["per_task"], real["per_task"])
+    paired, p_low, p_high, tasks = paired_task_bootstrap(a["per_task"], b["per_task"])
     return {
-        "sim_minus_real": diff,
+        "difference": diff,
         "ci95": [low, high],
         "method": "Newcombe hybrid score",
         # the same tasks on both sides: a task-level interval that uses the pairing
         "paired": {
-            "sim_minus_real": paired,
+            "difference": paired,
             "ci95": [p_low, p_high],
             "tasks": tasks,
             "method": "paired task-level bootstrap, 10,000 resamples",
         },
+    }
+
+
+def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
+    """The simulator-overfitting gap: sim success minus real success, with its interval."""
+    found = difference(sim, real)
+    paired = found.pop("paired")
+    return {
+        "sim_minus_real": found.pop("difference"),
+        **found,
+        "paired": {"sim_minus_real": paired.pop("difference"), **paired},
     }
 
 
@@ -315,3 +327,41 @@ def report_table(report: dict[str, Any]) -> Any:
                 "",
             )
     return table
+
+
+def _interval(value: float, ci: list[float]) -> str:
+    return f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
+def conditions_table(reports: Sequence[dict[str, Any]], baseline: str = "untrained") -> str:
+    """A markdown table of several conditions' reports (same tasks): real and sim success,
+    the gap, and each condition's real success minus the ``baseline`` condition's (the
+    question sim2real asks: did training help on the real server?), where both ran the
+    same tasks."""
+    base = next((r for r in reports if r["condition"] == baseline), None)
+    lines = [
+        "| condition | real success [95% CI] | sim success [95% CI] | gap, sim - real "
+        "(Newcombe; paired) | real minus " + baseline + " (Newcombe; paired) | episodes |",
+        "|---|---|---|---|---|---|",
+    ]
+    for report in reports:
+        cells = report["backends"]
+        real, sim = cells.get("real"), cells.get("sim")
+        gap_text = ""
+        if "gap" in report:
+            g = report["gap"]
+            gap_text = _interval(g["sim_minus_real"], g["ci95"])
+            if "paired" in g:
+                gap_text += "; " + _interval(g["paired"]["sim_minus_real"], g["paired"]["ci95"])
+        gain = ""
+        same_tasks = base is not None and base["tasks"] == report["tasks"]
+        if same_tasks and base is not report and real and "real" in base["backends"]:
+            d = difference(real, base["backends"]["real"])
+            gain = _interval(d["difference"], d["ci95"]) + "; "
+            gain += _interval(d["paired"]["difference"], d["paired"]["ci95"])
+        episodes = " / ".join(str(c["episodes"]) for c in (real, sim) if c)
+        lines.append(
+            f"| {report['condition']} | {_rate(real) if real else ''} | "
+            f"{_rate(sim) if sim else ''} | {gap_text} | {gain} | {episodes} |"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The whole sim2real experiment in one script: train a policy in the twin (sim-sft) and,
+# as the baseline, on the real server (real-sft), with equal budgets; evaluate them and the
+# untrained policy on the held-out tasks, real and twin; print one table.
+#
+#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~1.5 h
+#   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
+#
+# Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
+# in llama.cpp on the CPU. The inputs are this repository (well under 64 MiB without
+# .venv); scripts/setup.sh installs the rest from the package registries, and nothing is
+# downloaded at run time. Every stage resumes: rerun after an interruption. Use new OUT
+# and RUNS folders when changing the sizes (a run refuses data it was not started on).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+[ -x .venv/bin/python ] || bash scripts/setup.sh --dev
+PY=.venv/bin/python
+TASKS=${TASKS:-70}   # training tasks (14 per generated bank; never the held-out ones)
+EPOCHS=${EPOCHS:-2}
+K=${K:-3}            # samples per held-out task and backend
+OUT=${OUT:-examples/sim2real/results}
+RUNS=${RUNS:-examples/sim2real/runs}
+"$PY" -c 'import torch; print("cuda:", torch.cuda.is_available())'
+for backend in sim real; do
+  "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
+    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/$backend-sft"
+done
+"$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
+for backend in sim real; do
+  "$PY" examples/sim2real/run.py --condition "$backend-sft" --k "$K" --tasks 21 \
+    --model-path "$RUNS/$backend-sft/run/policy.gguf" --out "$OUT/$backend-sft"
+done
+"$PY" examples/sim2real/run.py --summary --out "$OUT"
