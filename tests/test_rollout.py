@@ -363,3 +363,18 @@ async def test_openai_agent_server_down_ends_episode_cleanly():
         world_model=simgym.FunctionWorldModel(echo_world),
     )
     assert t.truncated and "cannot reach agent" in t.error
+
+
+async def test_the_local_agent_copies_without_a_repetition_penalty():
+    """The agent decodes with its own repeat_penalty (1.0: it must copy ids and addresses
+    it was shown), not the world model's 1.15; the setting is recorded and reaches the model."""
+    from simgym.agents.local import LocalAgent
+
+    agent = LocalAgent(temperature=0.0, max_tokens=24)
+    assert agent.describe()["repeat_penalty"] == 1.0
+    prompt = [{"role": "user", "content": "Repeat exactly: ab-12 ab-12 ab-12 ab-12 ab-12 ab-12"}]
+    plain, _ = await agent.complete(prompt, seed=0)
+    agent.repeat_penalty = 3.0
+    taxed, _ = await agent.complete(prompt, seed=0)
+    assert plain != taxed  # the penalty is the agent's own, and it changes what is written
+    assert plain.count("ab-12") > taxed.count("ab-12")

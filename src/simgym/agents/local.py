@@ -47,6 +47,10 @@ class LocalAgent:
         max_tokens: int = 128,
         history_messages: int = 12,
         sample_seeds: bool = False,
+        # An agent copies ids, emails and names from what it was shown; a repetition
+        # penalty (the world model's is 1.15) taxes exactly those tokens: a trained policy
+        # then wrote update_email without the new address 85 times out of 85.
+        repeat_penalty: float = 1.0,
     ) -> None:
         from simgym.worldmodels.local import LocalWorldModel
 
@@ -60,6 +64,7 @@ class LocalAgent:
         self.temperature = temperature
         self.max_tokens = max_tokens
         self.history_messages = history_messages
+        self.repeat_penalty = repeat_penalty
         # Off, every episode samples with the seeds 0, 1, 2, ... (one per step), so the k
         # samples of a task are the same episode k times. On, sample n of a task gets
         # seeds of its own, from the task id and n: different samples differ, and sample
@@ -78,6 +83,7 @@ class LocalAgent:
             "model_path": self._model.model_path,
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
+            "repeat_penalty": self.repeat_penalty,
             **({"sample_seeds": True} if self.sample_seeds else {}),
         }
 
@@ -93,6 +99,7 @@ class LocalAgent:
                 temperature=self.temperature,
                 seed=seed,
                 stop=["</tool_call>"],
+                repeat_penalty=self.repeat_penalty,
             )
         except Exception as exc:
             raise AgentError(f"local agent model failed: {type(exc).__name__}: {exc}") from None

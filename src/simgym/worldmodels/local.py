@@ -636,15 +636,17 @@ def generate_chat(
     temperature: float,
     seed: int | None = None,
     stop: list[str] | None = None,
+    repeat_penalty: float | None = None,
 ) -> tuple[str, Usage]:
     """A plain chat reply from a local model (blocking), for callers other than the world
-    model itself (the local agent): same loaded model and slots, same history fitting."""
+    model itself (the local agent): same loaded model and slots, same history fitting.
+    ``repeat_penalty`` defaults to the model's."""
     with model._session(messages, max_tokens, "") as request:
         response = request.lease.complete(
             request.tokens,
             temperature=temperature,
             top_p=model.top_p,
-            repeat_penalty=model.repeat_penalty,
+            repeat_penalty=model.repeat_penalty if repeat_penalty is None else repeat_penalty,
             max_tokens=max_tokens,
             stop=[request.end_token, *(stop or [])],
             seed=seed,
