@@ -9,9 +9,9 @@ from simgym.agents.base import EpisodeView
 from simgym.agents.imitate import DONE, ImitationAgent, policy_rows
 from simgym.agents.local import Conversation, parse_tool_call, system_prompt
 from simgym.bench.sim2real import ReaderAgent, evaluate, heldout_tasks, training_tasks
-from simgym.bench.sim2real.train import collect, train_policy, write_rows
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, ToolSpec, Trajectory
+from simgym.train.sim2real import collect, train_policy, write_rows
 
 TOOLS = [ToolSpec(name="get_customer", description="Fetch one customer.")]
 

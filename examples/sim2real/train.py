@@ -24,7 +24,7 @@ from rich.console import Console
 
 from simgym.agents import create_agent
 from simgym.bench.sim2real import ReaderAgent, training_tasks
-from simgym.bench.sim2real.train import collect, train_policy, write_rows
+from simgym.train.sim2real import collect, train_policy, write_rows
 
 HERE = Path(__file__).resolve().parent
 
