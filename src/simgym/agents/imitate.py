@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from simgym.agents.base import Agent, AgentError, Decision, EpisodeView, create_agent
-from simgym.agents.local import Conversation, reply_text
+from simgym.agents.local import Conversation, reply_text, shown_window
 from simgym.core.types import Action, Trajectory
 
 DONE = "Done."  # the final answer written for a teacher that simply stops
@@ -74,8 +74,7 @@ def policy_rows(trajectory: Trajectory, history_messages: int = 12) -> list[dict
     for index, message in enumerate(messages):
         if message.get("role") != "assistant":
             continue
-        shown = messages[:index]
-        shown = [*shown[:2], *shown[2:][-history_messages:]] if len(shown) > 2 else shown
+        shown = shown_window(messages[:index], history_messages)
         rows.append(
             {
                 "messages": [{"role": m["role"], "content": m["content"]} for m in shown],

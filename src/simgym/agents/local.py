@@ -125,11 +125,16 @@ class Conversation:
         else:
             content = f"Result:\n{observation}"
         self.messages.append({"role": "user", "content": content})
-        keep = self.history_messages
-        return [self.messages[0], self.messages[1], *self.messages[2:][-keep:]]
+        return shown_window(self.messages, self.history_messages)
 
     def reply(self, text: str) -> None:
         self.messages.append({"role": "assistant", "content": text})
+
+
+def shown_window(messages: list[dict[str, Any]], history_messages: int) -> list[dict[str, Any]]:
+    """What the model is shown of a conversation: the system prompt, the task turn and
+    the newest ``history_messages`` after them."""
+    return [*messages[:2], *messages[2:][-history_messages:]]
 
 
 def system_prompt(view: EpisodeView) -> str:
