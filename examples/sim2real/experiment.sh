@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The whole sim2real experiment in one script: train a policy in the twin (sim-sft) and,
-# as the baseline, on the real server (real-sft), with equal budgets; evaluate them and the
-# untrained policy on the held-out tasks, real and twin; print one table.
+# The whole sim2real experiment in one script: train a policy in the twin (sim-sft), in the
+# twin with a fault curriculum (sim-faults-sft) and, as the baseline, on the real server
+# (real-sft), with equal budgets; evaluate them and the untrained policy on the held-out
+# tasks, real and twin; print one table. Then the robustness check: the trained policies
+# on the twin with faults injected (results-faults/).
 #
-#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~1.5 h
+#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~2.5 h
 #   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
 #
 # Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
@@ -20,14 +22,26 @@ EPOCHS=${EPOCHS:-2}
 K=${K:-3}            # samples per held-out task and backend
 OUT=${OUT:-examples/sim2real/results}
 RUNS=${RUNS:-examples/sim2real/runs}
+FAULTS=${FAULTS:-0.5}  # the fault level of the robustness check
+CURRICULUM=${CURRICULUM:-linear:0:0.75}  # sim-faults-sft: fault level over the training tasks
 "$PY" -c 'import torch; print("cuda:", torch.cuda.is_available())'
 for backend in sim real; do
   "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
     --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/$backend-sft"
 done
+"$PY" examples/sim2real/train.py --condition sim-faults-sft --curriculum "$CURRICULUM" \
+  --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft"
 "$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
-for backend in sim real; do
-  "$PY" examples/sim2real/run.py --condition "$backend-sft" --k "$K" --tasks 21 \
-    --model-path "$RUNS/$backend-sft/run/policy.gguf" --out "$OUT/$backend-sft"
+for condition in sim-sft real-sft sim-faults-sft; do
+  "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 \
+    --model-path "$RUNS/$condition/run/policy.gguf" --out "$OUT/$condition"
 done
 "$PY" examples/sim2real/run.py --summary --out "$OUT"
+for condition in sim-sft sim-faults-sft; do
+  "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 --backends sim \
+    --faults "$FAULTS" --max-turns 10 --model-path "$RUNS/$condition/run/policy.gguf" \
+    --out "$OUT-faults/$condition"
+done
+"$PY" examples/sim2real/run.py --condition reader --k 1 --tasks 21 --backends sim \
+  --faults "$FAULTS" --max-turns 10 --out "$OUT-faults/reader"
+"$PY" examples/sim2real/run.py --summary --out "$OUT-faults"

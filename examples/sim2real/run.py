@@ -3,11 +3,15 @@
     .venv/bin/python examples/sim2real/run.py --condition untrained --k 3 --tasks 7
     .venv/bin/python examples/sim2real/run.py --condition sim-rft --model-path policy.gguf
     .venv/bin/python examples/sim2real/run.py --write-tasks      # refresh tasks/*.jsonl
+    .venv/bin/python examples/sim2real/run.py --condition sim-sft --backends sim \
+        --faults 0.5 --max-turns 10 --out examples/sim2real/results-faults/sim-sft
 
 Each held-out task is played ``k`` times on the real server (a fresh database per episode)
 and on its simulated twin (the embedded world model, strict grounding). Episodes go to
 ``results/CONDITION/{real,sim}.jsonl`` (a rerun resumes), the numbers to
-``results/CONDITION/report.json``, and a table to the terminal.
+``results/CONDITION/report.json``, and a table to the terminal. ``--faults LEVEL`` injects
+the faults a retry can clear into the twin at that curriculum level (robustness; the real
+server meets none).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from simgym.bench.sim2real import (
     training_tasks,
 )
 from simgym.bench.sim2real.tasks import task_line
+from simgym.train.sim2real import fault_plan
 
 HERE = Path(__file__).resolve().parent
 
@@ -41,23 +46,18 @@ CONDITIONS: dict[str, dict[str, Any]] = {
     "untrained": {"agent": "local", "agent_options": {"sample_seeds": True}},
     "reference": {"agent": "scripted", "agent_options": {}},
     "reader": {"agent": "reader", "agent_options": {}},
-    # trained by train.py: SFT on the reader's demonstrations the twin's (or, for the
-    # baseline, the real server's) reward accepted; the same local agent and settings
-    "sim-sft": {
-        "agent": "local",
-        "agent_options": {
-            "sample_seeds": True,
-            "model_path": str(HERE / "runs" / "sim-sft" / "run" / "policy.gguf"),
-        },
-    },
-    "real-sft": {
-        "agent": "local",
-        "agent_options": {
-            "sample_seeds": True,
-            "model_path": str(HERE / "runs" / "real-sft" / "run" / "policy.gguf"),
-        },
-    },
 }
+# trained by train.py: SFT on the reader's demonstrations the twin's (or, for the baseline,
+# the real server's) reward accepted; sim-faults-sft in the twin with a fault curriculum.
+# The same local agent and settings as the untrained policy.
+for _trained in ("sim-sft", "real-sft", "sim-faults-sft"):
+    CONDITIONS[_trained] = {
+        "agent": "local",
+        "agent_options": {
+            "sample_seeds": True,
+            "model_path": str(HERE / "runs" / _trained / "run" / "policy.gguf"),
+        },
+    }
 
 
 def write_tasks() -> None:
@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=7, help="the first N held-out tasks")
     parser.add_argument("--backends", default="real,sim", help="real, sim or both")
     parser.add_argument("--max-turns", type=int, default=6)
+    parser.add_argument("--faults", type=float, help="fault level in the twin, 0 to 1")
     parser.add_argument("--out", type=Path, help="default: results/CONDITION")
     parser.add_argument("--write-tasks", action="store_true", help="write tasks/*.jsonl, exit")
     parser.add_argument(
@@ -114,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     if agent == "scripted" and "by_task" not in options:
         options["by_task"] = {t.id: t.metadata["solution"] for t in tasks}
     if agent == "reader":  # not a registered agent: it is handed the task plans
-        policy_spec, options = ReaderAgent(tasks), {}
+        policy_spec, options = ReaderAgent(tasks, retries=3 if args.faults else 0), {}
     console = Console()
     out = args.out or HERE / "results" / args.condition
     report = evaluate(
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         k=args.k,
         backends=[b.strip() for b in args.backends.split(",") if b.strip()],
         max_turns=args.max_turns,
+        perturbations=fault_plan(args.faults) if args.faults else None,
         out_dir=out,
         on_done=lambda t: console.print(
             f"[dim]{t.task.id}#{t.sample or 0} {t.world_model.get('backend', '?')}: "

@@ -2,6 +2,8 @@
 
     .venv/bin/python examples/sim2real/train.py --condition sim-sft --backend sim
     .venv/bin/python examples/sim2real/train.py --condition real-sft --backend real
+    .venv/bin/python examples/sim2real/train.py --condition sim-faults-sft \\
+        --curriculum linear:0:0.75
     .venv/bin/python examples/sim2real/run.py --condition sim-sft \\
         --model-path examples/sim2real/runs/sim-sft/run/policy.gguf --k 3 --tasks 21
 
@@ -11,6 +13,11 @@ grounding), ``real`` the records server itself. The episodes its reward accepts 
 rows in the local agent's own prompt format, and the embedded SmolLM2 is fine-tuned on them
 (LoRA, whole episodes) and exported to ``runs/CONDITION/run/policy.gguf``. Held-out tasks
 are never used. Every stage resumes: rerun the same command after an interruption.
+
+``--curriculum SCHEDULE:START:END`` is the controlled condition: the twin injects faults a
+retry can clear (timeouts, rate limits, server errors, ...) at a rate that rises over the
+training tasks, collected in ``--stages`` shares; the reader sends a failed call again (up
+to ``--retries`` times), and the rows are trained in order, easy to hard, every epoch.
 """
 
 from __future__ import annotations
@@ -24,7 +31,14 @@ from rich.console import Console
 
 from simgym.agents import create_agent
 from simgym.bench.sim2real import ReaderAgent, training_tasks
-from simgym.train.sim2real import collect, train_policy, write_rows
+from simgym.perturb import Curriculum
+from simgym.train.sim2real import (
+    collect,
+    collect_curriculum,
+    faults_met,
+    train_policy,
+    write_rows,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -39,22 +53,53 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--threads", type=int, help="torch threads (default: all cores)")
+    parser.add_argument(
+        "--curriculum", help="faults in the twin, SCHEDULE:START:END (steps: the tasks)"
+    )
+    parser.add_argument("--stages", type=int, default=5, help="curriculum stages")
+    parser.add_argument("--retries", type=int, default=3, help="reader retries of a fault")
+    parser.add_argument("--max-turns", type=int, help="default: 6, or 10 with --curriculum")
     parser.add_argument("--out", type=Path, help="default: runs/CONDITION")
     args = parser.parse_args(argv)
     console = Console()
     out = args.out or HERE / "runs" / args.condition
     tasks = training_tasks(args.train_tasks)
-    sampler: Any = ReaderAgent(tasks)
+    faults = args.curriculum is not None
+    if faults and args.backend != "sim":
+        parser.error("--curriculum injects faults into the twin: use --backend sim")
+    max_turns = args.max_turns or (10 if faults else 6)
+    sampler: Any = ReaderAgent(tasks, retries=args.retries if faults else 0)
     if args.sampler != "reader":  # a policy that samples its own attempts (a later round)
         sampler = create_agent("local", model_path=args.sampler, sample_seeds=True)
-    got = collect(tasks, sampler, out / "collect", backend=args.backend, k=args.k)
+    if faults:
+        spec = f"{args.curriculum}:{len(tasks)}" if args.curriculum.count(":") == 2 else None
+        curriculum = Curriculum.parse(spec or args.curriculum)
+        got = collect_curriculum(
+            tasks,
+            sampler,
+            out / "collect",
+            curriculum,
+            stages=args.stages,
+            k=args.k,
+            max_turns=max_turns,
+        )
+    else:
+        got = collect(
+            tasks, sampler, out / "collect", backend=args.backend, k=args.k, max_turns=max_turns
+        )
     rows = write_rows(got.kept, out / "rows.jsonl")
+    met = faults_met(got.kept)
     console.print(
         f"kept {len(got.kept)} of {got.episodes} episodes on {args.backend} "
-        f"(acceptance {got.acceptance:.2f}): {rows} rows"
+        f"(acceptance {got.acceptance:.2f}), {met} faults met in them: {rows} rows"
     )
     policy = train_policy(
-        out / "rows.jsonl", out / "run", epochs=args.epochs, lr=args.lr, threads=args.threads
+        out / "rows.jsonl",
+        out / "run",
+        epochs=args.epochs,
+        lr=args.lr,
+        threads=args.threads,
+        order="sequential" if faults else "random",
     )
     summary = {
         "condition": args.condition,
@@ -64,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         "k": args.k,
         "episodes": got.episodes,
         "kept": len(got.kept),
+        "curriculum": args.curriculum,
+        "faults_met": met,
         "rows": rows,
         "policy": str(policy),
     }

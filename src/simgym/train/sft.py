@@ -54,6 +54,7 @@ _RUN_SHAPE = (
     "mode",
     "max_length",
     "layout",
+    "order",
     "batch_size",
     "grad_accum",
     "lora_rank",
@@ -83,6 +84,8 @@ class SftOptions(BaseModel):
     # "episode": one sequence per episode, loss on every observation (about 8x fewer tokens
     # than "turn", one sequence per row, on the factory's episodes)
     layout: Literal["episode", "turn"] = "episode"
+    # "sequential" keeps the rows' order in every epoch (a curriculum written easy to hard)
+    order: Literal["random", "sequential"] = "random"
     bf16: bool = True
     gradient_checkpointing: bool = False
     save_steps: int = Field(50, ge=1)
@@ -203,6 +206,7 @@ def prepare_sft(options: SftOptions, callbacks: Sequence[TrainerCallback] = ()) 
         seed=options.seed,
         data_seed=options.seed,
         dataloader_num_workers=0,
+        train_sampling_strategy=options.order,
     )
     peft_config = None
     if options.mode == "lora":

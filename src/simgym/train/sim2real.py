@@ -15,12 +15,18 @@ The sampler may be any agent: the ``reader`` calibration policy (it follows each
 plan and reads ids from what the world shows, so the world decides whether it succeeds), or
 the trained policy itself in a later round. Training tasks come from
 :func:`~simgym.bench.sim2real.tasks.training_tasks` only; the held-out tasks never do.
+
+The controlled condition (:func:`collect_curriculum`) collects in the twin with injected
+faults whose rate rises over the training tasks (a :class:`~simgym.perturb.Curriculum`),
+and writes the rows easy to hard, so that training in row order (``order="sequential"``)
+meets them in that order every epoch.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +36,18 @@ from simgym.agents.imitate import ImitationAgent, policy_rows
 from simgym.bench.sim2real.evaluate import evaluate, succeeded
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, Trajectory
+from simgym.perturb import Curriculum, Perturbations, Rule, difficulty
+
+# Faults a retry can clear, the ones a careful agent should meet by sending the call again:
+# the curriculum's tiers unlock them in this order (timeouts first, conflicts last).
+RETRYABLE: tuple[str, ...] = (
+    "timeout",
+    "rate_limit",
+    "server_error",
+    "flaky_network",
+    "slow_load",
+    "stale_data",
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,57 @@ def collect(
     episodes = list(read_trajectories(out_dir / f"{backend}.jsonl"))
     kept = [t for t in episodes if succeeded(t) and t.agent_messages]
     return Collected(backend=backend, episodes=len(episodes), kept=kept)
+
+
+def fault_plan(
+    level: float, *, kinds: Sequence[str] = RETRYABLE, seed: int = 0
+) -> Perturbations | None:
+    """The twin's faults at curriculum ``level``: :func:`~simgym.perturb.difficulty`'s
+    fault rate and unlocked kinds, kept to ``kinds``, written by simgym's templates
+    (deterministic), with no noise; ``None`` when nothing would strike."""
+    settings = difficulty(level)
+    in_play = [kind for kind in settings.kinds if kind in kinds]
+    if settings.fault_rate <= 0 or not in_play:
+        return None
+    rule = Rule(fault=in_play, probability=settings.fault_rate, domains=["mcp"], name="faults")
+    return Perturbations(seed=seed, rules=[rule])
+
+
+def collect_curriculum(
+    tasks: Iterable[Task],
+    sampler: Agent,
+    out_dir: Path,
+    curriculum: Curriculum,
+    *,
+    stages: int = 5,
+    kinds: Sequence[str] = RETRYABLE,
+    **options: Any,
+) -> Collected:
+    """:func:`collect` in the twin in ``stages`` equal shares of ``tasks``, each at the
+    fault plan of the ``curriculum``'s level at its first task's index (the task index is
+    the curriculum's step); the kept episodes come easy to hard. Stage ``s`` resumes from
+    ``out_dir/stage-s``."""
+    tasks = list(tasks)
+    size = max(1, math.ceil(len(tasks) / max(1, stages)))
+    episodes, kept = 0, []
+    for stage, first in enumerate(range(0, len(tasks), size)):
+        plan = fault_plan(curriculum.level(first), kinds=kinds, seed=stage)
+        got = collect(
+            tasks[first : first + size],
+            sampler,
+            out_dir / f"stage-{stage}",
+            backend="sim",
+            perturbations=plan,
+            **options,
+        )
+        episodes += got.episodes
+        kept += got.kept
+    return Collected(backend="sim", episodes=episodes, kept=kept)
+
+
+def faults_met(trajectories: Iterable[Trajectory]) -> int:
+    """How many turns of ``trajectories`` met an injected fault."""
+    return sum(1 for t in trajectories for turn in t.turns if turn.perturbation)
 
 
 def write_rows(trajectories: Iterable[Trajectory], path: Path) -> int:

@@ -33,6 +33,7 @@ from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, Trajectory
+from simgym.perturb import Perturbations
 from simgym.rewards import build_reward
 from simgym.rollout.runner import arollout
 
@@ -150,6 +151,7 @@ async def aevaluate(
     world_model: str = "local",
     world_model_options: dict[str, Any] | None = None,
     grounding: str = "strict",
+    perturbations: Perturbations | None = None,
     max_turns: int = 8,
     concurrency: int = 1,
     out_dir: str | Path | None = None,
@@ -157,7 +159,8 @@ async def aevaluate(
 ) -> dict[str, Any]:
     """Play ``tasks`` ``k`` times each on every backend in ``backends`` and return the
     report (see the module docstring). With ``out_dir``, episodes go to
-    ``out_dir/{backend}.jsonl`` (a rerun resumes) and the report to ``out_dir/report.json``."""
+    ``out_dir/{backend}.jsonl`` (a rerun resumes) and the report to ``out_dir/report.json``.
+    ``perturbations`` injects faults into the twin only (the real server meets none)."""
     task_list = list(tasks)
     if not task_list:
         raise SimgymError("no tasks to evaluate")
@@ -191,6 +194,7 @@ async def aevaluate(
                 world_model=world_model,
                 world_model_options=world_model_options or {},
                 grounding=grounding,
+                perturbations=perturbations,
                 max_turns=max_turns,
                 concurrency=concurrency,
             )
@@ -210,6 +214,7 @@ async def aevaluate(
             "options": world_model_options or {},
             "grounding": grounding,
         },
+        **({"perturbations": perturbations.model_dump()} if perturbations else {}),
         "k": k,
         "max_turns": max_turns,
         "tasks": [t.id for t in task_list],
@@ -234,6 +239,7 @@ async def _play(
     world_model: str,
     world_model_options: dict[str, Any],
     grounding: str,
+    perturbations: Perturbations | None,
     max_turns: int,
     concurrency: int,
 ) -> list[Trajectory]:
@@ -258,7 +264,7 @@ async def _play(
         world_model_options=world_model_options,
         max_turns=max_turns,
         concurrency=concurrency,
-        env_options={"grounding": grounding},
+        env_options={"grounding": grounding, "perturbations": perturbations},
         **common,
     )
 

@@ -5,6 +5,11 @@ the customer id a search found and the value a lookup asks for from the observat
 shown, never from the task. It solves every task on the real server. Its success on the
 twin therefore shows how often the twin shows the facts a policy needs, and its gap is the
 part of the sim-to-real gap that the world causes, with no policy error mixed in.
+
+With ``retries``, it sends a call again when the world answers with an error a retry may
+clear (a timeout, a rate limit, a server error, a dropped connection, a result still
+pending), up to ``retries`` times in a row: the behaviour its demonstrations teach in a
+twin with injected faults.
 """
 
 from __future__ import annotations
@@ -38,6 +43,15 @@ def _dicts(value: Any) -> Iterator[dict[str, Any]]:
             yield from _dicts(item)
 
 
+def transient_fault(observation: str) -> bool:
+    """Whether ``observation`` is an error or a not-yet-ready result rather than an answer:
+    a JSON ``error`` object, an ``isError`` envelope, or a ``pending`` status."""
+    seen = _json(observation)
+    if not isinstance(seen, dict):
+        return False
+    return "error" in seen or seen.get("isError") is True or seen.get("status") == "pending"
+
+
 def first_field(value: Any, field: str) -> str | None:
     """The first ``field`` an object in ``value`` holds (the record a search listed
     first, or the record a lookup returned)."""
@@ -52,24 +66,28 @@ class ReaderAgent:
 
     name = "reader"
 
-    def __init__(self, tasks: Iterable[Task]) -> None:
+    def __init__(self, tasks: Iterable[Task], *, retries: int = 0) -> None:
         self.plans = {
             t.id: (str(t.metadata.get("kind", "")), list(t.metadata.get("solution") or []))
             for t in tasks
         }
+        self.retries = retries
 
     async def start(self, view: EpisodeView) -> _ReaderSession:
         kind, plan = self.plans.get(view.task_id, ("", []))
-        return _ReaderSession(kind, plan)
+        return _ReaderSession(kind, plan, self.retries)
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name}
+        return {"name": self.name, **({"retries": self.retries} if self.retries else {})}
 
 
 class _ReaderSession:
-    def __init__(self, kind: str, plan: list[Any]) -> None:
+    def __init__(self, kind: str, plan: list[Any], retries: int = 0) -> None:
         self.kind = kind
         self.plan = plan
+        self.retries = retries
+        self.retried = 0  # retries of the current call so far
+        self.call: dict[str, Any] | None = None  # the call sent last
         self.step = 0
         self.last: Any = None  # the newest observation that was JSON
         self.customer_id: str | None = None  # the id the search showed
@@ -77,6 +95,11 @@ class _ReaderSession:
 
     async def act(self, observation: str) -> Decision | None:
         self.messages.append({"role": "user", "content": observation})
+        if self.call is not None and self.retried < self.retries and transient_fault(observation):
+            self.retried += 1
+            self.messages.append({"role": "assistant", "content": json.dumps(self.call)})
+            return Decision(action=dict(self.call))
+        self.retried = 0
         seen = _json(observation)
         if seen is not None:
             self.last = seen
@@ -92,10 +115,12 @@ class _ReaderSession:
                 field = "phone" if self.kind.startswith("phone") else "email"
                 answer = first_field(self.last, field) or NOT_FOUND
             self.messages.append({"role": "assistant", "content": answer})
+            self.call = None
             return Decision(answer=answer)
         arguments = dict(entry["arguments"])
         if "customer_id" in arguments and self.customer_id is not None:
             arguments["customer_id"] = self.customer_id
         call = {"name": entry["name"], "arguments": arguments}
+        self.call = call
         self.messages.append({"role": "assistant", "content": json.dumps(call)})
         return Decision(action=call)

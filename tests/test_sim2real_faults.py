@@ -1,0 +1,119 @@
+"""The controlled sim2real condition: faults injected into the twin on a curriculum, a
+sampler that retries what a retry can clear, and rows trained easy to hard."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simgym.bench.sim2real import ReaderAgent, evaluate, training_tasks
+from simgym.bench.sim2real.reader import transient_fault
+from simgym.core.trajectories import read_trajectories
+from simgym.perturb import Curriculum, Perturbations, Rule
+from simgym.train.sim2real import RETRYABLE, collect_curriculum, fault_plan, faults_met
+
+
+@pytest.mark.parametrize(
+    ("observation", "fault"),
+    [
+        ('{"error": {"code": 503, "message": "Service Unavailable"}}', True),
+        ('{"content": [{"type": "text", "text": "Error 429"}], "isError": true}', True),
+        ('{"status": "pending", "message": "still processing"}', True),
+        ('{"id": "C-2001", "email": "a@b.example"}', False),
+        ('{"customers": [], "total": 0}', False),
+        ("Error 500: not JSON, so not a structured fault", False),
+    ],
+)
+def test_a_transient_fault_is_told_from_an_answer(observation: str, fault: bool) -> None:
+    assert transient_fault(observation) is fault
+
+
+def test_the_fault_plan_follows_the_curriculum_levels() -> None:
+    assert fault_plan(0.0) is None  # the first stage meets no faults
+    easy, hard = fault_plan(0.15), fault_plan(0.6)
+    assert easy is not None and hard is not None
+    (rule,) = easy.rules
+    # the first tier's retryable kinds only, at difficulty's rate, templates, mcp only
+    assert rule.kinds == ["timeout", "rate_limit", "server_error", "flaky_network"]
+    assert (rule.probability, rule.mode, rule.domains) == (0.12, "template", ["mcp"])
+    assert set(hard.rules[0].kinds) == set(RETRYABLE) and hard.rules[0].probability == 0.48
+    # a level whose tiers hold none of the chosen kinds injects nothing
+    assert fault_plan(0.1, kinds=["stale_data"]) is None
+
+
+def _first_call_fails(times: int) -> Perturbations:
+    return Perturbations(
+        rules=[Rule(fault="server_error", turns=list(range(1, times + 1)), params={"status": 503})]
+    )
+
+
+@pytest.mark.parametrize(("retries", "solved"), [(0, 0), (2, 1)])
+def test_the_reader_retries_a_failed_call_in_the_twin(tmp_path, retries, solved) -> None:
+    task = next(t for t in training_tasks(7) if t.metadata["kind"] == "update_by_id")
+    report = evaluate(
+        [task],
+        agent=ReaderAgent([task], retries=retries),
+        k=1,
+        backends=["sim"],
+        perturbations=_first_call_fails(2),
+        max_turns=8,
+        out_dir=tmp_path,
+    )
+    assert report["backends"]["sim"]["successes"] == solved
+    assert report["perturbations"]["rules"][0]["fault"] == "server_error"
+    (episode,) = read_trajectories(tmp_path / "sim.jsonl")
+    calls = [t for t in episode.turns if t.action and t.action.name]
+    faults = [t.perturbation["fault"] for t in calls if t.perturbation]
+    if retries:
+        # the update failed twice with a 503, then went through on the third try
+        assert [c.action.name for c in calls] == ["update_email"] * 3
+        assert faults == ["server_error", "server_error"]
+        assert json.loads(calls[-1].observation.text)["email"] in task.instruction
+    else:
+        assert len(calls) == 1 and faults == ["server_error"]
+
+
+def test_a_curriculum_collects_easy_to_hard(tmp_path) -> None:
+    tasks = training_tasks(4)
+    curriculum = Curriculum(schedule="linear", start=0.0, end=0.6, steps=len(tasks))
+    got = collect_curriculum(
+        tasks,
+        ReaderAgent(tasks, retries=3),
+        tmp_path,
+        curriculum,
+        stages=2,
+        max_turns=10,
+    )
+    assert got.episodes == 4 and len(got.kept) == 4
+    # kept in stage order: the easy share's tasks first
+    assert [t.task.id for t in got.kept] == [t.id for t in tasks]
+    easy = json.loads((tmp_path / "stage-0" / "report.json").read_text())
+    hard = json.loads((tmp_path / "stage-1" / "report.json").read_text())
+    assert "perturbations" not in easy  # level 0: no plan at all
+    assert hard["perturbations"]["rules"][0]["probability"] == 0.24  # level 0.3
+    assert faults_met(got.kept[:2]) == 0
+    assert faults_met(got.kept[2:]) >= 1  # seeded: the hard share met (and retried) faults
+
+
+def test_rows_can_be_trained_in_their_written_order(tmp_path, tiny_base) -> None:
+    from torch.utils.data import SequentialSampler
+
+    from simgym.train.sft import SftOptions, prepare_sft
+
+    rows = tmp_path / "rows.jsonl"
+    with rows.open("w") as out:
+        for episode in range(3):
+            row = {
+                "messages": [{"role": "user", "content": f"task {episode}"}],
+                "completion": "Done.",
+                "episode_id": f"e{episode}",
+                "turn": 0,
+            }
+            out.write(json.dumps(row) + "\n")
+    prepared = prepare_sft(
+        SftOptions(data=rows, out=tmp_path / "run", base=str(tiny_base), order="sequential")
+    )
+    assert isinstance(prepared.trainer._get_train_sampler(), SequentialSampler)
+    first = prepared.tokenizer.decode(prepared.trainer.train_dataset[0]["input_ids"])
+    assert "task 0" in first
