@@ -243,6 +243,26 @@ async def test_tools_of_one_trajectory_share_a_world_and_trajectories_do_not(tmp
     assert late.startswith("[simgym error]") and "closed" in late
 
 
+async def test_a_fault_plan_reaches_every_world_of_the_config(tmp_path):
+    plan = {"rules": [{"fault": "rate_limit", "turns": [1], "params": {"retry_after": 7}}]}
+    tools = load_tools(tmp_path, perturbations=plan)
+    assert tools["get_customer"].settings.perturbations["rules"][0]["fault"] == "rate_limit"
+    data = agent_data(kwargs_for(task("faulty")))
+    CALLS.clear()
+    failed = await verl_call(tools, data, "get_customer", {"customer_id": "C-1"})
+    assert "429" in failed and "retry after 7 seconds" in failed
+    assert CALLS == []  # the template wrote the fault; the world model was not asked
+    again = await verl_call(tools, data, "get_customer", {"customer_id": "C-1"})
+    assert json.loads(again)["turn"] == 2  # turn 2 meets no fault
+    ended = await sv.finish_trajectory(data)
+    assert [t.perturbation["fault"] if t.perturbation else None for t in ended.turns[:2]] == [
+        "rate_limit",
+        None,
+    ]
+    with pytest.raises(SimgymError, match="unknown fault"):
+        sv.verl_tool_config("mcp", MCP_SCENARIO, perturbations={"fault": "meteor"})
+
+
 async def test_parallel_calls_of_one_turn_are_played_one_at_a_time_in_order(tmp_path):
     tools = load_tools(tmp_path)
     data = agent_data(kwargs_for(task("par")))
@@ -677,3 +697,58 @@ def test_shipped_tool_config_is_current_and_loads_in_verl():
         "RESULT ['search_customers', 'get_customer', 'update_email'] "
         "simgym.integrations.verl.SimgymAgentLoop"
     )
+
+
+def _row_task(row) -> simgym.Task:
+    kwargs = row["extra_info"]["tools_kwargs"]["get_customer"]["create_kwargs"]
+    return simgym.Task.model_validate_json(kwargs["task"])
+
+
+async def test_sim2real_verl_data_plays_the_twin_and_scores_with_each_tasks_reward(tmp_path):
+    """The sim2real GRPO recipe's inputs (examples/sim2real/verl_prepare.py): verl loads
+    them, a row's task plays in its own bank with strict grounding, and the task's own
+    reward scores the episode; validation banks are neither training nor held-out ones."""
+    import importlib.util
+
+    import pyarrow.parquet as pq
+
+    from simgym.bench.sim2real import heldout_tasks, training_tasks
+
+    path = EXAMPLE.parent / "sim2real" / "verl_prepare.py"
+    spec = importlib.util.spec_from_file_location("sim2real_verl_prepare", path)
+    prepare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prepare)
+    paths = prepare.main(["--out", str(tmp_path), "--train-tasks", "7", "--val-tasks", "7"])
+    tools = {t.name: t for t in initialize_tools_from_config(str(paths["tools"]))}
+    settings = tools["get_customer"].settings
+    assert settings.env_options == {"max_turns": 10, "grounding": "strict"}
+    assert settings.perturbations is None and settings.reward is None  # each task's own
+    train = pq.read_table(paths["train"]).to_pylist()
+    val = pq.read_table(paths["val"]).to_pylist()
+    trained, validated = [_row_task(r) for r in train], [_row_task(r) for r in val]
+    assert [t.id for t in trained] == [t.id for t in training_tasks(7)]
+    assert len(validated) == 7
+
+    def names(tasks):
+        return {c["name"] for t in tasks for c in t.scenario["state"]["customers"]}
+
+    assert not names(validated) & names(heldout_tasks())
+    assert not {t.id for t in validated} & {t.id for t in training_tasks(700)}
+
+    # the first task is a lookup by id: fetch the record, answer its email
+    task = trained[0]
+    assert task.metadata["kind"] == "email_by_id"
+    data = agent_data(train[0]["extra_info"]["tools_kwargs"])
+    (call,) = [s for s in task.metadata["solution"] if "name" in s]
+    shown = json.loads(await verl_call(tools, data, call["name"], call["arguments"]))
+    assert shown["email"] in task.metadata["answer"]
+    data.messages.append({"role": "assistant", "content": shown["email"]})
+    ended = await sv.finish_trajectory(data)
+    assert ended.total_reward == 1.0 and ended.task.id == task.id
+
+    faulty = prepare.main(
+        ["--out", str(tmp_path / "f"), "--train-tasks", "7", "--val-tasks", "7", "--faults", "0.5"]
+    )
+    plan = initialize_tools_from_config(str(faulty["tools"]))[0].settings.perturbations
+    (rule,) = plan["rules"]
+    assert rule["probability"] == 0.4 and "timeout" in rule["fault"]

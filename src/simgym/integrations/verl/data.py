@@ -21,6 +21,7 @@ from simgym.integrations.verl.settings import (
     TOOL_CLASS,
     VerlToolSettings,
 )
+from simgym.perturb import Perturbations, load_perturbations
 
 
 def verl_tool_config(
@@ -30,6 +31,7 @@ def verl_tool_config(
     world_model: str = "local",
     world_model_options: dict[str, Any] | None = None,
     env_options: dict[str, Any] | None = None,
+    perturbations: Perturbations | dict[str, Any] | None = None,
     reward: Any = None,
     score: bool = True,
     trajectories: str | os.PathLike[str] | None = None,
@@ -40,7 +42,8 @@ def verl_tool_config(
     :class:`SimgymTool` entry per tool the domain offers in ``scenario`` (``tools``: only
     these). With ``path`` it is also written there as YAML. Every value must travel as
     YAML to verl's workers, so ``world_model`` is a backend name or an import path
-    (``package.module:attribute``), not an instance."""
+    (``package.module:attribute``), not an instance. ``perturbations`` (a fault plan, or
+    its dict) injects faults into every world, as ``simgym.make(perturbations=...)``."""
     if not isinstance(world_model, str):
         raise SimgymError(
             "verl builds tools from YAML in its own processes: give world_model as a backend "
@@ -54,6 +57,7 @@ def verl_tool_config(
         world_model=world_model,
         world_model_options=dict(world_model_options or {}),
         env_options=dict(env_options or {}),
+        perturbations=None if perturbations is None else _plain_plan(perturbations),
         reward=reward,
         score=score,
         trajectories=None if trajectories is None else str(trajectories),
@@ -71,7 +75,8 @@ def verl_tool_config(
         offered = [t for t in offered if t.name in set(tools)]
     if not offered:
         raise SimgymError(f"the {domain} world offers no tools in this scenario")
-    config = settings.model_dump(mode="json", exclude={"tool"})
+    unset = set() if settings.perturbations else {"perturbations"}  # older configs stay equal
+    config = settings.model_dump(mode="json", exclude={"tool", *unset})
     result = {
         "tools": [
             {
@@ -85,6 +90,10 @@ def verl_tool_config(
     if path is not None:
         _write_yaml(path, result)
     return result
+
+
+def _plain_plan(perturbations: Perturbations | dict[str, Any]) -> dict[str, Any]:
+    return load_perturbations(perturbations).model_dump(mode="json", exclude_none=True)
 
 
 def verl_agent_loop_config(path: str | os.PathLike[str] | None = None) -> list[dict[str, str]]:

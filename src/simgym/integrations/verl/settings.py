@@ -50,6 +50,7 @@ class VerlToolSettings(BaseModel):
     world_model: str = "local"
     world_model_options: dict[str, Any] = Field(default_factory=dict)
     env_options: dict[str, Any] = Field(default_factory=dict)
+    perturbations: dict[str, Any] | None = None  # a fault plan (simgym.perturb), as data
     reward: Any = None
     score: bool = True
     trajectories: str | None = None

@@ -24,6 +24,7 @@ from simgym.integrations.verl.settings import (
     WORLD_ATTR,
     VerlToolSettings,
 )
+from simgym.perturb import Perturbations, load_perturbations
 from simgym.rollout.episode import conclude_episode, episode_seed
 
 logger = logging.getLogger("simgym.integrations.verl")
@@ -33,6 +34,10 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
 
 
 _TURN_MARKERS = re.compile(r"<\|[A-Za-z0-9_]+\|>|</s>|<end_of_turn>")
+
+
+def _plan(settings: VerlToolSettings) -> Perturbations | None:
+    return None if settings.perturbations is None else load_perturbations(settings.perturbations)
 
 
 class World:
@@ -47,6 +52,7 @@ class World:
             settings.domain,
             _backend(settings),
             settings.scenario,
+            perturbations=_plan(settings),
             **settings.env_options,
         )
         self.seed = episode_seed(task, settings.env_options.get("seed"))
