@@ -18,6 +18,13 @@ are never used. Every stage resumes: rerun the same command after an interruptio
 retry can clear (timeouts, rate limits, server errors, ...) at a rate that rises over the
 training tasks, collected in ``--stages`` shares; the reader sends a failed call again (up
 to ``--retries`` times), and the rows are trained in order, easy to hard, every epoch.
+
+A second round of rejection sampling samples from the first round's policy and continues
+from it::
+
+    .venv/bin/python examples/sim2real/train.py --condition sim-rft2 --k 3 \\
+        --sampler examples/sim2real/runs/sim-sft/run/policy.gguf \\
+        --base examples/sim2real/runs/sim-sft/run/policy.gguf --epochs 1 --lr 2e-4
 """
 
 from __future__ import annotations
@@ -52,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=1, help="samples per training task")
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument(
+        "--base",
+        help="the model to fine-tune (default: the embedded SmolLM2); a later round "
+        "continues from the last round's policy.gguf",
+    )
     parser.add_argument("--threads", type=int, help="torch threads (default: all cores)")
     parser.add_argument(
         "--curriculum", help="faults in the twin, SCHEDULE:START:END (steps: the tasks)"
@@ -100,11 +112,13 @@ def main(argv: list[str] | None = None) -> int:
         lr=args.lr,
         threads=args.threads,
         order="sequential" if faults else "random",
+        base=args.base,
     )
     summary = {
         "condition": args.condition,
         "backend": args.backend,
         "sampler": args.sampler,
+        "base": args.base,
         "train_tasks": args.train_tasks,
         "k": args.k,
         "episodes": got.episodes,
