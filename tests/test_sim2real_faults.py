@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from simgym.bench.sim2real import ReaderAgent, evaluate, training_tasks
+from simgym.bench.sim2real import ReaderAgent, evaluate, faults_table, training_tasks
 from simgym.bench.sim2real.reader import transient_fault
 from simgym.core.trajectories import read_trajectories
 from simgym.perturb import Curriculum, Perturbations, Rule
@@ -60,8 +60,16 @@ def test_the_reader_retries_a_failed_call_in_the_twin(tmp_path, retries, solved)
         max_turns=8,
         out_dir=tmp_path,
     )
-    assert report["backends"]["sim"]["successes"] == solved
+    sim = report["backends"]["sim"]
+    assert sim["successes"] == solved
     assert report["perturbations"]["rules"][0]["fault"] == "server_error"
+    after = {k: sim["faults"][k] for k in ("faults", "retried", "answered", "solved")}
+    # without retries the script has nothing left after its failed update: it stops
+    assert after == (
+        {"faults": 2, "retried": 2, "answered": 0, "solved": 1}
+        if retries
+        else {"faults": 1, "retried": 0, "answered": 1, "solved": 0}
+    )
     (episode,) = read_trajectories(tmp_path / "sim.jsonl")
     calls = [t for t in episode.turns if t.action and t.action.name]
     faults = [t.perturbation["fault"] for t in calls if t.perturbation]
@@ -117,3 +125,31 @@ def test_rows_can_be_trained_in_their_written_order(tmp_path, tiny_base) -> None
     assert isinstance(prepared.trainer._get_train_sampler(), SequentialSampler)
     first = prepared.tokenizer.decode(prepared.trainer.train_dataset[0]["input_ids"])
     assert "task 0" in first
+
+
+def test_the_faults_table_compares_policies_in_the_faulty_twin() -> None:
+    def report(condition: str, wins: list[int], retried: int) -> dict:
+        faults = {"faults": 4, "retried": retried, "other": 4 - retried, "answered": 0}
+        cell = {
+            "episodes": len(wins),
+            "successes": sum(wins),
+            "success_rate": sum(wins) / len(wins),
+            "ci95": [0.0, 1.0],
+            "per_task": {f"t{i}": [w] for i, w in enumerate(wins)},
+            "faults": {**faults, "out_of_turns": 0, "episodes": 3, "solved": retried // 2},
+        }
+        return {
+            "condition": condition,
+            "tasks": ["t0", "t1", "t2", "t3"],
+            "backends": {"sim": cell},
+            "perturbations": {"rules": []},
+        }
+
+    table = faults_table(
+        [report("sim-sft", [1, 0, 0, 0], 0), report("sim-faults", [1, 1, 1, 0], 4)]
+    )
+    lines = table.splitlines()
+    assert lines[0].startswith("| condition | twin success with faults")
+    assert lines[2].startswith("| sim-sft | 0.25") and "| 0 / 4 / 0 / 0 | 0 of 3 |" in lines[2]
+    assert lines[3].startswith("| sim-faults | 0.75 [0.00, 1.00] | +0.50 [")
+    assert "| 4 / 0 / 0 / 0 | 2 of 3 |" in lines[3]

@@ -27,6 +27,7 @@ from simgym.bench.sim2real import (
     ReaderAgent,
     conditions_table,
     evaluate,
+    faults_table,
     heldout_tasks,
     report_table,
     training_tasks,
@@ -72,7 +73,8 @@ def write_tasks() -> None:
 
 def summary(folder: Path) -> str:
     """The reports under ``folder`` as one markdown table: the untrained policy first,
-    trained conditions next, the calibrations last."""
+    trained conditions next, the calibrations last. Reports played in a twin with faults
+    (``--faults``) get the faults table instead."""
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
     calibrations = ("reference", "reader")
 
@@ -80,7 +82,10 @@ def summary(folder: Path) -> str:
         name = report["condition"]
         return (0 if name == "untrained" else 2 if name in calibrations else 1, name)
 
-    return conditions_table(sorted(reports, key=rank))
+    ordered = sorted(reports, key=rank)
+    if any("perturbations" in r for r in reports):
+        return faults_table(ordered)
+    return conditions_table(ordered)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,8 +8,10 @@ its twin and reports success with 95% intervals and the sim-minus-real gap
 
 from simgym.bench.sim2real.evaluate import (
     aevaluate,
+    after_faults,
     conditions_table,
     evaluate,
+    faults_table,
     report_table,
     summarize,
 )
@@ -20,8 +22,10 @@ from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks, training_
 __all__ = [
     "ReaderAgent",
     "aevaluate",
+    "after_faults",
     "conditions_table",
     "evaluate",
+    "faults_table",
     "heldout_tasks",
     "newcombe_difference",
     "paired_task_bootstrap",

@@ -58,10 +58,47 @@ def succeeded(trajectory: Trajectory) -> bool:
     return scored and trajectory.total_reward >= SUCCESS
 
 
+def after_faults(trajectories: Iterable[Trajectory]) -> dict[str, Any]:
+    """What the policy did on the turn after each injected fault: sent the same call again
+    (``retried``), called something else or sent an invalid action (``other``), gave its
+    final answer (``answered``), or had no turn left (``out_of_turns``); and how many
+    episodes met a fault and how many of those it still solved."""
+    counts = {"faults": 0, "retried": 0, "other": 0, "answered": 0, "out_of_turns": 0}
+    episodes = solved = 0
+    for trajectory in trajectories:
+        turns = trajectory.turns
+        hit = [i for i, turn in enumerate(turns) if turn.perturbation]
+        if not hit:
+            continue
+        episodes += 1
+        solved += succeeded(trajectory)
+        for i in hit:
+            counts["faults"] += 1
+            failed, following = turns[i], turns[i + 1] if i + 1 < len(turns) else None
+            if following is None:
+                counts["out_of_turns"] += 1
+            elif following.observation.metadata.get("final_answer"):
+                counts["answered"] += 1
+            elif _same_call(failed, following):
+                counts["retried"] += 1
+            else:
+                counts["other"] += 1
+    return {**counts, "episodes": episodes, "solved": solved}
+
+
+def _same_call(a: Any, b: Any) -> bool:
+    return (
+        a.action is not None
+        and b.action is not None
+        and (a.action.name, a.action.arguments) == (b.action.name, b.action.arguments)
+    )
+
+
 def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) -> dict[str, Any]:
     """One backend's numbers: success rate with its 95% Wilson interval, errors, turns,
     time, and the outcomes per task and per task kind. ``seconds`` is this invocation's
-    wall time (a resumed run's share); ``episode_seconds`` sums every episode's own."""
+    wall time (a resumed run's share); ``episode_seconds`` sums every episode's own. When
+    faults were injected, ``faults`` tells how the policy met them (:func:`after_faults`)."""
     wins = [succeeded(t) for t in trajectories]
     n, s = len(wins), sum(wins)
     low, high = wilson(s, n)
@@ -73,7 +110,9 @@ def summarize(trajectories: Sequence[Trajectory], seconds: float | None = None) 
         cell = by_kind.setdefault(kind, {"episodes": 0, "successes": 0})
         cell["episodes"] += 1
         cell["successes"] += int(won)
+    faults = after_faults(trajectories)
     return {
+        **({"faults": faults} if faults["faults"] else {}),
         "episodes": n,
         "successes": s,
         "success_rate": s / n if n else 0.0,
@@ -332,7 +371,17 @@ def report_table(report: dict[str, Any]) -> Any:
                 "",
                 "",
             )
+    met = [(name, c["faults"]) for name, c in report["backends"].items() if "faults" in c]
+    table.caption = "; ".join(f"{name}: {_fault_text(f)}" for name, f in met) or None
     return table
+
+
+def _fault_text(faults: dict[str, Any]) -> str:
+    return (
+        f"{faults['faults']} faults in {faults['episodes']} episodes ({faults['solved']} "
+        f"solved); next turn: retried {faults['retried']}, other {faults['other']}, "
+        f"answered {faults['answered']}, no turn left {faults['out_of_turns']}"
+    )
 
 
 def _interval(value: float, ci: list[float]) -> str:
@@ -369,5 +418,35 @@ def conditions_table(reports: Sequence[dict[str, Any]], baseline: str = "untrain
         lines.append(
             f"| {report['condition']} | {_rate(real) if real else ''} | "
             f"{_rate(sim) if sim else ''} | {gap_text} | {gain} | {episodes} |"
+        )
+    return "\n".join(lines)
+
+
+def faults_table(reports: Sequence[dict[str, Any]], baseline: str = "sim-sft") -> str:
+    """A markdown table of policies played in a twin with injected faults (the ``sim``
+    side of each report): success, success minus the ``baseline`` condition's on the same
+    tasks, and what each policy did on the turn after a fault."""
+    base = next((r for r in reports if r["condition"] == baseline), None)
+    lines = [
+        "| condition | twin success with faults [95% CI] | minus "
+        + baseline
+        + " (Newcombe; paired) | faults | next turn: retried / other / answered / none left"
+        " | episodes with a fault: solved |",
+        "|---|---|---|---|---|---|",
+    ]
+    for report in reports:
+        sim = report["backends"].get("sim")
+        if sim is None:
+            continue
+        gain = ""
+        if base is not None and base is not report and base["tasks"] == report["tasks"]:
+            d = difference(sim, base["backends"]["sim"])
+            gain = _interval(d["difference"], d["ci95"]) + "; "
+            gain += _interval(d["paired"]["difference"], d["paired"]["ci95"])
+        f = sim.get("faults") or after_faults([])
+        after = f"{f['retried']} / {f['other']} / {f['answered']} / {f['out_of_turns']}"
+        lines.append(
+            f"| {report['condition']} | {_rate(sim)} | {gain} | {f['faults']} | {after} | "
+            f"{f['solved']} of {f['episodes']} |"
         )
     return "\n".join(lines)
