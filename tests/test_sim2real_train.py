@@ -107,3 +107,46 @@ def test_the_whole_loop_in_tiny(tmp_path, tiny_base):
     (episode,) = read_trajectories(tmp_path / "eval" / "real.jsonl")
     assert episode.agent["model_path"] == str(policy)
     assert episode.agent_messages[0]["role"] == "system"
+
+
+class _SloppyTeacher:
+    """Writes one call whose arguments do not parse, then the right answer."""
+
+    name = "sloppy"
+
+    def __init__(self, answer: str) -> None:
+        self.answer = answer
+
+    async def start(self, view):
+        return _SloppySession(self.answer)
+
+    def describe(self):
+        return {"name": self.name}
+
+
+class _SloppySession:
+    RAW = '<tool_call>{"name": "get_customer", "arguments": {"customer_id" "C-2001"}}</tool_call>'
+
+    def __init__(self, answer: str) -> None:
+        self.answer, self.steps = answer, 0
+
+    async def act(self, observation):
+        from simgym.agents.base import Decision
+        from simgym.agents.local import parse_tool_call
+
+        self.steps += 1
+        if self.steps == 1:
+            return Decision(action=parse_tool_call(self.RAW), raw=self.RAW)
+        return Decision(answer=self.answer)
+
+
+def test_a_sampled_call_that_does_not_parse_is_recorded_and_never_taught(tmp_path):
+    # a sampled policy (a later RFT round) may write broken JSON: the episode goes on, the
+    # environment records the refusal, and the episode is not kept even if it succeeds
+    task = training_tasks(1)[0]  # email_by_id
+    answer = task.metadata["answer"]
+    got = collect([task], _SloppyTeacher(answer), tmp_path, backend="sim")
+    (episode,) = read_trajectories(tmp_path / "sim.jsonl")
+    assert episode.turns[0].error_type == "action" and episode.total_reward == 1.0
+    assert episode.agent_messages[2]["content"] == _SloppySession.RAW
+    assert (got.episodes, got.kept) == (1, [])

@@ -16,6 +16,7 @@ from typing import Any
 
 from simgym.agents.base import Agent, AgentError, Decision, EpisodeView, create_agent
 from simgym.agents.local import Conversation, reply_text, shown_window
+from simgym.core.errors import ActionError
 from simgym.core.types import Action, Trajectory
 
 DONE = "Done."  # the final answer written for a teacher that simply stops
@@ -56,7 +57,13 @@ class _ImitationSession:
             return decision
         action = decision.action
         if not isinstance(action, Action):
-            action = Action.parse(action)
+            try:
+                action = Action.parse(action)
+            except ActionError:
+                # a sampled policy wrote a call that does not parse: the environment rejects
+                # and records it; the conversation keeps what the teacher wrote
+                self._conversation.reply(decision.raw or str(decision.action))
+                return decision
         if action.kind != "tool_call" or not action.name:
             raise AgentError(f"the local format writes tool calls only, not {action.kind!r}")
         self._conversation.reply(reply_text(action.name, action.arguments))

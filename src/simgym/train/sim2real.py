@@ -74,7 +74,8 @@ def collect(
     **options: Any,
 ) -> Collected:
     """Play ``tasks`` ``k`` times on ``backend`` with ``sampler`` in the local agent's
-    format; keep the successful episodes (a rerun resumes from ``out_dir``)."""
+    format; keep the successful episodes with no rejected action, so that no row teaches a
+    call the environment refused (a rerun resumes from ``out_dir``)."""
     tasks = list(tasks)
     agent = sampler if isinstance(sampler, ImitationAgent) else ImitationAgent(sampler)
     evaluate(
@@ -88,8 +89,14 @@ def collect(
         **options,
     )
     episodes = list(read_trajectories(out_dir / f"{backend}.jsonl"))
-    kept = [t for t in episodes if succeeded(t) and t.agent_messages]
+    kept = [t for t in episodes if succeeded(t) and t.agent_messages and not rejected(t)]
     return Collected(backend=backend, episodes=len(episodes), kept=kept)
+
+
+def rejected(trajectory: Trajectory) -> bool:
+    """Whether the environment refused any of the episode's actions (malformed, unknown
+    tool, invalid arguments)."""
+    return any(turn.error_type == "action" for turn in trajectory.turns)
 
 
 def fault_plan(
