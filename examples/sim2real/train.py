@@ -39,6 +39,8 @@ from rich.console import Console
 from simgym.agents import create_agent
 from simgym.bench.sim2real import ReaderAgent, training_tasks
 from simgym.perturb import Curriculum
+from simgym.train.base import file_sha256
+from simgym.train.sft import MANIFEST
 from simgym.train.sim2real import (
     collect,
     collect_curriculum,
@@ -72,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--retries", type=int, default=3, help="reader retries of a fault")
     parser.add_argument("--max-turns", type=int, help="default: 6, or 10 with --curriculum")
     parser.add_argument("--out", type=Path, help="default: runs/CONDITION")
+    parser.add_argument(
+        "--results", type=Path, help="training record (default: results/CONDITION/training.json)"
+    )
     args = parser.parse_args(argv)
     console = Console()
     out = args.out or HERE / "runs" / args.condition
@@ -129,8 +134,35 @@ def main(argv: list[str] | None = None) -> int:
         "policy": str(policy),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    console.print(f"policy: {policy}")
+    record = args.results or HERE / "results" / args.condition / "training.json"
+    write_training_record(record, summary, out / "run", policy)
+    console.print(f"policy: {policy}\ntraining record: {record}")
     return 0
+
+
+KEPT_OPTIONS = ("base", "mode", "epochs", "batch_size", "lr", "max_length", "layout", "order")
+
+
+def write_training_record(path: Path, summary: dict[str, Any], run: Path, policy: Path) -> None:
+    """What was collected and trained, and which policy file came out, beside the
+    condition's evaluation report (the run folder itself is too large to keep)."""
+    manifest = json.loads((run / MANIFEST).read_text(encoding="utf-8"))
+    result = manifest.get("result") or {}
+    record = {
+        "collection": {k: v for k, v in summary.items() if k not in ("condition", "policy")},
+        "options": {k: manifest["options"].get(k) for k in KEPT_OPTIONS},
+        "result": {
+            k: result.get(k)
+            for k in ("steps", "tokens", "seconds", "tokens_per_second", "train_loss")
+        },
+        "policy": {
+            "file": str(policy.relative_to(HERE)) if policy.is_relative_to(HERE) else str(policy),
+            "sha256": file_sha256(policy),
+            "bytes": policy.stat().st_size,
+        },
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":
