@@ -18,12 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.bench.sim2real import training_tasks
-from simgym.integrations.verl import (
-    verl_agent_loop_config,
-    verl_rows,
-    verl_tool_config,
-    write_verl_dataset,
-)
+from simgym.integrations.verl import write_verl_recipe
 from simgym.train.sim2real import fault_plan
 
 VAL_SEED = 1000  # validation banks: far from the training banks' seeds (0, 1, ...)
@@ -48,29 +43,20 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
         options["model"] = args.wm_model
     train = training_tasks(args.train_tasks)
     val = training_tasks(args.val_tasks, seed=VAL_SEED)
-    out = args.out.resolve()
-    paths = {
-        "tools": out / "tools.yaml",
-        "agent_loops": out / "agent_loops.yaml",
-        "train": out / "train.parquet",
-        "val": out / "val.parquet",
-        "trajectories": out / "episodes-{pid}.jsonl",
-    }
-    # Every task carries its own bank; the config's scenario only gives the tools' schemas,
+    # Every task carries its own bank; the scenario here only gives the tools' schemas,
     # which every bank shares.
-    config = verl_tool_config(
+    paths = write_verl_recipe(
+        args.out,
+        train,
+        val,
         "mcp",
         train[0].scenario,
+        data_source="sim2real",
         world_model=args.world_model,
         world_model_options=options,
         env_options={"max_turns": args.max_turns, "grounding": "strict"},
         perturbations=fault_plan(args.faults) if args.faults else None,
-        trajectories=paths["trajectories"],
-        path=paths["tools"],
     )
-    verl_agent_loop_config(paths["agent_loops"])
-    write_verl_dataset(verl_rows(train, config, data_source="sim2real"), paths["train"])
-    write_verl_dataset(verl_rows(val, config, data_source="sim2real"), paths["val"])
     for name, path in paths.items():
         print(f"{name:13} {path}")
     return paths

@@ -17,12 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import simgym
-from simgym.integrations.verl import (
-    verl_agent_loop_config,
-    verl_rows,
-    verl_tool_config,
-    write_verl_dataset,
-)
+from simgym.integrations.verl import write_verl_recipe
 
 QUESTIONS = [
     ("tier-c1001", "Which tier is customer C-1001 in? Answer with the tier only.", "gold"),
@@ -61,26 +56,16 @@ def main(argv: list[str] | None = None) -> dict[str, Path]:
         options["base_url"] = args.base_url
     if args.wm_model:
         options["model"] = args.wm_model
-    out = args.out.resolve()
-    paths = {
-        "tools": out / "tools.yaml",
-        "agent_loops": out / "agent_loops.yaml",
-        "train": out / "train.parquet",
-        "val": out / "val.parquet",
-        "trajectories": out / "episodes-{pid}.jsonl",
-    }
-    config = verl_tool_config(
+    rows = tasks()
+    paths = write_verl_recipe(
+        args.out,
+        rows[: len(rows) - args.val],
+        rows[len(rows) - args.val :],
         "mcp",
         world_model=args.world_model,
         world_model_options=options,
         env_options={"max_turns": args.max_turns},
-        trajectories=paths["trajectories"],
-        path=paths["tools"],
     )
-    verl_agent_loop_config(paths["agent_loops"])
-    rows = verl_rows(tasks(), config)
-    write_verl_dataset(rows[: len(rows) - args.val], paths["train"])
-    write_verl_dataset(rows[len(rows) - args.val :], paths["val"])
     for name, path in paths.items():
         print(f"{name:13} {path}")
     return paths

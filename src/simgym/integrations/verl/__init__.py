@@ -61,6 +61,7 @@ from simgym.integrations.verl.data import (
     verl_rows,
     verl_tool_config,
     write_verl_dataset,
+    write_verl_recipe,
 )
 from simgym.integrations.verl.loop import SimgymAgentLoop
 from simgym.integrations.verl.schema import verl_tool_schema
@@ -95,4 +96,5 @@ __all__ = [
     "verl_tool_schema",
     "wait_closed",
     "write_verl_dataset",
+    "write_verl_recipe",
 ]

@@ -158,6 +158,37 @@ def verl_rows(
     return rows
 
 
+def write_verl_recipe(
+    out: str | os.PathLike[str],
+    train: Iterable[Task | Mapping[str, Any]],
+    val: Iterable[Task | Mapping[str, Any]],
+    domain: str,
+    scenario: dict[str, Any] | BaseModel | None = None,
+    *,
+    data_source: str | None = None,
+    **tool_options: Any,
+) -> dict[str, Path]:
+    """Everything a verl run reads, in one folder: the tool config (``tools.yaml``, from
+    :func:`verl_tool_config` with ``tool_options``), the agent loop config
+    (``agent_loops.yaml``) and the train and validation datasets (Parquet). Trajectories
+    are written by each worker to ``episodes-{pid}.jsonl`` there. Returns the paths."""
+    out = Path(out).resolve()
+    paths = {
+        "tools": out / "tools.yaml",
+        "agent_loops": out / "agent_loops.yaml",
+        "train": out / "train.parquet",
+        "val": out / "val.parquet",
+        "trajectories": out / "episodes-{pid}.jsonl",
+    }
+    config = verl_tool_config(
+        domain, scenario, trajectories=paths["trajectories"], path=paths["tools"], **tool_options
+    )
+    verl_agent_loop_config(paths["agent_loops"])
+    write_verl_dataset(verl_rows(train, config, data_source=data_source), paths["train"])
+    write_verl_dataset(verl_rows(val, config, data_source=data_source), paths["val"])
+    return paths
+
+
 def write_verl_dataset(rows: Sequence[Mapping[str, Any]], path: str | os.PathLike[str]) -> Path:
     """Write :func:`verl_rows` output as Parquet (``.parquet``) or JSON lines (``.jsonl``),
     the two forms ``RLHFDataset`` reads."""
