@@ -116,6 +116,11 @@ def test_the_conditions_table_compares_each_policy_with_the_untrained_one() -> N
     assert "+0.33 [" in table[3] and "0.33 [0.19, 0.51]" in table[3]
     assert table[4].split("|")[5].strip() == ""  # not the same tasks: nothing to compare
     assert table[2].split("|")[5].strip() == ""  # the baseline itself
+    # against another baseline (run.py --summary --baseline): the signs turn
+    table = conditions_table([untrained, trained], baseline="sim-sft").splitlines()
+    assert "real minus sim-sft" in table[0]
+    assert table[2].split("|")[5].strip().startswith("-0.33 [")
+    assert table[3].split("|")[5].strip() == ""
 
 
 def _wrong(task: Any) -> list[Any]:

@@ -71,10 +71,11 @@ def write_tasks() -> None:
         print(f"wrote {folder / name}: {len(tasks)} tasks")
 
 
-def summary(folder: Path) -> str:
+def summary(folder: Path, baseline: str | None = None) -> str:
     """The reports under ``folder`` as one markdown table: the untrained policy first,
-    trained conditions next, the calibrations last. Reports played in a twin with faults
-    (``--faults``) get the faults table instead."""
+    trained conditions next, the calibrations last; each compared with ``baseline``
+    (default: the untrained policy, or sim-sft in a twin with faults). Reports played in a
+    twin with faults (``--faults``) get the faults table instead."""
     reports = [json.loads(p.read_text()) for p in sorted(folder.glob("*/report.json"))]
     calibrations = ("reference", "reader")
 
@@ -84,8 +85,8 @@ def summary(folder: Path) -> str:
 
     ordered = sorted(reports, key=rank)
     if any("perturbations" in r for r in reports):
-        return faults_table(ordered)
-    return conditions_table(ordered)
+        return faults_table(ordered, baseline or "sim-sft")
+    return conditions_table(ordered, baseline or "untrained")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,12 +104,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--summary", action="store_true", help="print every stored report as one table, exit"
     )
+    parser.add_argument(
+        "--baseline", help="the condition --summary compares with (untrained; faults: sim-sft)"
+    )
     args = parser.parse_args(argv)
     if args.write_tasks:
         write_tasks()
         return 0
     if args.summary:
-        print(summary(args.out or HERE / "results"))
+        print(summary(args.out or HERE / "results", args.baseline))
         return 0
     policy = CONDITIONS.get(args.condition, CONDITIONS["untrained"])
     agent = args.agent or policy["agent"]
