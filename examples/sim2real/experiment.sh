@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The whole sim2real experiment in one script: train a policy in the twin (sim-sft), in the
-# twin with a fault curriculum (sim-faults-sft) and, as the baseline, on the real server
+# twin with a fault curriculum (sim-faults-sft), its ablation without faults (sim-sft-seq:
+# the same staged collection and training order) and, as the baseline, on the real server
 # (real-sft), with equal budgets; evaluate them and the untrained policy on the held-out
 # tasks, real and twin; print one table. Then the robustness check: the trained policies
 # on the twin with faults injected (results-faults/).
 #
-#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~2.5 h
+#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~3.5 h
 #   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
 #
 # Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
@@ -31,13 +32,15 @@ for backend in sim real; do
 done
 "$PY" examples/sim2real/train.py --condition sim-faults-sft --curriculum "$CURRICULUM" \
   --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft"
+"$PY" examples/sim2real/train.py --condition sim-sft-seq --curriculum linear:0:0 \
+  --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-sft-seq"
 "$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
-for condition in sim-sft real-sft sim-faults-sft; do
+for condition in sim-sft real-sft sim-faults-sft sim-sft-seq; do
   "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 \
     --model-path "$RUNS/$condition/run/policy.gguf" --out "$OUT/$condition"
 done
 "$PY" examples/sim2real/run.py --summary --out "$OUT"
-for condition in sim-sft sim-faults-sft; do
+for condition in sim-sft sim-faults-sft sim-sft-seq; do
   "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 --backends sim \
     --faults "$FAULTS" --max-turns 10 --model-path "$RUNS/$condition/run/policy.gguf" \
     --out "$OUT-faults/$condition"
