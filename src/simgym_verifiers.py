@@ -6,26 +6,7 @@ module exporting them through ``__all__`` (a dotted id such as
 :mod:`simgym.integrations.verifiers`, where everything is written and documented.
 """
 
-from simgym.integrations.verifiers import (
-    REWARD_NAME,
-    SimgymChatHarness,
-    SimgymEnv,
-    SimgymEnvConfig,
-    SimgymHarnessConfig,
-    SimgymTask,
-    SimgymTaskData,
-    SimgymTaskset,
-    SimgymTasksetConfig,
-)
+from simgym.integrations import verifiers as _adapter
+from simgym.integrations.verifiers import *  # noqa: F403  (the adapter's __all__)
 
-__all__ = [
-    "REWARD_NAME",
-    "SimgymChatHarness",
-    "SimgymEnv",
-    "SimgymEnvConfig",
-    "SimgymHarnessConfig",
-    "SimgymTask",
-    "SimgymTaskData",
-    "SimgymTaskset",
-    "SimgymTasksetConfig",
-]
+__all__ = list(_adapter.__all__)

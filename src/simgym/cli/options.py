@@ -13,7 +13,7 @@ import yaml
 
 import simgym
 from simgym.core.errors import SimgymError
-from simgym.core.safeload import load_yaml, read_text
+from simgym.core.safeload import load_yaml, read_scenario, read_text
 from simgym.worldmodels.local import ADAPTER_HELP
 
 # -- shared world-model options ---------------------------------------------------------
@@ -227,19 +227,7 @@ def world_model_options(fn):
 
 
 def load_scenario(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    if not path.is_file():
-        raise SimgymError(f"scenario file not found: {path}")
-    try:
-        data = load_yaml(read_text(path))
-    except yaml.YAMLError as exc:
-        raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
-    if isinstance(data, dict) and "scenario" in data and isinstance(data["scenario"], dict):
-        data = data["scenario"]  # accept an action/task file too
-    if not isinstance(data, dict):
-        raise SimgymError(f"{path}: a scenario must be a mapping")
-    return data
+    return None if path is None else read_scenario(path)
 
 
 WorldOption = Annotated[

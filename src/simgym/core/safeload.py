@@ -202,6 +202,23 @@ def read_text(path: str | os.PathLike[str]) -> str:
         ) from None
 
 
+def read_scenario(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """A scenario mapping from a YAML/JSON file; a file with a ``scenario`` mapping (an
+    action or task file) gives that. Anything else is a one-line :class:`SimgymError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise SimgymError(f"scenario file not found: {path}")
+    try:
+        data = load_yaml(read_text(path))
+    except yaml.YAMLError as exc:
+        raise SimgymError(f"{path}: not valid YAML/JSON: {exc}") from None
+    if isinstance(data, dict) and isinstance(data.get("scenario"), dict):
+        data = data["scenario"]
+    if not isinstance(data, dict):
+        raise SimgymError(f"{path}: a scenario must be a mapping")
+    return data
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc)
     if "integer string conversion" in text:  # Python's own limit, worded for developers

@@ -70,7 +70,6 @@ import asyncio
 import hashlib
 import json
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field
@@ -78,7 +77,7 @@ from pydantic import Field
 from simgym.agents.local import Conversation, parse_tool_call
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
-from simgym.core.safeload import load_yaml, read_text
+from simgym.core.safeload import read_scenario
 from simgym.core.types import StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model, require_shareable
 from simgym.integrations.common import agent_safe, as_tasks
@@ -414,12 +413,4 @@ def _scenario(value: dict[str, Any] | str | None) -> dict[str, Any] | None:
     """The configured scenario: a mapping as it is, or read from a YAML/JSON file."""
     if value is None or isinstance(value, dict):
         return value
-    path = Path(value)
-    if not path.is_file():
-        raise SimgymError(f"scenario file not found: {path}")
-    data = load_yaml(read_text(path))
-    if isinstance(data, dict) and isinstance(data.get("scenario"), dict):
-        data = data["scenario"]  # an episode or task file
-    if not isinstance(data, dict):
-        raise SimgymError(f"{path}: a scenario must be a mapping")
-    return data
+    return read_scenario(value)

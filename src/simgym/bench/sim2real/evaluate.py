@@ -384,6 +384,15 @@ def _fault_text(faults: dict[str, Any]) -> str:
     )
 
 
+def _difference_text(cell: dict[str, Any], base: dict[str, Any]) -> str:
+    """``cell``'s success minus ``base``'s: Newcombe's interval, then the paired one."""
+    d = difference(cell, base)
+    paired = d["paired"]
+    return f"{_interval(d['difference'], d['ci95'])}; " + _interval(
+        paired["difference"], paired["ci95"]
+    )
+
+
 def _interval(value: float, ci: list[float]) -> str:
     return f"{value:+.2f} [{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
@@ -411,9 +420,7 @@ def conditions_table(reports: Sequence[dict[str, Any]], baseline: str = "untrain
         gain = ""
         same_tasks = base is not None and base["tasks"] == report["tasks"]
         if same_tasks and base is not report and real and "real" in base["backends"]:
-            d = difference(real, base["backends"]["real"])
-            gain = _interval(d["difference"], d["ci95"]) + "; "
-            gain += _interval(d["paired"]["difference"], d["paired"]["ci95"])
+            gain = _difference_text(real, base["backends"]["real"])
         episodes = " / ".join(str(c["episodes"]) for c in (real, sim) if c)
         lines.append(
             f"| {report['condition']} | {_rate(real) if real else ''} | "
@@ -440,9 +447,7 @@ def faults_table(reports: Sequence[dict[str, Any]], baseline: str = "sim-sft") -
             continue
         gain = ""
         if base is not None and base is not report and base["tasks"] == report["tasks"]:
-            d = difference(sim, base["backends"]["sim"])
-            gain = _interval(d["difference"], d["ci95"]) + "; "
-            gain += _interval(d["paired"]["difference"], d["paired"]["ci95"])
+            gain = _difference_text(sim, base["backends"]["sim"])
         f = sim.get("faults") or after_faults([])
         after = f"{f['retried']} / {f['other']} / {f['answered']} / {f['out_of_turns']}"
         lines.append(
