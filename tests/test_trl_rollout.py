@@ -207,7 +207,6 @@ def test_grpo_trainer_trains_with_the_rollout_function(tokenizer: Any, tmp_path:
         world_model=simgym.FunctionWorldModel(world),
         reward=LetterShare(),
         max_turns=2,
-        temperature=1.0,
         max_tokens=12,
         trajectories=tmp_path / "episodes.jsonl",
     )

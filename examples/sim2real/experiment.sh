@@ -2,11 +2,12 @@
 # The whole sim2real experiment in one script: train a policy in the twin (sim-sft), in the
 # twin with a fault curriculum (sim-faults-sft), its ablation without faults (sim-sft-seq:
 # the same staged collection and training order) and, as the baseline, on the real server
-# (real-sft), with equal budgets; evaluate them and the untrained policy on the held-out
-# tasks, real and twin; print one table. Then the robustness check: the trained policies
+# (real-sft), with equal budgets; then GRPO in the twin through TRL from sim-sft-seq
+# (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
+# held-out tasks, real and twin; print one table. Then the robustness check: the trained policies
 # on the twin with faults injected (results-faults/).
 #
-#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~3.5 h
+#   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
 #   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
 #
 # Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
@@ -25,6 +26,7 @@ OUT=${OUT:-examples/sim2real/results}
 RUNS=${RUNS:-examples/sim2real/runs}
 FAULTS=${FAULTS:-0.5}  # the fault level of the robustness check
 CURRICULUM=${CURRICULUM:-linear:0:0.75}  # sim-faults-sft: fault level over the training tasks
+GRPO_STEPS=${GRPO_STEPS:-20}  # sim-grpo: GRPO steps (2 tasks x 4 episodes each); 0: none
 "$PY" -c 'import torch; print("cuda:", torch.cuda.is_available())'
 for backend in sim real; do
   "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
@@ -34,8 +36,14 @@ done
   --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft"
 "$PY" examples/sim2real/train.py --condition sim-sft-seq --curriculum linear:0:0 \
   --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-sft-seq"
+TRAINED="sim-sft real-sft sim-faults-sft sim-sft-seq"
+if [ "$GRPO_STEPS" -gt 0 ]; then
+  "$PY" examples/sim2real/grpo.py --condition sim-grpo --steps "$GRPO_STEPS" \
+    --base "$RUNS/sim-sft-seq/run/policy.gguf" --train-tasks "$TASKS" --out "$RUNS/sim-grpo"
+  TRAINED="$TRAINED sim-grpo"
+fi
 "$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
-for condition in sim-sft real-sft sim-faults-sft sim-sft-seq; do
+for condition in $TRAINED; do
   "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 \
     --model-path "$RUNS/$condition/run/policy.gguf" --out "$OUT/$condition"
 done

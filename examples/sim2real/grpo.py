@@ -79,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     out = args.out or HERE / "runs" / args.condition
     run = out / "run"
+    if (run / "policy.gguf").is_file():
+        console.print(f"already trained: {run / 'policy.gguf'} (delete it to train again)")
+        return 0
     tasks = training_tasks(args.train_tasks)
     rollout = LocalFormatRollout(
         tasks,
@@ -155,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "result": {
             "steps": trainer.state.global_step,
-            "seconds": round(seconds, 1),
+            "seconds": round(seconds, 1),  # this invocation's (a resumed run: its share)
             "reward_by_step": [round(float(r["reward"]), 3) for r in steps],
             "reward_std_by_step": [round(float(r.get("reward_std", 0.0)), 3) for r in steps],
         },

@@ -50,9 +50,10 @@ CONDITIONS: dict[str, dict[str, Any]] = {
 }
 # trained by train.py: SFT on the reader's demonstrations the twin's (or, for the baseline,
 # the real server's) reward accepted; sim-faults-sft in the twin with a fault curriculum,
-# sim-sft-seq its ablation without faults; sim-rft2 a second round from sim-sft's samples.
-# The same local agent and settings as the untrained policy.
-for _trained in ("sim-sft", "real-sft", "sim-faults-sft", "sim-sft-seq", "sim-rft2"):
+# sim-sft-seq its ablation without faults; sim-rft2 a second round from sim-sft's samples;
+# sim-grpo GRPO in the twin from sim-sft-seq (grpo.py). The same local agent and settings as
+# the untrained policy.
+for _trained in ("sim-sft", "real-sft", "sim-faults-sft", "sim-sft-seq", "sim-rft2", "sim-grpo"):
     CONDITIONS[_trained] = {
         "agent": "local",
         "agent_options": {

@@ -46,6 +46,12 @@ With one group :attr:`~SimgymTRL.environment_factory` is that class; with severa
 ``{name: class}`` dict and the dataset gets the ``environment`` column TRL uses to route each
 row, so every prompt shows exactly its own world's tools. Mixing domains works the same way.
 
+A policy that acts in the ``local`` agent's plain-text format (tools listed in its system
+prompt, ``<tool_call>`` blocks; the sim2real policies) keeps that format in RL with
+:class:`~simgym.integrations.trl.rollout.LocalFormatRollout`, TRL's ``rollout_func``: it plays
+whole simgym episodes with the trainer's weights and hands them back as token sequences in
+which only the policy's replies are trained.
+
 Limits: ``GRPOTrainer`` calls the tools of a batch one after another, so world-model calls are
 not concurrent there; the methods are plain blocking functions (run on simgym's background
 event loop), which TRL's asynchronous trainer can run in its thread pool. The generated
@@ -59,6 +65,7 @@ from simgym.integrations.trl.environment import (
     build_environment_class,
 )
 from simgym.integrations.trl.methods import UNSET, tool_functions, tool_method
+from simgym.integrations.trl.rollout import LocalFormatRollout, TorchPolicy
 from simgym.integrations.trl.spec import ANSWER_HINT, ANSWER_TOOL, SYSTEM_PROMPT, SimgymTRL
 
 __all__ = [
@@ -68,7 +75,9 @@ __all__ = [
     "SYSTEM_PROMPT",
     "UNSET",
     "SimgymEnvironment",
+    "LocalFormatRollout",
     "SimgymTRL",
+    "TorchPolicy",
     "build_environment_class",
     "tool_functions",
     "tool_method",

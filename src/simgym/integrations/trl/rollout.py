@@ -191,8 +191,9 @@ class LocalFormatRollout:
 
     ``world_model`` is a built world model or a name (with ``world_model_options``),
     ``env_options`` go to each episode's environment (``grounding``, ``perturbations``),
-    ``reward`` is a reward spec (default: each task's own). ``temperature`` and
-    ``max_tokens`` set the sampling of each reply."""
+    ``reward`` is a reward spec (default: each task's own). ``max_tokens`` caps each reply;
+    replies are sampled at ``temperature``, by default the trainer's own
+    (``GRPOConfig.temperature``), the one its log-probabilities are computed at."""
 
     def __init__(
         self,
@@ -203,7 +204,7 @@ class LocalFormatRollout:
         env_options: dict[str, Any] | None = None,
         reward: Any = None,
         max_turns: int = 6,
-        temperature: float = 0.3,
+        temperature: float | None = None,
         max_tokens: int = 128,
         trajectories: str | Path | None = None,
         seed: int = 0,
@@ -244,8 +245,11 @@ class LocalFormatRollout:
         step = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
+        temperature = self.temperature
+        if temperature is None:
+            temperature = float(getattr(trainer.args, "temperature", 1.0))
         generate = torch_generator(
-            model, tokenizer, temperature=self.temperature, max_tokens=self.max_tokens
+            model, tokenizer, temperature=temperature, max_tokens=self.max_tokens
         )
         return self.play(prompts, tokenizer, generate, step=step)
 
