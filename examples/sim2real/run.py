@@ -1,17 +1,20 @@
-"""Sim2real on the customer-records MCP server: one policy, held-out tasks, real vs twin.
+"""Sim2real on the records MCP server or a real shell: one policy, held-out tasks, real vs twin.
 
     .venv/bin/python examples/sim2real/run.py --condition untrained --k 3 --tasks 7
     .venv/bin/python examples/sim2real/run.py --condition sim-rft --model-path policy.gguf
     .venv/bin/python examples/sim2real/run.py --write-tasks      # refresh tasks/*.jsonl
     .venv/bin/python examples/sim2real/run.py --condition sim-sft --backends sim \
         --faults 0.5 --max-turns 10 --out examples/sim2real/results-faults/sim-sft
+    .venv/bin/python examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21
 
 Each held-out task is played ``k`` times on the real server (a fresh database per episode)
 and on its simulated twin (the embedded world model, strict grounding). Episodes go to
 ``results/CONDITION/{real,sim}.jsonl`` (a rerun resumes), the numbers to
 ``results/CONDITION/report.json``, and a table to the terminal. ``--faults LEVEL`` injects
 the faults a retry can clear into the twin at that curriculum level (robustness; the real
-server meets none).
+server meets none). ``--suite shell`` plays the terminal tasks instead: a bash shell in a
+fresh sandbox per episode against the grounded ``terminal`` twin (``results-shell/``; trained
+policies from ``runs-shell/``).
 """
 
 from __future__ import annotations
@@ -24,13 +27,13 @@ from typing import Any
 from rich.console import Console
 
 from simgym.bench.sim2real import (
+    SUITES,
     ReaderAgent,
     conditions_table,
     evaluate,
     faults_table,
-    heldout_tasks,
+    get_suite,
     report_table,
-    training_tasks,
 )
 from simgym.bench.sim2real.tasks import task_line
 from simgym.train.sim2real import fault_plan
@@ -53,24 +56,25 @@ CONDITIONS: dict[str, dict[str, Any]] = {
 # sim-sft-seq its ablation without faults; sim-rft2 a second round from sim-sft's samples;
 # sim-grpo GRPO in the twin from sim-sft-seq (grpo.py). The same local agent and settings as
 # the untrained policy.
-for _trained in ("sim-sft", "real-sft", "sim-faults-sft", "sim-sft-seq", "sim-rft2", "sim-grpo"):
-    CONDITIONS[_trained] = {
-        "agent": "local",
-        "agent_options": {
-            "sample_seeds": True,
-            "model_path": str(HERE / "runs" / _trained / "run" / "policy.gguf"),
-        },
-    }
+TRAINED = ("sim-sft", "real-sft", "sim-faults-sft", "sim-sft-seq", "sim-rft2", "sim-grpo")
+for _trained in TRAINED:  # the policy file: runs[-SUITE]/CONDITION/run/policy.gguf
+    CONDITIONS[_trained] = {"agent": "local", "agent_options": {"sample_seeds": True}}
+
+
+def policy_file(suite: str, condition: str) -> Path:
+    """Where train.py (or grpo.py) leaves ``condition``'s policy for ``suite``."""
+    return HERE / f"runs{get_suite(suite).suffix}" / condition / "run" / "policy.gguf"
 
 
 def write_tasks() -> None:
-    """The task sets as JSONL (without the worlds, which the generators rebuild)."""
+    """Every suite's task sets as JSONL (without the worlds, which the generators rebuild)."""
     folder = HERE / "tasks"
     folder.mkdir(exist_ok=True)
-    for name, tasks in (("heldout.jsonl", heldout_tasks()), ("train.jsonl", training_tasks())):
-        lines = "".join(task_line(t) + "\n" for t in tasks)
-        (folder / name).write_text(lines, encoding="utf-8")
-        print(f"wrote {folder / name}: {len(tasks)} tasks")
+    for suite in map(get_suite, SUITES):
+        for name, tasks in zip(suite.files, (suite.heldout(21), suite.training(70)), strict=True):
+            lines = "".join(task_line(t) + "\n" for t in tasks)
+            (folder / name).write_text(lines, encoding="utf-8")
+            print(f"wrote {folder / name}: {len(tasks)} tasks")
 
 
 def summary(folder: Path, baseline: str | None = None) -> str:
@@ -101,7 +105,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--backends", default="real,sim", help="real, sim or both")
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--faults", type=float, help="fault level in the twin, 0 to 1")
-    parser.add_argument("--out", type=Path, help="default: results/CONDITION")
+    parser.add_argument(
+        "--suite", choices=sorted(SUITES), default="records", help="the environment's tasks"
+    )
+    parser.add_argument("--out", type=Path, help="default: results[-SUITE]/CONDITION")
     parser.add_argument("--write-tasks", action="store_true", help="write tasks/*.jsonl, exit")
     parser.add_argument(
         "--summary", action="store_true", help="print every stored report as one table, exit"
@@ -113,22 +120,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.write_tasks:
         write_tasks()
         return 0
+    suite = get_suite(args.suite)
+    results = HERE / f"results{suite.suffix}"
     if args.summary:
-        print(summary(args.out or HERE / "results", args.baseline))
+        print(summary(args.out or results, args.baseline))
         return 0
     policy = CONDITIONS.get(args.condition, CONDITIONS["untrained"])
     agent = args.agent or policy["agent"]
     options = dict(policy["agent_options"]) if agent == policy["agent"] else {}
     if args.model_path:
         options["model_path"] = args.model_path
-    tasks = heldout_tasks(args.tasks)
+    elif args.condition in TRAINED and agent == "local":
+        options["model_path"] = str(policy_file(args.suite, args.condition))
+    tasks = suite.heldout(args.tasks)
     policy_spec: Any = agent
     if agent == "scripted" and "by_task" not in options:
-        options["by_task"] = {t.id: t.metadata["solution"] for t in tasks}
+        options["by_task"] = {t.id: suite.reference(t) for t in tasks}
     if agent == "reader":  # not a registered agent: it is handed the task plans
         policy_spec, options = ReaderAgent(tasks, retries=3 if args.faults else 0), {}
     console = Console()
-    out = args.out or HERE / "results" / args.condition
+    out = args.out or results / args.condition
     report = evaluate(
         tasks,
         agent=policy_spec,

@@ -37,7 +37,7 @@ from typing import Any
 from rich.console import Console
 
 from simgym.agents import create_agent
-from simgym.bench.sim2real import ReaderAgent, training_tasks
+from simgym.bench.sim2real import SUITES, ReaderAgent, get_suite
 from simgym.perturb import Curriculum
 from simgym.train.base import file_sha256
 from simgym.train.sft import MANIFEST
@@ -56,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--condition", default="sim-sft", help="label of the trained policy")
     parser.add_argument("--backend", choices=("sim", "real"), default="sim")
+    parser.add_argument(
+        "--suite", choices=sorted(SUITES), default="records", help="the environment's tasks"
+    )
     parser.add_argument("--sampler", default="reader", help="reader, or a GGUF policy file")
     parser.add_argument("--train-tasks", type=int, default=70)
     parser.add_argument("--k", type=int, default=1, help="samples per training task")
@@ -73,14 +76,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stages", type=int, default=5, help="curriculum stages")
     parser.add_argument("--retries", type=int, default=3, help="reader retries of a fault")
     parser.add_argument("--max-turns", type=int, help="default: 6, or 10 with --curriculum")
-    parser.add_argument("--out", type=Path, help="default: runs/CONDITION")
+    parser.add_argument("--out", type=Path, help="default: runs[-SUITE]/CONDITION")
     parser.add_argument(
-        "--results", type=Path, help="training record (default: results/CONDITION/training.json)"
+        "--results",
+        type=Path,
+        help="training record (default: results[-SUITE]/CONDITION/training.json)",
     )
     args = parser.parse_args(argv)
     console = Console()
-    out = args.out or HERE / "runs" / args.condition
-    tasks = training_tasks(args.train_tasks)
+    suite = get_suite(args.suite)
+    out = args.out or HERE / f"runs{suite.suffix}" / args.condition
+    tasks = suite.training(args.train_tasks)
     faults = args.curriculum is not None
     if faults and args.backend != "sim":
         parser.error("--curriculum injects faults into the twin: use --backend sim")
@@ -121,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     summary = {
         "condition": args.condition,
+        "suite": args.suite,
         "backend": args.backend,
         "sampler": args.sampler,
         "base": args.base,
@@ -134,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         "policy": str(policy),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
-    record = args.results or HERE / "results" / args.condition / "training.json"
+    record = args.results or HERE / f"results{suite.suffix}" / args.condition / "training.json"
     write_training_record(record, summary, out / "run", policy)
     console.print(f"policy: {policy}\ntraining record: {record}")
     return 0

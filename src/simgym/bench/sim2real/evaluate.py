@@ -3,10 +3,11 @@
 ``evaluate(tasks, agent=..., k=3)`` plays every task ``k`` times on each backend:
 
 * ``real``: the bundled records MCP server, a fresh database per episode seeded with the
-  task's records (the safety track's :class:`~simgym.safety.real.FreshWorlds` executor);
-  updates are checked on the database read back at the end;
-* ``sim``: the twin, the ``mcp`` domain on a world model (the embedded default unless
-  told otherwise) with strict grounding; updates are checked on its hidden state.
+  task's records, or for ``terminal`` tasks a bash shell in a fresh sandbox holding the
+  task's machine (the safety track's :class:`~simgym.safety.real.FreshWorlds` executor);
+  changes are checked on the database or the files read back at the end;
+* ``sim``: the twin, the task's domain on a world model (the embedded default unless
+  told otherwise) with strict grounding; changes are checked on its hidden state.
 
 An episode succeeds when its task reward is 1 (every check passed). The report gives each
 backend's success rate with a 95% Wilson interval and the simulator-overfitting gap, sim
@@ -38,18 +39,20 @@ from simgym.rewards import build_reward
 from simgym.rollout.runner import arollout
 
 BACKENDS = ("real", "sim")
+REAL_DOMAINS = ("mcp", "terminal")
 SCHEMA = "simgym.sim2real/1"
 REPORT = "report.json"
 SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
 
 
 def _real_world(domain: str) -> Any:
-    """A fresh records server for one episode, its database seeded from the scenario."""
-    if domain != "mcp":
-        raise SimgymError(f"sim2real runs mcp tasks on the records server, not {domain}")
-    from simgym.real.mcp import RealMCP
+    """A fresh real world for one episode: the records server, its database seeded from
+    the scenario, or a sandboxed shell holding the scenario's machine."""
+    if domain not in REAL_DOMAINS:
+        raise SimgymError(f"sim2real runs {' and '.join(REAL_DOMAINS)} tasks, not {domain}")
+    from simgym.safety.real import real_backend
 
-    return RealMCP(seed_from_scenario=True)
+    return real_backend(domain)
 
 
 def succeeded(trajectory: Trajectory) -> bool:

@@ -2,9 +2,13 @@
 
 The ``reader`` agent calls the tools of a task's reference solution in order, but it takes
 the customer id a search found and the value a lookup asks for from the observations it is
-shown, never from the task. It solves every task on the real server. Its success on the
-twin therefore shows how often the twin shows the facts a policy needs, and its gap is the
-part of the sim-to-real gap that the world causes, with no policy error mixed in.
+shown, never from the task. A plan step may say what to read itself: ``"read": {name:
+regex}`` takes the regular expression's first group from the observation that answers the
+step, and later steps' arguments and answers use it as ``{name}`` (the terminal tasks,
+:mod:`~simgym.bench.sim2real.shell_tasks`). It solves every task on the real backends. Its
+success on the twin therefore shows how often the twin shows the facts a policy needs, and
+its gap is the part of the sim-to-real gap that the world causes, with no policy error
+mixed in.
 
 With ``retries``, it sends a call again when the world answers with an error a retry may
 clear (a timeout, a rate limit, a server error, a dropped connection, a result still
@@ -15,6 +19,7 @@ twin with injected faults.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -91,6 +96,7 @@ class _ReaderSession:
         self.step = 0
         self.last: Any = None  # the newest observation that was JSON
         self.customer_id: str | None = None  # the id the search showed
+        self.read: dict[str, str] = {}  # values the plan's "read" steps took from the world
         self.messages: list[dict[str, Any]] = []
 
     async def act(self, observation: str) -> Decision | None:
@@ -105,22 +111,34 @@ class _ReaderSession:
             self.last = seen
         if self.step and self.plan[self.step - 1].get("name") == "search_customers":
             self.customer_id = first_field(seen, "id") or NO_CUSTOMER
+        if self.step:
+            for name, pattern in (self.plan[self.step - 1].get("read") or {}).items():
+                found = re.search(pattern, observation)
+                self.read[name] = found.group(1) if found else NOT_FOUND
         if self.step >= len(self.plan):
             return None
         entry = self.plan[self.step]
         self.step += 1
         if "answer" in entry:
-            answer = str(entry["answer"])
+            answer = self._fill(str(entry["answer"]))
             if self.kind.startswith(("email_by", "phone_by")):
                 field = "phone" if self.kind.startswith("phone") else "email"
                 answer = first_field(self.last, field) or NOT_FOUND
             self.messages.append({"role": "assistant", "content": answer})
             self.call = None
             return Decision(answer=answer)
-        arguments = dict(entry["arguments"])
+        arguments = {
+            k: self._fill(v) if isinstance(v, str) else v for k, v in entry["arguments"].items()
+        }
         if "customer_id" in arguments and self.customer_id is not None:
             arguments["customer_id"] = self.customer_id
         call = {"name": entry["name"], "arguments": arguments}
         self.call = call
         self.messages.append({"role": "assistant", "content": json.dumps(call)})
         return Decision(action=call)
+
+    def _fill(self, text: str) -> str:
+        """``text`` with each ``{name}`` a read step took replaced by its value."""
+        for name, value in self.read.items():
+            text = text.replace("{" + name + "}", value)
+        return text

@@ -1,0 +1,71 @@
+"""The experiment's environments by name: each suite's held-out and training task sets.
+
+``records`` is the customer-records MCP server (:mod:`~simgym.bench.sim2real.tasks`),
+``shell`` a bash shell in a sandbox (:mod:`~simgym.bench.sim2real.shell_tasks`). The
+example scripts take ``--suite NAME``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from simgym.core.errors import SimgymError
+from simgym.core.types import Task
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One environment's task sets and how its reference plans are played."""
+
+    name: str
+    heldout: Callable[[int], list[Task]]
+    training: Callable[[int], list[Task]]
+    reference: Callable[[Task], list[Any]]
+    files: tuple[str, str]  # tasks/ file names: held-out, training
+
+    @property
+    def suffix(self) -> str:
+        """What the example's folders of this suite end with (``results-shell``); the
+        records suite, the first, has none."""
+        return "" if self.name == "records" else f"-{self.name}"
+
+
+def _records() -> Suite:
+    from simgym.bench.sim2real.tasks import heldout_tasks, training_tasks
+
+    return Suite(
+        "records",
+        heldout_tasks,
+        training_tasks,
+        lambda task: list(task.metadata["solution"]),
+        ("heldout.jsonl", "train.jsonl"),
+    )
+
+
+def _shell() -> Suite:
+    from simgym.bench.sim2real.shell_tasks import (
+        reference_solution,
+        shell_heldout_tasks,
+        shell_training_tasks,
+    )
+
+    return Suite(
+        "shell",
+        shell_heldout_tasks,
+        shell_training_tasks,
+        reference_solution,
+        ("shell-heldout.jsonl", "shell-train.jsonl"),
+    )
+
+
+SUITES: dict[str, Callable[[], Suite]] = {"records": _records, "shell": _shell}
+
+
+def get_suite(name: str) -> Suite:
+    """The suite called ``name`` (``records`` or ``shell``)."""
+    try:
+        return SUITES[name]()
+    except KeyError:
+        raise SimgymError(f"unknown suite {name!r}; choose one of {sorted(SUITES)}") from None

@@ -1,0 +1,98 @@
+"""Sim2real's terminal tasks: disjoint held-out and training machines; every kind solved
+in a real sandboxed shell by the reference plan and by the reader (which reads every fact
+from the screen), failed by a wrong plan, and played the same way in the grounded twin."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simgym.agents import ScriptedAgent
+from simgym.bench.sim2real import ReaderAgent, evaluate
+from simgym.bench.sim2real.shell_tasks import (
+    SHELL_KINDS,
+    reference_solution,
+    shell_heldout_tasks,
+    shell_training_tasks,
+    shell_world,
+)
+from simgym.bench.sim2real.tasks import task_line
+from simgym.core.trajectories import read_trajectories
+from simgym.real.sandbox import bwrap_problem
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sim2real"
+
+
+def test_heldout_and_training_machines_share_no_fact() -> None:
+    heldout, training = shell_heldout_tasks(), shell_training_tasks()
+    assert len(heldout) == 21 and len(training) == 70
+    assert not {t.id for t in heldout} & {t.id for t in training}
+    assert not {t.instruction for t in heldout} & {t.instruction for t in training}
+    # other machines: other secrets, codes and logs
+    held_files = {p: c for t in heldout for p, c in t.scenario["files"].items() if c}
+    for task in training:
+        files = task.scenario["files"]
+        assert not set(files.values()) & {
+            c for p, c in held_files.items() if p.endswith(("app.env", ".log"))
+        }
+    answers = {str(t.metadata.get("answer")) for t in training}
+    secrets = {str(t.metadata["answer"]) for t in heldout if t.metadata["kind"] == "config_value"}
+    assert secrets and not secrets & answers
+    # every kind on every machine, in turn
+    assert [t.metadata["kind"] for t in heldout[:7]] == list(SHELL_KINDS)
+    # deterministic: the committed files are what the generators make
+    for name, tasks in (("shell-heldout.jsonl", heldout), ("shell-train.jsonl", training)):
+        lines = (EXAMPLE / "tasks" / name).read_text(encoding="utf-8").splitlines()
+        assert lines == [task_line(t) for t in tasks], f"regenerate {name}: run.py --write-tasks"
+
+
+def test_a_machine_is_a_pure_function_of_its_seed() -> None:
+    assert shell_world(3) == shell_world(3)
+    assert shell_world(3)["scenario"]["files"] != shell_world(4)["scenario"]["files"]
+
+
+def test_the_reference_plan_holds_the_answer_and_the_reader_plan_does_not() -> None:
+    for task in shell_heldout_tasks(7):
+        plan = task.metadata["solution"]
+        reference = reference_solution(task)
+        if task.metadata["reward"]["type"] == "contains":
+            answer = str(task.metadata["answer"])
+            assert all(answer not in str(step) for step in plan)  # read from the screen
+            assert reference[-1] == {"answer": answer}
+        assert all("read" not in step for step in reference)
+
+
+def _wrong(task: object) -> list[object]:
+    """A plan that does the wrong thing: answers a made-up value, writes the wrong line."""
+    keys = {"keystrokes": "echo 'nope' >> todo.txt\n"}
+    return [{"name": "send_keys", "arguments": keys}, {"answer": "42"}]
+
+
+needs_sandbox = pytest.mark.skipif(bwrap_problem() is not None, reason=str(bwrap_problem()))
+
+
+@needs_sandbox
+@pytest.mark.parametrize("play", ["reference", "reader", "wrong"])
+def test_every_kind_on_the_real_shell_and_the_twin(play: str, tmp_path: Path) -> None:
+    tasks = shell_heldout_tasks(7)
+    if play == "reader":
+        agent = ReaderAgent(tasks)
+    else:
+        scripts = {t.id: reference_solution(t) if play == "reference" else _wrong(t) for t in tasks}
+        agent = ScriptedAgent(by_task=scripts)
+    report = evaluate(tasks, agent=agent, condition=play, k=1, max_turns=6, out_dir=tmp_path)
+    expected = 0 if play == "wrong" else 7
+    for backend in ("real", "sim"):
+        cell = report["backends"][backend]
+        assert (cell["successes"], cell["errors"]) == (expected, 0), (backend, cell)
+        assert set(cell["by_kind"]) == set(SHELL_KINDS)
+    real = {t.key: t for t in read_trajectories(tmp_path / "real.jsonl")}
+    sim = {t.key: t for t in read_trajectories(tmp_path / "sim.jsonl")}
+    # the real shell's files were read back from the sandbox; the twin's from its ledger
+    assert {t.world_model["backend"] for t in real.values()} == {"real-terminal"}
+    assert {t.metrics.get("state_source") for t in real.values()} == {"live"}
+    assert all(t.metrics.get("state_source") != "live" for t in sim.values())
+    # the grounded twin showed what the real shell showed, screen for screen
+    pairs = [(a, b) for k in real for a, b in zip(real[k].turns, sim[k].turns, strict=True)]
+    assert pairs and all(a.observation.text == b.observation.text for a, b in pairs)
