@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from simgym.agents.base import EpisodeView
 from simgym.agents.imitate import DONE, ImitationAgent, policy_rows
 from simgym.agents.local import Conversation, parse_tool_call, system_prompt
-from simgym.bench.sim2real import ReaderAgent, evaluate, heldout_tasks, training_tasks
+from simgym.bench.sim2real import ReaderAgent, evaluate, get_suite, training_tasks
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, ToolSpec, Trajectory
+from simgym.real.sandbox import bwrap_problem
 from simgym.train.sim2real import collect, train_policy, write_rows
 
 TOOLS = [ToolSpec(name="get_customer", description="Fetch one customer.")]
@@ -72,10 +75,15 @@ def test_a_failed_demonstration_is_not_kept(tmp_path):
     assert (got.episodes, got.kept) == (1, [])
 
 
-def test_the_whole_loop_in_tiny(tmp_path, tiny_base):
+@pytest.mark.parametrize("suite", ["records", "shell"])
+def test_the_whole_loop_in_tiny(tmp_path, tiny_base, suite):
     """Collect in the twin, fine-tune (a tiny random model, 2 steps), export to GGUF, and
-    play a held-out task on the real server with the exported policy."""
-    tasks = training_tasks(2)
+    play a held-out task on the real backend (the records server, a sandboxed shell) with
+    the exported policy."""
+    if suite == "shell" and bwrap_problem() is not None:
+        pytest.skip(str(bwrap_problem()))
+    chosen = get_suite(suite)
+    tasks = chosen.training(2)
     got = collect(tasks, ImitationAgent(ReaderAgent(tasks)), tmp_path / "collect")
     rows = tmp_path / "rows.jsonl"
     write_rows(got.kept, rows)
@@ -90,12 +98,12 @@ def test_the_whole_loop_in_tiny(tmp_path, tiny_base):
         save_steps=1,
         threads=1,
     )
-    assert policy.is_file() and policy.stat().st_size > 0
+    assert got.kept and policy.is_file() and policy.stat().st_size > 0
     log = [json.loads(line) for line in (tmp_path / "run" / "loss.jsonl").read_text().splitlines()]
     assert any("loss" in record for record in log)
     assert train_policy(rows, tmp_path / "run", base=str(tiny_base)) == policy  # resumes: done
     report = evaluate(
-        heldout_tasks(1),
+        chosen.heldout(1),
         agent="local",
         agent_options={"model_path": str(policy), "max_tokens": 8},
         k=1,
@@ -107,6 +115,7 @@ def test_the_whole_loop_in_tiny(tmp_path, tiny_base):
     (episode,) = read_trajectories(tmp_path / "eval" / "real.jsonl")
     assert episode.agent["model_path"] == str(policy)
     assert episode.agent_messages[0]["role"] == "system"
+    assert episode.domain == chosen.heldout(1)[0].domain
 
 
 class _SloppyTeacher:
