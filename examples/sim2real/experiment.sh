@@ -4,7 +4,9 @@
 # the same staged collection and training order) and, as the baseline, on the real server
 # (real-sft), with equal budgets; then GRPO in the twin through TRL from sim-sft-seq
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
-# held-out tasks, real and twin; print one table. Then the robustness check: the trained policies
+# held-out tasks, real and twin; print one table. The second environment, a real sandboxed
+# shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft and real-sft trained and
+# evaluated the same way, with the untrained policy, into results-shell/. Then the robustness check: the trained policies
 # on the twin with faults injected (results-faults/).
 #
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
@@ -56,3 +58,18 @@ done
 "$PY" examples/sim2real/run.py --condition reader --k 1 --tasks 21 --backends sim \
   --faults "$FAULTS" --max-turns 10 --out "$OUT-faults/reader"
 "$PY" examples/sim2real/run.py --summary --out "$OUT-faults"
+if [ "${SHELL_SUITE:-1}" != 0 ]; then
+  for backend in sim real; do
+    "$PY" examples/sim2real/train.py --suite shell --condition "$backend-sft" \
+      --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS-shell/$backend-sft"
+  done
+  "$PY" examples/sim2real/run.py --suite shell --condition untrained --k "$K" --tasks 21 \
+    --out "$OUT-shell/untrained"
+  for condition in sim-sft real-sft; do
+    "$PY" examples/sim2real/run.py --suite shell --condition "$condition" --k "$K" --tasks 21 \
+      --model-path "$RUNS-shell/$condition/run/policy.gguf" --out "$OUT-shell/$condition"
+  done
+  "$PY" examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21 \
+    --out "$OUT-shell/reader"
+  "$PY" examples/sim2real/run.py --summary --out "$OUT-shell"
+fi
