@@ -96,3 +96,15 @@ def test_every_kind_on_the_real_shell_and_the_twin(play: str, tmp_path: Path) ->
     # the grounded twin showed what the real shell showed, screen for screen
     pairs = [(a, b) for k in real for a, b in zip(real[k].turns, sim[k].turns, strict=True)]
     assert pairs and all(a.observation.text == b.observation.text for a, b in pairs)
+
+
+def test_a_lookup_passes_on_the_value_as_a_whole_token() -> None:
+    import re
+
+    task = shell_heldout_tasks(1)[0]
+    value = task.metadata["answer"]
+    pattern = re.compile(task.metadata["reward"]["pattern"])
+    for good in (value, f"CACHE_SECRET={value}", f"The value is {value}."):
+        assert pattern.search(good), good
+    for bad in (f"x{value}", f"{value}9", "I could not find it."):
+        assert not pattern.search(bad), bad

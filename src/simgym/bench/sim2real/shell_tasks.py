@@ -13,8 +13,10 @@ files. Both report the files at the end as ``{"files": {path: content}}``, so on
 Two disjoint sets, generated deterministically: held-out machines (:func:`shell_heldout_tasks`,
 one seed, never trained on) and training machines (:func:`shell_training_tasks`, other
 seeds: other file names, codes, keys and lines). Lookups ask for a value only that machine
-has (a random key, a code word's file, a line count) and are scored with ``contains``;
-changes are scored with ``state`` checks on the files. Each task's reference plan
+has (a random key, a code word's file, a line count);
+changes are scored with ``state`` checks on the files; lookups pass when the answer holds
+the value as a whole token (``regex``: ``KEY=value`` and ``notes/budget.txt`` pass,
+``x123`` does not for ``123``). Each task's reference plan
 (``metadata["solution"]``) is a list of ``send_keys`` calls and an answer; plan steps may
 ``read`` a value from what the terminal shows (a regular expression with one group), which
 later steps use as ``{name}``: the :class:`~simgym.bench.sim2real.ReaderAgent` follows the
@@ -162,7 +164,11 @@ def _absent(path: str) -> dict[str, Any]:
 
 
 def _lookup(answer: str, solution: list[Any]) -> dict[str, Any]:
-    return {"answer": answer, "reward": {"type": "contains"}, "solution": solution}
+    """A lookup, passed when the answer holds the value as a whole token. ``contains``
+    would normalize ``CACHE_SECRET=fwu9lhpe93`` to one word and miss the value in it."""
+    token = rf"(?<![A-Za-z0-9]){re.escape(answer)}(?![A-Za-z0-9])"
+    reward = {"type": "regex", "pattern": token}
+    return {"answer": answer, "reward": reward, "solution": solution}
 
 
 def _change(checks: list[dict[str, Any]], solution: list[Any]) -> dict[str, Any]:
