@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             "sampler": "the policy itself (GRPO, local format)",
             "base": args.base,
             "train_tasks": args.train_tasks,
-            "episodes": args.steps * args.tasks_per_step * group,
+            "episodes": trainer.state.global_step * args.tasks_per_step * group,
         },
         "options": {
             "mode": "lora",
