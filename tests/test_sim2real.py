@@ -201,6 +201,16 @@ def test_a_policy_learns_which_sample_it_plays(tmp_path: Path) -> None:
         evaluate([task], agent=other, k=2, backends=["real"], out_dir=tmp_path)
 
 
+def test_a_k1_run_and_a_later_k3_run_in_one_folder_count_each_draw_once(tmp_path: Path) -> None:
+    task = heldout_tasks(1)[0]
+    agent = _Recording(by_task={task.id: task.metadata["solution"]})
+    evaluate([task], agent=agent, k=1, backends=["real"], out_dir=tmp_path)
+    report = evaluate([task], agent=agent, k=3, backends=["real"], out_dir=tmp_path)
+    # the k=1 episode (no sample) and sample 0 are one draw: 3 episodes, not 4
+    assert report["backends"]["real"]["episodes"] == 3
+    assert report["backends"]["real"]["per_task"] == {task.id: [1, 1, 1]}
+
+
 def test_every_kind_of_task_is_solved_on_the_real_server_from_what_it_shows(
     tmp_path: Path,
 ) -> None:

@@ -169,8 +169,12 @@ def _episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) 
     another run's other tasks or extra samples left out), in task order. Episodes another
     policy played there are an error: a resumed run must not mix two policies' numbers."""
     order = {t.id: i for i, t in enumerate(tasks)}
+    # keyed by (task, sample or 0): a k=1 run's episode (no sample) is the same draw as
+    # sample 0 of a later k=3 run in the same folder, and must not count twice
     found = {
-        t.key: t for t in read_trajectories(path) if t.task.id in order and (t.sample or 0) < k
+        (t.task.id, t.sample or 0): t
+        for t in read_trajectories(path)
+        if t.task.id in order and (t.sample or 0) < k
     }
     others = {json.dumps(t.agent, sort_keys=True) for t in found.values()}
     others -= {json.dumps(policy, sort_keys=True), "{}"}  # {}: a world that never started
