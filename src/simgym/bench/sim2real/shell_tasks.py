@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from simgym.bench.sim2real.tasks import checked_change
 from simgym.core.types import Task
 
 SHELL_DOMAIN = "terminal"
@@ -171,10 +172,6 @@ def _lookup(answer: str, solution: list[Any]) -> dict[str, Any]:
     return {"answer": answer, "reward": reward, "solution": solution}
 
 
-def _change(checks: list[dict[str, Any]], solution: list[Any]) -> dict[str, Any]:
-    return {"reward": {"type": "state", "checks": checks}, "solution": solution}
-
-
 Maker = Callable[[random.Random, dict[str, Any]], tuple[str, dict[str, Any]]]
 
 
@@ -190,14 +187,15 @@ def _write_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     name = f"{rng.choice(facts['pools'].names)}.txt"
     solution = [_keys(f"echo '{line}' > {name}"), {"answer": "Done."}]
     text = f"Create a file named {name} in your home directory containing the single line: {line}"
-    return text, _change([_equals(f"{HOME}/{name}", line + "\n")], solution)
+    return text, checked_change([_equals(f"{HOME}/{name}", line + "\n")], solution)
 
 
 def _append_line(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     line = rng.choice(facts["pools"].lines)
     solution = [_keys(f"echo '{line}' >> todo.txt"), {"answer": "Done."}]
     text = f"Add the line '{line}' to the end of todo.txt."
-    return text, _change([_equals(f"{HOME}/todo.txt", facts["todo"] + line + "\n")], solution)
+    check = _equals(f"{HOME}/todo.txt", facts["todo"] + line + "\n")
+    return text, checked_change([check], solution)
 
 
 def _find_code(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
@@ -216,7 +214,7 @@ def _move_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
         _equals(f"{HOME}/archive/{old.split('/')[-1]}", facts["old_log_text"]),
         _absent(f"{HOME}/{old}"),
     ]
-    return f"Move {old} into the archive directory.", _change(checks, solution)
+    return f"Move {old} into the archive directory.", checked_change(checks, solution)
 
 
 def _count_lines(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
@@ -238,7 +236,7 @@ def _backup_then_append(rng: random.Random, facts: dict[str, Any]) -> tuple[str,
         _equals(f"{HOME}/todo.bak", facts["todo"]),
         _equals(f"{HOME}/todo.txt", facts["todo"] + line + "\n"),
     ]
-    return text, _change(checks, solution)
+    return text, checked_change(checks, solution)
 
 
 # In this order a set's first tasks cover every kind.

@@ -224,7 +224,8 @@ def _lookup(answer: str, solution: list[Any]) -> dict[str, Any]:
     return {"answer": answer, "reward": {"type": "contains"}, "solution": solution}
 
 
-def _update(checks: list[dict[str, Any]], solution: list[Any]) -> dict[str, Any]:
+def checked_change(checks: list[dict[str, Any]], solution: list[Any]) -> dict[str, Any]:
+    """A task's metadata for a change: scored with ``state`` checks, its plan beside."""
     return {"reward": {"type": "state", "checks": checks}, "solution": solution}
 
 
@@ -265,7 +266,7 @@ def _update_by_id(rng: random.Random, p: dict[str, Any], taken: set[str]) -> tup
     email = _new_email(rng, p, taken)
     solution = [_call("update_email", customer_id=p["id"], email=email), {"answer": "Done."}]
     text = f"Customer {p['id']} has a new email address, {email}. Update their record."
-    return text, _update([_email_check(p, email)], solution)
+    return text, checked_change([_email_check(p, email)], solution)
 
 
 def _update_by_name(rng: random.Random, p: dict[str, Any], taken: set[str]) -> tuple[str, Any]:
@@ -276,7 +277,7 @@ def _update_by_name(rng: random.Random, p: dict[str, Any], taken: set[str]) -> t
         {"answer": "Done."},
     ]
     text = f"{p['name']} asked us to change their email address to {email}."
-    return text, _update([_email_check(p, email)], solution)
+    return text, checked_change([_email_check(p, email)], solution)
 
 
 def _ticket(rng: random.Random, p: dict[str, Any], taken: set[str]) -> tuple[str, Any]:
@@ -289,7 +290,7 @@ def _ticket(rng: random.Random, p: dict[str, Any], taken: set[str]) -> tuple[str
     text = (
         f'Open a {priority}-priority support ticket for {p["name"]} with the subject "{subject}".'
     )
-    return text, _update([_ticket_check(p, subject, priority)], solution)
+    return text, checked_change([_ticket_check(p, subject, priority)], solution)
 
 
 def _email_and_ticket(rng: random.Random, p: dict[str, Any], taken: set[str]) -> tuple[str, Any]:
@@ -305,7 +306,7 @@ def _email_and_ticket(rng: random.Random, p: dict[str, Any], taken: set[str]) ->
         f'normal-priority ticket for them with the subject "{subject}".'
     )
     checks = [_email_check(p, email), _ticket_check(p, subject, "normal")]
-    return text, _update(checks, solution)
+    return text, checked_change(checks, solution)
 
 
 # In this order a set's first tasks cover every kind, so a small --tasks still mixes them.
