@@ -108,3 +108,46 @@ def test_a_lookup_passes_on_the_value_as_a_whole_token() -> None:
         assert pattern.search(good), good
     for bad in (f"x{value}", f"{value}9", "I could not find it."):
         assert not pattern.search(bad), bad
+
+
+def test_a_count_passes_only_as_the_one_number_in_the_answer() -> None:
+    import re
+
+    task = next(t for t in shell_heldout_tasks() if t.metadata["kind"] == "count_lines")
+    count = task.metadata["answer"]
+    pattern = re.compile(task.metadata["reward"]["pattern"])
+    for good in (count, f"{count} logs/app.log", f"It has {count} lines.\n"):
+        assert pattern.search(good), good
+    # the untrained policy's real false pass: the count inside a made-up timestamp
+    for bad in (f"12:22:{count}.192", f"{count}0", f"{count} or {int(count) + 1}", "none"):
+        assert not pattern.search(bad), bad
+
+
+@needs_sandbox
+def test_rescore_applies_a_fixed_check_to_the_stored_episodes(tmp_path: Path) -> None:
+    import json
+
+    from simgym.bench.sim2real import rescore
+    from simgym.core.errors import SimgymError
+
+    task = next(t for t in shell_heldout_tasks() if t.metadata["kind"] == "count_lines")
+    count = task.metadata["answer"]
+    loose = task.model_copy(deep=True)  # the whole-token check the count first had
+    loose.metadata["reward"] = {"type": "regex", "pattern": rf"(?<![A-Za-z0-9]){count}(?![0-9])"}
+    agent = ScriptedAgent(by_task={task.id: [{"answer": f"12:22:{count}.192"}]})
+    report = evaluate([loose], agent=agent, k=1, backends=["real"], out_dir=tmp_path)
+    assert report["backends"]["real"]["successes"] == 1  # the false pass
+    with open(tmp_path / "real.jsonl", "ab") as f:
+        f.write(b"{not an episode\n")
+    with pytest.raises(SimgymError, match="give them all"):
+        rescore(tmp_path, [t for t in shell_heldout_tasks() if t.id != task.id])
+    fixed = rescore(tmp_path, [task])
+    assert fixed["backends"]["real"]["successes"] == 0
+    assert fixed["rescored"]["changed"] == {"real": 1}
+    assert json.loads((tmp_path / "report.json").read_text())["backends"]["real"]["successes"] == 0
+    (episode,) = read_trajectories(tmp_path / "real.jsonl")
+    assert (episode.total_reward, episode.metrics["rescored_from"]) == (0.0, 1.0)
+    assert episode.task.metadata["reward"] == task.metadata["reward"]
+    assert b"{not an episode\n" in (tmp_path / "real.jsonl").read_bytes()  # nothing lost
+    again = rescore(tmp_path, [task])  # a second pass changes nothing
+    assert again["rescored"]["changed"] == {"real": 0}

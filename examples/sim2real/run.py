@@ -6,6 +6,8 @@
     .venv/bin/python examples/sim2real/run.py --condition sim-sft --backends sim \
         --faults 0.5 --max-turns 10 --out examples/sim2real/results-faults/sim-sft
     .venv/bin/python examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21
+    .venv/bin/python examples/sim2real/run.py --suite shell --condition untrained --tasks 21 \
+        --rescore
 
 Each held-out task is played ``k`` times on the real server (a fresh database per episode)
 and on its simulated twin (the embedded world model, strict grounding). Episodes go to
@@ -14,7 +16,8 @@ and on its simulated twin (the embedded world model, strict grounding). Episodes
 the faults a retry can clear into the twin at that curriculum level (robustness; the real
 server meets none). ``--suite shell`` plays the terminal tasks instead: a bash shell in a
 fresh sandbox per episode against the grounded ``terminal`` twin (``results-shell/``; trained
-policies from ``runs-shell/``).
+policies from ``runs-shell/``). ``--rescore`` scores a condition's stored episodes again with
+the tasks' current checks (after a check is fixed) and rewrites its report.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from simgym.bench.sim2real import (
     faults_table,
     get_suite,
     report_table,
+    rescore,
 )
 from simgym.bench.sim2real.tasks import task_line
 from simgym.train.sim2real import fault_plan
@@ -111,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="default: results[-SUITE]/CONDITION")
     parser.add_argument("--write-tasks", action="store_true", help="write tasks/*.jsonl, exit")
     parser.add_argument(
+        "--rescore",
+        action="store_true",
+        help="score CONDITION's stored episodes (--tasks as evaluated) with today's checks, exit",
+    )
+    parser.add_argument(
         "--summary", action="store_true", help="print every stored report as one table, exit"
     )
     parser.add_argument(
@@ -124,6 +133,12 @@ def main(argv: list[str] | None = None) -> int:
     results = HERE / f"results{suite.suffix}"
     if args.summary:
         print(summary(args.out or results, args.baseline))
+        return 0
+    out = args.out or results / args.condition
+    if args.rescore:
+        report = rescore(out, suite.heldout(args.tasks))
+        Console().print(report_table(report))
+        print(f"changed: {report['rescored']['changed']}; report: {out / 'report.json'}")
         return 0
     policy = CONDITIONS.get(args.condition, CONDITIONS["untrained"])
     agent = args.agent or policy["agent"]
@@ -139,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     if agent == "reader":  # not a registered agent: it is handed the task plans
         policy_spec, options = ReaderAgent(tasks, retries=3 if args.faults else 0), {}
     console = Console()
-    out = args.out or results / args.condition
     report = evaluate(
         tasks,
         agent=policy_spec,

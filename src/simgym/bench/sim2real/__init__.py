@@ -4,7 +4,8 @@
 customer-records MCP server, :mod:`~simgym.bench.sim2real.shell_tasks` those on a real
 sandboxed shell (``get_suite("records" | "shell")``); :func:`evaluate` plays a policy on
 both the real backend and its twin and reports success with 95% intervals and the
-sim-minus-real gap (``examples/sim2real/`` runs it).
+sim-minus-real gap (``examples/sim2real/`` runs it); :func:`rescore` applies fixed checks to
+the episodes an evaluation stored.
 """
 
 from simgym.bench.sim2real.evaluate import (
@@ -17,6 +18,7 @@ from simgym.bench.sim2real.evaluate import (
     summarize,
 )
 from simgym.bench.sim2real.reader import ReaderAgent
+from simgym.bench.sim2real.rescore import arescore, rescore
 from simgym.bench.sim2real.shell_tasks import shell_heldout_tasks, shell_training_tasks
 from simgym.bench.sim2real.stats import newcombe_difference, paired_task_bootstrap, wilson
 from simgym.bench.sim2real.suites import SUITES, Suite, get_suite
@@ -27,6 +29,7 @@ __all__ = [
     "ReaderAgent",
     "Suite",
     "aevaluate",
+    "arescore",
     "after_faults",
     "conditions_table",
     "evaluate",
@@ -36,6 +39,7 @@ __all__ = [
     "newcombe_difference",
     "paired_task_bootstrap",
     "report_table",
+    "rescore",
     "shell_heldout_tasks",
     "shell_training_tasks",
     "summarize",

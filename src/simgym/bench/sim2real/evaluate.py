@@ -164,7 +164,7 @@ def gap(sim: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) -> list[Trajectory]:
+def episodes_of(path: Path, tasks: list[Task], k: int, policy: dict[str, Any]) -> list[Trajectory]:
     """This evaluation's episodes in ``path`` (a resumed run's earlier ones included,
     another run's other tasks or extra samples left out), in task order. Episodes another
     policy played there are an error: a resumed run must not mix two policies' numbers."""
@@ -249,7 +249,7 @@ async def aevaluate(
             if close is not None and isinstance(agent, str):
                 await close()
         seconds = time.perf_counter() - started
-        episodes = _episodes_of(path, task_list, k, described) if path is not None else played
+        episodes = episodes_of(path, task_list, k, described) if path is not None else played
         results[backend] = summarize(episodes, seconds)
     report: dict[str, Any] = {
         "schema": SCHEMA,

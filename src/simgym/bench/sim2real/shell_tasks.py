@@ -13,10 +13,10 @@ files. Both report the files at the end as ``{"files": {path: content}}``, so on
 Two disjoint sets, generated deterministically: held-out machines (:func:`shell_heldout_tasks`,
 one seed, never trained on) and training machines (:func:`shell_training_tasks`, other
 seeds: other file names, codes, keys and lines). Lookups ask for a value only that machine
-has (a random key, a code word's file, a line count);
-changes are scored with ``state`` checks on the files; lookups pass when the answer holds
-the value as a whole token (``regex``: ``KEY=value`` and ``notes/budget.txt`` pass,
-``x123`` does not for ``123``). Each task's reference plan
+has (a random key, a code word's file, a line count); changes are scored with ``state``
+checks on the files; lookups pass when the answer holds the value as a whole token
+(``regex``: ``KEY=value`` and ``notes/budget.txt`` pass, ``x123`` does not for ``123``), a
+count when it is the only number in the answer. Each task's reference plan
 (``metadata["solution"]``) is a list of ``send_keys`` calls and an answer; plan steps may
 ``read`` a value from what the terminal shows (a regular expression with one group), which
 later steps use as ``{name}``: the :class:`~simgym.bench.sim2real.ReaderAgent` follows the
@@ -172,6 +172,13 @@ def _lookup(answer: str, solution: list[Any]) -> dict[str, Any]:
     return {"answer": answer, "reward": reward, "solution": solution}
 
 
+def _number(answer: int, solution: list[Any]) -> dict[str, Any]:
+    """A number, passed when it is the only number in the answer: a whole token alone would
+    take ``32`` from a made-up timestamp ``12:22:32.192``."""
+    reward = {"type": "regex", "pattern": rf"^\D*(?<!\d){answer}(?!\d)\D*$"}
+    return {"answer": str(answer), "reward": reward, "solution": solution}
+
+
 Maker = Callable[[random.Random, dict[str, Any]], tuple[str, dict[str, Any]]]
 
 
@@ -221,7 +228,7 @@ def _count_lines(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     log = facts["log"]
     solution = [_keys(f"wc -l {log}", count=rf"(\d+) {re.escape(log)}"), {"answer": "{count}"}]
     text = f"How many lines does {log} have? Answer with the number."
-    return text, _lookup(str(facts["log_lines"]), solution)
+    return text, _number(facts["log_lines"], solution)
 
 
 def _backup_then_append(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
