@@ -17,7 +17,8 @@ def test_registry_lists_both_domains():
 
 def test_terminal_prompt_and_initial_screen():
     root = TerminalScenario(user="root", hostname="ci", cwd="/srv/app")
-    assert TERM.initial_observation(root) == "root@ci:/srv/app# "
+    # the first screen as a real terminal's capture shows it: no trailing blank
+    assert TERM.initial_observation(root) == "root@ci:/srv/app#"
     dev = TerminalScenario(user="dev", cwd="/home/dev/src")
     assert dev.prompt() == "dev@devbox:~/src$ "
 

@@ -21,7 +21,7 @@ def make_env(fn=echo_world, **kw):
 async def test_reset_and_step_build_the_contract_history():
     env = make_env()
     first = await env.reset("list files")
-    assert first.kind == "initial" and first.text == "dev@devbox:~$ "
+    assert first.kind == "initial" and first.text == "dev@devbox:~$"
     res = await env.step("ls")
     assert res.observation.text == "dev@devbox:~$ ls\nout:ls\ndev@devbox:~$"
     assert not res.done and not res.truncated

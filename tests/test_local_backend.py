@@ -10,7 +10,7 @@ async def test_embedded_model_simulates_a_terminal_turn():
     env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3)
     first = await env.reset("list the files")
     res = await env.step("python3 --version")  # no state determines it: the model renders
-    assert first.text == "dev@devbox:~$ "
+    assert first.text == "dev@devbox:~$"
     turn = env.trajectory.turns[-1]
     assert res.observation.kind == "observation" and res.observation.text.strip()
     assert turn.usage.prompt_tokens > 100 and turn.usage.completion_tokens > 0

@@ -167,7 +167,7 @@ def test_terminal_with_the_sync_client_truncates_at_max_turns(tmp_path: Path) ->
     )
     with serving(app) as url, SimgymEnvClient(base_url=url).sync() as env:
         first = env.reset()
-        assert first.observation.text == "dev@devbox:~$ "
+        assert first.observation.text == "dev@devbox:~$"
         assert [t["function"]["name"] for t in first.observation.tools] == ["send_keys"]
         listed = env.step(SimgymAction(text="ls -la"))
         assert "seen 1: ls -la" in listed.observation.text and listed.done is False

@@ -6,10 +6,12 @@
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
 # held-out tasks, real and twin; print one table. The second environment, a real sandboxed
 # shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft and real-sft trained and
-# evaluated the same way, with the untrained policy, into results-shell/. Then the robustness check: the trained policies
-# on the twin with faults injected (results-faults/).
+# evaluated the same way, with the untrained policy, into results-shell/. Then the
+# robustness check: the trained policies on the twin with faults injected (results-faults/).
+# RECORDS_SUITE=0 runs the shell suite alone (~1.5 h on 2 cores).
 #
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
+#   RECORDS_SUITE=0 OUT=/tmp/one/results RUNS=/tmp/one/runs bash examples/sim2real/experiment.sh
 #   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
 #
 # Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
@@ -30,38 +32,45 @@ FAULTS=${FAULTS:-0.5}  # the fault level of the robustness check
 CURRICULUM=${CURRICULUM:-linear:0:0.75}  # sim-faults-sft: fault level over the training tasks
 GRPO_STEPS=${GRPO_STEPS:-20}  # sim-grpo: GRPO steps (2 tasks x 4 episodes each); 0: none
 "$PY" -c 'import torch; print("cuda:", torch.cuda.is_available())'
-for backend in sim real; do
-  "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
-    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/$backend-sft"
-done
-"$PY" examples/sim2real/train.py --condition sim-faults-sft --curriculum "$CURRICULUM" \
-  --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft"
-"$PY" examples/sim2real/train.py --condition sim-sft-seq --curriculum linear:0:0 \
-  --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-sft-seq"
-TRAINED="sim-sft real-sft sim-faults-sft sim-sft-seq"
-if [ "$GRPO_STEPS" -gt 0 ]; then
-  "$PY" examples/sim2real/grpo.py --condition sim-grpo --steps "$GRPO_STEPS" \
-    --base "$RUNS/sim-sft-seq/run/policy.gguf" --train-tasks "$TASKS" --out "$RUNS/sim-grpo"
-  TRAINED="$TRAINED sim-grpo"
+if [ "${RECORDS_SUITE:-1}" != 0 ]; then
+  for backend in sim real; do
+    "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
+      --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/$backend-sft" \
+      --results "$OUT/$backend-sft/training.json"
+  done
+  "$PY" examples/sim2real/train.py --condition sim-faults-sft --curriculum "$CURRICULUM" \
+    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft" \
+    --results "$OUT/sim-faults-sft/training.json"
+  "$PY" examples/sim2real/train.py --condition sim-sft-seq --curriculum linear:0:0 \
+    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-sft-seq" \
+    --results "$OUT/sim-sft-seq/training.json"
+  TRAINED="sim-sft real-sft sim-faults-sft sim-sft-seq"
+  if [ "$GRPO_STEPS" -gt 0 ]; then
+    "$PY" examples/sim2real/grpo.py --condition sim-grpo --steps "$GRPO_STEPS" \
+      --base "$RUNS/sim-sft-seq/run/policy.gguf" --train-tasks "$TASKS" --out "$RUNS/sim-grpo" \
+      --results "$OUT/sim-grpo/training.json"
+    TRAINED="$TRAINED sim-grpo"
+  fi
+  "$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
+  for condition in $TRAINED; do
+    "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 \
+      --model-path "$RUNS/$condition/run/policy.gguf" --out "$OUT/$condition"
+  done
+  "$PY" examples/sim2real/run.py --summary --out "$OUT"
+  for condition in sim-sft sim-faults-sft sim-sft-seq; do
+    "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 --backends sim \
+      --faults "$FAULTS" --max-turns 10 --model-path "$RUNS/$condition/run/policy.gguf" \
+      --out "$OUT-faults/$condition"
+  done
+  "$PY" examples/sim2real/run.py --condition reader --k 1 --tasks 21 --backends sim \
+    --faults "$FAULTS" --max-turns 10 --out "$OUT-faults/reader"
+  "$PY" examples/sim2real/run.py --summary --out "$OUT-faults"
 fi
-"$PY" examples/sim2real/run.py --condition untrained --k "$K" --tasks 21 --out "$OUT/untrained"
-for condition in $TRAINED; do
-  "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 \
-    --model-path "$RUNS/$condition/run/policy.gguf" --out "$OUT/$condition"
-done
-"$PY" examples/sim2real/run.py --summary --out "$OUT"
-for condition in sim-sft sim-faults-sft sim-sft-seq; do
-  "$PY" examples/sim2real/run.py --condition "$condition" --k "$K" --tasks 21 --backends sim \
-    --faults "$FAULTS" --max-turns 10 --model-path "$RUNS/$condition/run/policy.gguf" \
-    --out "$OUT-faults/$condition"
-done
-"$PY" examples/sim2real/run.py --condition reader --k 1 --tasks 21 --backends sim \
-  --faults "$FAULTS" --max-turns 10 --out "$OUT-faults/reader"
-"$PY" examples/sim2real/run.py --summary --out "$OUT-faults"
 if [ "${SHELL_SUITE:-1}" != 0 ]; then
   for backend in sim real; do
     "$PY" examples/sim2real/train.py --suite shell --condition "$backend-sft" \
-      --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS-shell/$backend-sft"
+      --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" \
+      --out "$RUNS-shell/$backend-sft" --results "$OUT-shell/$backend-sft/training.json"
   done
   "$PY" examples/sim2real/run.py --suite shell --condition untrained --k "$K" --tasks 21 \
     --out "$OUT-shell/untrained"

@@ -300,7 +300,8 @@ def _slots(scenario: TerminalScenario) -> dict[str, str]:
 
 
 def _initial(scenario: TerminalScenario) -> str:
-    return scenario.prompt()
+    # as a real terminal's capture shows it: trailing blanks stripped from every line
+    return scenario.prompt().rstrip()
 
 
 def _default() -> dict:
