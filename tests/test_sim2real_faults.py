@@ -23,6 +23,15 @@ from simgym.train.sim2real import RETRYABLE, collect_curriculum, fault_plan, fau
         ('{"id": "C-2001", "email": "a@b.example"}', False),
         ('{"customers": [], "total": 0}', False),
         ("Error 500: not JSON, so not a structured fault", False),
+        # a terminal: the failing command's error line, then the prompt back
+        (
+            "dev@box:~$ cat a.txt\ncat: error: operation timed out after 30 seconds\ndev@box:~$",
+            True,
+        ),
+        ("dev@box:~$ cat a.txt\ncat: a.txt: Stale file handle\ndev@box:~$", True),
+        ("dev@box:~$ cat a.txt\ncat: a.txt: No such file or directory\ndev@box:~$", False),
+        ("dev@box:~$ cat a.txt\ncat: error: oops\nmore output", False),  # no prompt back
+        ("dev@box:~$ cat a.txt\nerror: 42 lines\ndev@box:~$", False),
     ],
 )
 def test_a_transient_fault_is_told_from_an_answer(observation: str, fault: bool) -> None:
@@ -40,6 +49,34 @@ def test_the_fault_plan_follows_the_curriculum_levels() -> None:
     assert set(hard.rules[0].kinds) == set(RETRYABLE) and hard.rules[0].probability == 0.48
     # a level whose tiers hold none of the chosen kinds injects nothing
     assert fault_plan(0.1, kinds=["stale_data"]) is None
+    # a terminal twin: its own domain, and no slow_load (a program left running)
+    shell = fault_plan(0.6, domain="terminal")
+    assert shell is not None and shell.rules[0].domains == ["terminal"]
+    assert set(shell.rules[0].kinds) == set(RETRYABLE) - {"slow_load"}
+
+
+def test_the_reader_retries_a_shell_command_that_failed_in_the_twin(tmp_path) -> None:
+    from simgym.bench.sim2real.shell_tasks import shell_training_tasks
+
+    task = next(t for t in shell_training_tasks(7) if t.metadata["kind"] == "append_line")
+    report = evaluate(
+        [task],
+        agent=ReaderAgent([task], retries=2),
+        k=1,
+        backends=["sim"],
+        perturbations=Perturbations(rules=[Rule(fault="timeout", turns=[1], domains=["terminal"])]),
+        max_turns=8,
+        out_dir=tmp_path,
+    )
+    sim = report["backends"]["sim"]
+    assert sim["successes"] == 1 and sim["faults"]["retried"] == 1
+    (episode,) = read_trajectories(tmp_path / "sim.jsonl")
+    calls = [t for t in episode.turns if t.action and t.action.keystrokes]
+    assert len(calls) == 2 and calls[0].action == calls[1].action
+    assert "timed out" in calls[0].observation.text and calls[0].perturbation
+    # the failed command changed nothing: the line is in the file once, from the retry
+    line = task.metadata["solution"][0]["arguments"]["keystrokes"].split("'")[1]
+    assert episode.final_state["files"]["/home/dev/todo.txt"].count(line) == 1
 
 
 def _first_call_fails(times: int) -> Perturbations:

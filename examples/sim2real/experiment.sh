@@ -5,8 +5,8 @@
 # (real-sft), with equal budgets; then GRPO in the twin through TRL from sim-sft-seq
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
 # held-out tasks, real and twin; print one table. The second environment, a real sandboxed
-# shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft and real-sft trained and
-# evaluated the same way, with the untrained policy, into results-shell/. Then the
+# shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft, real-sft and sim-faults-sft
+# trained and evaluated the same way, with the untrained policy, into results-shell/. Then the
 # robustness check: the trained policies on the twin with faults injected (results-faults/).
 # RECORDS_SUITE=0 runs the shell suite alone (~1.5 h on 2 cores).
 #
@@ -72,9 +72,12 @@ if [ "${SHELL_SUITE:-1}" != 0 ]; then
       --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" \
       --out "$RUNS-shell/$backend-sft" --results "$OUT-shell/$backend-sft/training.json"
   done
+  "$PY" examples/sim2real/train.py --suite shell --condition sim-faults-sft \
+    --curriculum "$CURRICULUM" --train-tasks "$TASKS" --epochs "$EPOCHS" \
+    --out "$RUNS-shell/sim-faults-sft" --results "$OUT-shell/sim-faults-sft/training.json"
   "$PY" examples/sim2real/run.py --suite shell --condition untrained --k "$K" --tasks 21 \
     --out "$OUT-shell/untrained"
-  for condition in sim-sft real-sft; do
+  for condition in sim-sft real-sft sim-faults-sft; do
     "$PY" examples/sim2real/run.py --suite shell --condition "$condition" --k "$K" --tasks 21 \
       --model-path "$RUNS-shell/$condition/run/policy.gguf" --out "$OUT-shell/$condition"
   done

@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         k=args.k,
         backends=[b.strip() for b in args.backends.split(",") if b.strip()],
         max_turns=args.max_turns,
-        perturbations=fault_plan(args.faults) if args.faults else None,
+        perturbations=fault_plan(args.faults, domain=suite.domain) if args.faults else None,
         out_dir=out,
         on_done=lambda t: console.print(
             f"[dim]{t.task.id}#{t.sample or 0} {t.world_model.get('backend', '?')}: "

@@ -103,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             out / "collect",
             curriculum,
             stages=args.stages,
+            domain=suite.domain,
             k=args.k,
             max_turns=max_turns,
         )

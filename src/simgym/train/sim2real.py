@@ -48,6 +48,16 @@ RETRYABLE: tuple[str, ...] = (
     "slow_load",
     "stale_data",
 )
+# A terminal's slow_load leaves a program running with no prompt back: typing the command
+# again would go to that program, so it is no fault a retry clears there.
+RETRYABLE_IN: dict[str, tuple[str, ...]] = {
+    "terminal": tuple(kind for kind in RETRYABLE if kind != "slow_load"),
+}
+
+
+def retryable(domain: str) -> tuple[str, ...]:
+    """The fault kinds a retry clears in ``domain`` (:data:`RETRYABLE` unless told)."""
+    return RETRYABLE_IN.get(domain, RETRYABLE)
 
 
 @dataclass(frozen=True)
@@ -100,16 +110,22 @@ def rejected(trajectory: Trajectory) -> bool:
 
 
 def fault_plan(
-    level: float, *, kinds: Sequence[str] = RETRYABLE, seed: int = 0
+    level: float,
+    *,
+    kinds: Sequence[str] | None = None,
+    seed: int = 0,
+    domain: str = "mcp",
 ) -> Perturbations | None:
-    """The twin's faults at curriculum ``level``: :func:`~simgym.perturb.difficulty`'s
-    fault rate and unlocked kinds, kept to ``kinds``, written by simgym's templates
-    (deterministic), with no noise; ``None`` when nothing would strike."""
+    """The twin's faults at curriculum ``level`` in ``domain``: :func:`~simgym.perturb.difficulty`'s
+    fault rate and unlocked kinds, kept to ``kinds`` (default: :func:`retryable` there),
+    written by simgym's templates (deterministic), with no noise; ``None`` when nothing
+    would strike."""
     settings = difficulty(level)
-    in_play = [kind for kind in settings.kinds if kind in kinds]
+    allowed = retryable(domain) if kinds is None else kinds
+    in_play = [kind for kind in settings.kinds if kind in allowed]
     if settings.fault_rate <= 0 or not in_play:
         return None
-    rule = Rule(fault=in_play, probability=settings.fault_rate, domains=["mcp"], name="faults")
+    rule = Rule(fault=in_play, probability=settings.fault_rate, domains=[domain], name="faults")
     return Perturbations(seed=seed, rules=[rule])
 
 
@@ -120,7 +136,8 @@ def collect_curriculum(
     curriculum: Curriculum,
     *,
     stages: int = 5,
-    kinds: Sequence[str] = RETRYABLE,
+    kinds: Sequence[str] | None = None,
+    domain: str = "mcp",
     **options: Any,
 ) -> Collected:
     """:func:`collect` in the twin in ``stages`` equal shares of ``tasks``, each at the
@@ -131,7 +148,7 @@ def collect_curriculum(
     size = max(1, math.ceil(len(tasks) / max(1, stages)))
     episodes, kept = 0, []
     for stage, first in enumerate(range(0, len(tasks), size)):
-        plan = fault_plan(curriculum.level(first), kinds=kinds, seed=stage)
+        plan = fault_plan(curriculum.level(first), kinds=kinds, seed=stage, domain=domain)
         got = collect(
             tasks[first : first + size],
             sampler,

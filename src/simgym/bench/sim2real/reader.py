@@ -12,8 +12,8 @@ mixed in.
 
 With ``retries``, it sends a call again when the world answers with an error a retry may
 clear (a timeout, a rate limit, a server error, a dropped connection, a result still
-pending), up to ``retries`` times in a row: the behaviour its demonstrations teach in a
-twin with injected faults.
+pending; on a terminal, a command that printed such an error), up to ``retries`` times in
+a row: the behaviour its demonstrations teach in a twin with injected faults.
 """
 
 from __future__ import annotations
@@ -48,13 +48,27 @@ def _dicts(value: Any) -> Iterator[dict[str, Any]]:
             yield from _dicts(item)
 
 
+# A shell command's transient failure as tools print it ("curl: error: operation timed out
+# after 30 seconds", "cat: notes.txt: Stale file handle"), with the prompt back after it.
+_SHELL_FAULT = re.compile(r"^\S+: (error: |.*: Stale file handle$)")
+_PROMPT_BACK = re.compile(r"[$#]\s*$")
+
+
 def transient_fault(observation: str) -> bool:
     """Whether ``observation`` is an error or a not-yet-ready result rather than an answer:
-    a JSON ``error`` object, an ``isError`` envelope, or a ``pending`` status."""
+    a JSON ``error`` object, an ``isError`` envelope, or a ``pending`` status; on a
+    terminal, a command's last line of output is such an error and the prompt is back."""
     seen = _json(observation)
-    if not isinstance(seen, dict):
+    if isinstance(seen, dict):
+        return "error" in seen or seen.get("isError") is True or seen.get("status") == "pending"
+    if seen is not None:
         return False
-    return "error" in seen or seen.get("isError") is True or seen.get("status") == "pending"
+    lines = [line for line in observation.rstrip().splitlines() if line.strip()]
+    return (
+        len(lines) >= 2
+        and _PROMPT_BACK.search(lines[-1]) is not None
+        and _SHELL_FAULT.match(lines[-2]) is not None
+    )
 
 
 def first_field(value: Any, field: str) -> str | None:

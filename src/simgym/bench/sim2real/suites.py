@@ -24,6 +24,7 @@ class Suite:
     training: Callable[[int], list[Task]]
     reference: Callable[[Task], list[Any]]
     files: tuple[str, str]  # tasks/ file names: held-out, training
+    domain: str  # the twin's domain, where its faults are injected
 
     @property
     def suffix(self) -> str:
@@ -41,6 +42,7 @@ def _records() -> Suite:
         training_tasks,
         lambda task: list(task.metadata["solution"]),
         ("heldout.jsonl", "train.jsonl"),
+        "mcp",
     )
 
 
@@ -57,6 +59,7 @@ def _shell() -> Suite:
         shell_training_tasks,
         reference_solution,
         ("shell-heldout.jsonl", "shell-train.jsonl"),
+        "terminal",
     )
 
 
