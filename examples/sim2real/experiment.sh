@@ -6,8 +6,9 @@
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
 # held-out tasks, real and twin; print one table. The second environment, a real sandboxed
 # shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft, real-sft and sim-faults-sft
-# trained and evaluated the same way, with the untrained policy, into results-shell/. Then the
-# robustness check: the trained policies on the twin with faults injected (results-faults/).
+# trained and evaluated the same way, with the untrained policy, into results-shell/. Then,
+# for each suite, the robustness check: the trained policies on the twin with faults
+# injected (results-faults/, results-shell-faults/).
 # RECORDS_SUITE=0 runs the shell suite alone (~1.5 h on 2 cores).
 #
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
@@ -84,4 +85,12 @@ if [ "${SHELL_SUITE:-1}" != 0 ]; then
   "$PY" examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21 \
     --out "$OUT-shell/reader"
   "$PY" examples/sim2real/run.py --summary --out "$OUT-shell"
+  for condition in sim-sft sim-faults-sft; do
+    "$PY" examples/sim2real/run.py --suite shell --condition "$condition" --k "$K" --tasks 21 \
+      --backends sim --faults "$FAULTS" --max-turns 10 \
+      --model-path "$RUNS-shell/$condition/run/policy.gguf" --out "$OUT-shell-faults/$condition"
+  done
+  "$PY" examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21 \
+    --backends sim --faults "$FAULTS" --max-turns 10 --out "$OUT-shell-faults/reader"
+  "$PY" examples/sim2real/run.py --summary --out "$OUT-shell-faults"
 fi
