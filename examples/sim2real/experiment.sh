@@ -14,6 +14,7 @@
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
 #   RECORDS_SUITE=0 OUT=/tmp/one/results RUNS=/tmp/one/runs bash examples/sim2real/experiment.sh
 #   TASKS=700 EPOCHS=3 K=5 bash examples/sim2real/experiment.sh # larger, on a GPU machine
+#   SEED=1 OUT=... RUNS=... bash examples/sim2real/experiment.sh  # another training seed
 #
 # Fine-tuning runs on a GPU when torch sees one (transformers); the policy and the twin run
 # in llama.cpp on the CPU. The inputs are this repository (well under 64 MiB without
@@ -32,23 +33,25 @@ RUNS=${RUNS:-examples/sim2real/runs}
 FAULTS=${FAULTS:-0.5}  # the fault level of the robustness check
 CURRICULUM=${CURRICULUM:-linear:0:0.75}  # sim-faults-sft: fault level over the training tasks
 GRPO_STEPS=${GRPO_STEPS:-20}  # sim-grpo: GRPO steps (2 tasks x 4 episodes each); 0: none
+SEED=${SEED:-0}  # the training seed of every condition (data order, LoRA init, GRPO)
 "$PY" -c 'import torch; print("cuda:", torch.cuda.is_available())'
 if [ "${RECORDS_SUITE:-1}" != 0 ]; then
   for backend in sim real; do
     "$PY" examples/sim2real/train.py --condition "$backend-sft" --backend "$backend" \
-      --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/$backend-sft" \
+      --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" --out "$RUNS/$backend-sft" \
       --results "$OUT/$backend-sft/training.json"
   done
   "$PY" examples/sim2real/train.py --condition sim-faults-sft --curriculum "$CURRICULUM" \
-    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-faults-sft" \
+    --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" --out "$RUNS/sim-faults-sft" \
     --results "$OUT/sim-faults-sft/training.json"
   "$PY" examples/sim2real/train.py --condition sim-sft-seq --curriculum linear:0:0 \
-    --train-tasks "$TASKS" --epochs "$EPOCHS" --out "$RUNS/sim-sft-seq" \
+    --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" --out "$RUNS/sim-sft-seq" \
     --results "$OUT/sim-sft-seq/training.json"
   TRAINED="sim-sft real-sft sim-faults-sft sim-sft-seq"
   if [ "$GRPO_STEPS" -gt 0 ]; then
     "$PY" examples/sim2real/grpo.py --condition sim-grpo --steps "$GRPO_STEPS" \
-      --base "$RUNS/sim-sft-seq/run/policy.gguf" --train-tasks "$TASKS" --out "$RUNS/sim-grpo" \
+      --base "$RUNS/sim-sft-seq/run/policy.gguf" --train-tasks "$TASKS" --seed "$SEED" \
+      --out "$RUNS/sim-grpo" \
       --results "$OUT/sim-grpo/training.json"
     TRAINED="$TRAINED sim-grpo"
   fi
@@ -70,11 +73,11 @@ fi
 if [ "${SHELL_SUITE:-1}" != 0 ]; then
   for backend in sim real; do
     "$PY" examples/sim2real/train.py --suite shell --condition "$backend-sft" \
-      --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" \
+      --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" \
       --out "$RUNS-shell/$backend-sft" --results "$OUT-shell/$backend-sft/training.json"
   done
   "$PY" examples/sim2real/train.py --suite shell --condition sim-faults-sft \
-    --curriculum "$CURRICULUM" --train-tasks "$TASKS" --epochs "$EPOCHS" \
+    --curriculum "$CURRICULUM" --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" \
     --out "$RUNS-shell/sim-faults-sft" --results "$OUT-shell/sim-faults-sft/training.json"
   "$PY" examples/sim2real/run.py --suite shell --condition untrained --k "$K" --tasks 21 \
     --out "$OUT-shell/untrained"

@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=1, help="samples per training task")
     parser.add_argument("--epochs", type=float, default=2.0)
     parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--seed", type=int, default=0, help="training seed (data order, LoRA init)")
     parser.add_argument(
         "--base",
         help="the model to fine-tune (default: the embedded SmolLM2); a later round "
@@ -125,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         threads=args.threads,
         order="sequential" if faults else "random",
         base=args.base,
+        seed=args.seed,
     )
     summary = {
         "condition": args.condition,
@@ -148,7 +150,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-KEPT_OPTIONS = ("base", "mode", "epochs", "batch_size", "lr", "max_length", "layout", "order")
+KEPT_OPTIONS = (
+    "base",
+    "mode",
+    "epochs",
+    "batch_size",
+    "lr",
+    "max_length",
+    "layout",
+    "order",
+    "seed",
+)
 
 
 def write_training_record(path: Path, summary: dict[str, Any], run: Path, policy: Path) -> None:
