@@ -148,3 +148,23 @@ def test_what_the_file_system_orders_is_certain_only_once_sorted():
     assert run("find p -name '*.py'", files).output is None
     assert run("find p -name '*.py' | sort", files).output == "p/a.py\np/b.py\n"
     assert run("find p -type f | wc -l", files).output == "2\n"
+
+
+@pytest.mark.parametrize(
+    ("line", "more"),
+    [
+        ("echo 'abc", True),  # a single quote left open
+        ('echo "x', True),
+        ("echo abc\\", True),  # a backslash at the end: the line goes on
+        ('echo "a\\"b', True),  # an escaped double quote does not close it
+        ("echo 'a\\'", False),  # nothing escapes inside single quotes
+        ("echo # it's", False),  # a comment: its quote does not count
+        ("echo a#b 'c", True),  # "#" inside a word is no comment
+        ("echo 'a' \"b'\"", False),
+        ("ls -la", False),
+    ],
+)
+def test_a_line_with_a_quote_left_open_reads_on(line, more):
+    from simgym.domains.shell import reads_on
+
+    assert reads_on(line) is more

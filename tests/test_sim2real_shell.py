@@ -151,3 +151,23 @@ def test_rescore_applies_a_fixed_check_to_the_stored_episodes(tmp_path: Path) ->
     assert b"{not an episode\n" in (tmp_path / "real.jsonl").read_bytes()  # nothing lost
     again = rescore(tmp_path, [task])  # a second pass changes nothing
     assert again["rescored"]["changed"] == {"real": 0}
+
+
+@needs_sandbox
+def test_an_open_quote_reads_on_in_the_twin_as_in_the_real_shell(tmp_path: Path) -> None:
+    """bash shows its continuation prompt for a line with a quote left open and reads the
+    next line into the same command; C-c drops it. The twin shows the same screens."""
+    task = shell_heldout_tasks(1)[0]
+    typed = ["echo 'abc\n", "def'\n", 'echo "x\n', "C-c", "echo 'done' >> todo.txt\n"]
+    steps: list[object] = [{"name": "send_keys", "arguments": {"keystrokes": k}} for k in typed]
+    agent = ScriptedAgent(by_task={task.id: [*steps, {"answer": "Done."}]})
+    evaluate([task], agent=agent, k=1, max_turns=8, out_dir=tmp_path)
+    (real,) = read_trajectories(tmp_path / "real.jsonl")
+    (sim,) = read_trajectories(tmp_path / "sim.jsonl")
+    screens = [t.observation.text for t in real.turns[: len(typed)]]
+    assert screens[0].endswith("echo 'abc\n>") and screens[1].startswith("> def'\nabc\ndef\n")
+    assert [t.observation.text for t in sim.turns[: len(typed)]] == screens
+    assert all(t.grounding and t.grounding.get("exact") for t in sim.turns[: len(typed)])
+    todo = "/home/dev/todo.txt"
+    assert sim.final_state["files"][todo] == real.final_state["files"][todo]
+    assert sim.final_state["files"][todo].endswith("done\n")

@@ -297,6 +297,35 @@ def run_line(
     return result
 
 
+def reads_on(line: str) -> bool:
+    """Whether bash, given ``line``, shows its continuation prompt and reads another line:
+    a quote left open, or a backslash at the very end. A ``#`` at the start of a word ends
+    the line (a comment), as in bash."""
+    quote: str | None = None
+    boundary = True  # at the start of a word, where "#" begins a comment
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote == "'":
+            quote = None if ch == "'" else quote  # nothing escapes inside single quotes
+        elif quote == '"':
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                quote = None
+        elif ch == "\\":
+            if i + 1 == len(line):
+                return True
+            i += 1
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and boundary:
+            return False
+        boundary = quote is None and (ch.isspace() or ch in ";|&()")
+        i += 1
+    return quote is not None
+
+
 # -- parsing ------------------------------------------------------------------------
 
 _VAR = re.compile(r"\$(\w+|\{\w+\})")

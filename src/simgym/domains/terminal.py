@@ -14,7 +14,7 @@ from simgym.core.errors import ActionError
 from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
-from simgym.domains.shell import run_line
+from simgym.domains.shell import reads_on, run_line
 
 TMUX_KEYS = frozenset(
     {
@@ -223,11 +223,27 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
             facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
             effects={"foreground": None} if done else None,
         )
+    prompt = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
+    # a line the shell is still reading (a quote left open): bash shows ">" and reads on
+    continued = state.get("continued")
+    if continued is not None and typed == "C-c":
+        return Grounding(
+            facts=["C-c drops the unfinished command line; the prompt comes back"],
+            effects={"continued": None},
+            observation=f"> ^C\n{prompt}",
+        )
     if not typed.endswith("\n") or "\n" in typed[:-1]:
         return None
     line = typed[:-1]
-    before = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
-    if _is_final(action):
+    before = prompt if continued is None else ">"
+    whole = line if continued is None else f"{continued}\n{line}"
+    if reads_on(whole):
+        return Grounding(
+            facts=["the command line leaves a quote open: bash shows `>` and reads another line"],
+            effects={"continued": whole},
+            observation=f"{before} {line}\n>",
+        )
+    if continued is None and _is_final(action):
         # bash says which way it leaves; the session (and the screen) ends there
         word = line.strip()
         return Grounding(
@@ -236,7 +252,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         )
     files = state.get("files") or {}
     result = run_line(
-        line,
+        whole,
         files,
         cwd=cwd,
         home=scenario.home,
@@ -247,10 +263,10 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         clock=scenario.clock,
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
-    effects = result.patch_for(files) or None
+    effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
     if result.output is None:
-        return Grounding(facts=facts, effects=effects, expect=result.expect)
+        return Grounding(facts=facts, effects=effects or None, expect=result.expect)
     shown = (
         result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
     )
@@ -262,7 +278,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     if result.cwd:
         facts.append(f"the working directory becomes {result.cwd}")
     facts.append(f"the next prompt is `{after}`")
-    return Grounding(facts=facts, effects=effects, observation=screen)
+    return Grounding(facts=facts, effects=effects or None, observation=screen)
 
 
 def _slots(scenario: TerminalScenario) -> dict[str, str]:
