@@ -168,3 +168,13 @@ def test_a_line_with_a_quote_left_open_reads_on(line, more):
     from simgym.domains.shell import reads_on
 
     assert reads_on(line) is more
+
+
+def test_a_command_reading_the_keyboard_waits_only_at_a_terminal():
+    files = {f"{HOME}/a.txt": "hi\n"}
+    waiting = run_line("echo x; grep hi", files, cwd=HOME, home=HOME, keyboard=True)
+    assert (waiting.output, waiting.foreground) == ("x\n", "grep")
+    fed = run_line("grep hi < a.txt", files, cwd=HOME, home=HOME, keyboard=True)
+    assert (fed.output, fed.foreground) == ("hi\n", None)
+    # without a keyboard (swe's tool calls) what it reads is not known: the model's
+    assert run_line("grep hi", files, cwd=HOME, home=HOME).output is None

@@ -171,3 +171,23 @@ def test_an_open_quote_reads_on_in_the_twin_as_in_the_real_shell(tmp_path: Path)
     todo = "/home/dev/todo.txt"
     assert sim.final_state["files"][todo] == real.final_state["files"][todo]
     assert sim.final_state["files"][todo].endswith("done\n")
+
+
+@needs_sandbox
+def test_a_command_reading_the_keyboard_waits_in_the_twin_as_in_the_real_shell(
+    tmp_path: Path,
+) -> None:
+    """grep with a pattern and no file (or a bare cat) reads the keyboard: no prompt comes
+    back until C-c. The twin shows the same screens."""
+    task = shell_heldout_tasks(1)[0]
+    typed = ["grep -l logs/today.log\n", "C-c", "echo hi; cat\n", "C-c", "wc -l < todo.txt\n"]
+    steps: list[object] = [{"name": "send_keys", "arguments": {"keystrokes": k}} for k in typed]
+    agent = ScriptedAgent(by_task={task.id: [*steps, {"answer": "Done."}]})
+    evaluate([task], agent=agent, k=1, max_turns=8, out_dir=tmp_path)
+    (real,) = read_trajectories(tmp_path / "real.jsonl")
+    (sim,) = read_trajectories(tmp_path / "sim.jsonl")
+    screens = [t.observation.text for t in real.turns[: len(typed)]]
+    assert screens[0].endswith("$ grep -l logs/today.log")  # no prompt: grep waits
+    assert screens[2].endswith("$ echo hi; cat\nhi")
+    assert [t.observation.text for t in sim.turns[: len(typed)]] == screens
+    assert all(t.grounding and t.grounding.get("exact") for t in sim.turns[: len(typed)])

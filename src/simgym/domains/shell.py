@@ -139,6 +139,11 @@ class _Unknown(Exception):
     """The command's output is not determined by the files (the model must render it)."""
 
 
+class _Waits(Exception):
+    """The command reads the keyboard (no pipe, no ``<``): at a terminal the line stops
+    there, and no prompt comes back until keys end it."""
+
+
 class _Session:
     """The shell's view while one command line runs: files change as commands go."""
 
@@ -165,6 +170,7 @@ class _Session:
         self.dirs |= self.system
         self.unknown |= self.system
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
+        self.keyboard = False  # a terminal's keyboard is the input when nothing feeds it
         self.unordered = False  # the output follows the file system's listing order
         self.to_terminal = True  # where the running command's output goes (ls's layout)
         self.result = ShellResult()
@@ -251,16 +257,20 @@ def run_line(
     host: str = "localhost",
     unknown: list[str] | tuple[str, ...] = (),
     clock: datetime | None = None,
+    keyboard: bool = False,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
     directories of unknown listing): nothing certain is said about them. ``clock`` is the
     machine's time, shown as every file's time by ``ls -l`` (without it a long listing is
-    left to the model)."""
+    left to the model). With ``keyboard`` (an interactive terminal), a command that reads
+    its input with nothing feeding it waits for the keys: the output so far is certain and
+    ``foreground`` names the program (no prompt comes back)."""
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
     session = _Session(files, cwd, env or {}, home, set(given), clock, system)
+    session.keyboard = keyboard
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -282,6 +292,9 @@ def run_line(
                 # bash expands each command as it runs it, after the ones before it
                 out, status = _pipeline(session, command, user=user, host=host)
                 outputs.append(out)
+            except _Waits:
+                session.result.foreground = _stage(command[0], session.env)[0][0]
+                break
             except (_Unknown, ValueError, textutils.Uncertain):
                 certain = False
                 _describe_unknown(session, text)
@@ -1051,7 +1064,7 @@ def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple
 def _stdin(session: _Session) -> str:
     """What a pipe or ``<`` feeds the command; without one it waits for the keyboard."""
     if session.stdin is None:
-        raise _Unknown
+        raise _Waits if session.keyboard else _Unknown
     return session.stdin
 
 

@@ -217,13 +217,21 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     typed = action.keystrokes[0].keystrokes
     cwd = state.get("cwd") or scenario.working_dir
     running = state.get("foreground")
+    prompt = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
+    if running and state.get("keyboard") is not None and typed == "C-c":
+        # a command reading the keyboard (grep with no file): C-c ends it, the prompt is
+        # back; the screen goes on from the line the command left the cursor under
+        return Grounding(
+            facts=[f"C-c stops {running}; the prompt comes back"],
+            effects={"foreground": None, "keyboard": None},
+            observation=f"{state['keyboard']}\n^C\n{prompt}",
+        )
     if running:
         done = typed in _LEAVE_KEYS or typed.strip() in _LEAVE_LINES
         return Grounding(
             facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
-            effects={"foreground": None} if done else None,
+            effects={"foreground": None, "keyboard": None} if done else None,
         )
-    prompt = scenario.model_copy(update={"cwd": cwd}).prompt().rstrip()
     # a line the shell is still reading (a quote left open): bash shows ">" and reads on
     continued = state.get("continued")
     if continued is not None and typed == "C-c":
@@ -261,6 +269,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         host=scenario.hostname,
         unknown=state.get("unknown") or (),
         clock=scenario.clock,
+        keyboard=True,
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
@@ -271,13 +280,18 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
     )
     screen = f"{before} {line}\n{shown}{after}"
+    if result.foreground:  # it reads the keyboard: no prompt until keys end it
+        screen = f"{before} {line}\n{shown}".rstrip()
+        facts.append(f"{result.foreground} waits for input from the keyboard; no prompt yet")
+        effects["keyboard"] = screen.rsplit("\n", 1)[-1]  # the screen's last line
     if result.output.strip():
         facts.append(f"`{line}` prints exactly:\n```\n{shown}```")
     else:
         facts.append(f"`{line}` prints nothing")
     if result.cwd:
         facts.append(f"the working directory becomes {result.cwd}")
-    facts.append(f"the next prompt is `{after}`")
+    if not result.foreground:
+        facts.append(f"the next prompt is `{after}`")
     return Grounding(facts=facts, effects=effects or None, observation=screen)
 
 
