@@ -5,6 +5,7 @@ from the screen), failed by a wrong plan, and played the same way in the grounde
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,21 +154,28 @@ def test_rescore_applies_a_fixed_check_to_the_stored_episodes(tmp_path: Path) ->
     assert again["rescored"]["changed"] == {"real": 0}
 
 
+def _typed_on_both(typed: list[str], out: Path) -> tuple[Any, Any, list[str]]:
+    """Type ``typed`` on the real shell and in the twin (one held-out machine); the two
+    episodes and the real screens. Every twin screen must be simgym's own (exact)."""
+    task = shell_heldout_tasks(1)[0]
+    steps: list[object] = [{"name": "send_keys", "arguments": {"keystrokes": k}} for k in typed]
+    agent = ScriptedAgent(by_task={task.id: [*steps, {"answer": "Done."}]})
+    evaluate([task], agent=agent, k=1, max_turns=8, out_dir=out)
+    (real,) = read_trajectories(out / "real.jsonl")
+    (sim,) = read_trajectories(out / "sim.jsonl")
+    screens = [t.observation.text for t in real.turns[: len(typed)]]
+    assert [t.observation.text for t in sim.turns[: len(typed)]] == screens
+    assert all(t.grounding and t.grounding.get("exact") for t in sim.turns[: len(typed)])
+    return real, sim, screens
+
+
 @needs_sandbox
 def test_an_open_quote_reads_on_in_the_twin_as_in_the_real_shell(tmp_path: Path) -> None:
     """bash shows its continuation prompt for a line with a quote left open and reads the
     next line into the same command; C-c drops it. The twin shows the same screens."""
-    task = shell_heldout_tasks(1)[0]
     typed = ["echo 'abc\n", "def'\n", 'echo "x\n', "C-c", "echo 'done' >> todo.txt\n"]
-    steps: list[object] = [{"name": "send_keys", "arguments": {"keystrokes": k}} for k in typed]
-    agent = ScriptedAgent(by_task={task.id: [*steps, {"answer": "Done."}]})
-    evaluate([task], agent=agent, k=1, max_turns=8, out_dir=tmp_path)
-    (real,) = read_trajectories(tmp_path / "real.jsonl")
-    (sim,) = read_trajectories(tmp_path / "sim.jsonl")
-    screens = [t.observation.text for t in real.turns[: len(typed)]]
+    real, sim, screens = _typed_on_both(typed, tmp_path)
     assert screens[0].endswith("echo 'abc\n>") and screens[1].startswith("> def'\nabc\ndef\n")
-    assert [t.observation.text for t in sim.turns[: len(typed)]] == screens
-    assert all(t.grounding and t.grounding.get("exact") for t in sim.turns[: len(typed)])
     todo = "/home/dev/todo.txt"
     assert sim.final_state["files"][todo] == real.final_state["files"][todo]
     assert sim.final_state["files"][todo].endswith("done\n")
@@ -179,15 +187,7 @@ def test_a_command_reading_the_keyboard_waits_in_the_twin_as_in_the_real_shell(
 ) -> None:
     """grep with a pattern and no file (or a bare cat) reads the keyboard: no prompt comes
     back until C-c. The twin shows the same screens."""
-    task = shell_heldout_tasks(1)[0]
     typed = ["grep -l logs/today.log\n", "C-c", "echo hi; cat\n", "C-c", "wc -l < todo.txt\n"]
-    steps: list[object] = [{"name": "send_keys", "arguments": {"keystrokes": k}} for k in typed]
-    agent = ScriptedAgent(by_task={task.id: [*steps, {"answer": "Done."}]})
-    evaluate([task], agent=agent, k=1, max_turns=8, out_dir=tmp_path)
-    (real,) = read_trajectories(tmp_path / "real.jsonl")
-    (sim,) = read_trajectories(tmp_path / "sim.jsonl")
-    screens = [t.observation.text for t in real.turns[: len(typed)]]
+    _, _, screens = _typed_on_both(typed, tmp_path)
     assert screens[0].endswith("$ grep -l logs/today.log")  # no prompt: grep waits
     assert screens[2].endswith("$ echo hi; cat\nhi")
-    assert [t.observation.text for t in sim.turns[: len(typed)]] == screens
-    assert all(t.grounding and t.grounding.get("exact") for t in sim.turns[: len(typed)])
