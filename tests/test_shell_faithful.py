@@ -4,6 +4,8 @@ the dev set's real recordings and on the cases that used to go wrong."""
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from datetime import datetime
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Action
-from simgym.domains.shell import run_line
+from simgym.domains.shell import OpenQuote, _commands, reads_on, run_line
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
 HOME = "/home/u"
@@ -150,24 +152,80 @@ def test_what_the_file_system_orders_is_certain_only_once_sorted():
     assert run("find p -type f | wc -l", files).output == "2\n"
 
 
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to compare with")
+
+
+def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``script`` run by the real bash, as a tool call runs it (``bash -c``)."""
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+    return subprocess.run(
+        ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=10
+    )
+
+
 @pytest.mark.parametrize(
     ("line", "more"),
     [
         ("echo 'abc", True),  # a single quote left open
         ('echo "x', True),
+        ('echo "x\\', True),  # a double quote left open, with a backslash at its end
+        ("echo 'x\\", True),  # a single quote left open: the backslash in it is plain
         ("echo abc\\", True),  # a backslash at the end: the line goes on
         ('echo "a\\"b', True),  # an escaped double quote does not close it
         ("echo 'a\\'", False),  # nothing escapes inside single quotes
         ("echo # it's", False),  # a comment: its quote does not count
+        ("echo a # b\\", False),  # nor its final backslash
+        ("(echo a)#b'", False),  # after ")" (a metacharacter) "#" starts a comment
+        ("echo a;(#b'\necho c)", False),  # and after "("
+        ("echo a\\ #b'", True),  # an escaped blank ends no word: "#b'" is in it
         ("echo a#b 'c", True),  # "#" inside a word is no comment
         ("echo 'a' \"b'\"", False),
         ("ls -la", False),
     ],
 )
-def test_a_line_with_a_quote_left_open_reads_on(line, more):
-    from simgym.domains.shell import reads_on
-
+def test_a_line_with_a_quote_left_open_reads_on(line, more, tmp_path):
     assert reads_on(line) is more
+    if shutil.which("bash"):
+        # bash reads the next line into this command when it reads on: MARK is no command
+        ran = _bash(f"{line}\necho MARK\n", tmp_path)
+        assert (ran.stdout.splitlines()[-1:] != ["MARK"]) is more, ran
+
+
+@needs_bash
+@pytest.mark.parametrize(
+    "line",
+    [
+        "echo abc\\",  # a final backslash is plain when the line is all there is (bash -c)
+        "echo ab\\\ncd",  # a backslash-newline is dropped
+        'echo "ab\\\ncd"',  # inside double quotes too
+        "echo 'ab\\\ncd'",  # not inside single quotes
+        "echo a\\;#b",  # an escaped ";" ends no word: "#b" is no comment
+        "echo a;#b 'c",  # a comment's open quote does not count
+        "echo a\\\n#b",  # after a joined line "#" is inside the word
+    ],
+)
+def test_backslashes_and_comments_read_as_bash_reads_them(line, tmp_path):
+    assert run(line).output == _bash(line, tmp_path).stdout
+
+
+@needs_bash
+def test_a_comment_starts_after_a_parenthesis(tmp_path):
+    assert _commands("(echo a)#b 'c") == [(";", ["(echo a)"])]
+    assert _bash("(echo a)#b 'c", tmp_path).stdout == "a\n"
+
+
+@needs_bash
+@pytest.mark.parametrize(
+    ("line", "quote", "at"),
+    [("echo 'abc", "'", 5), ('echo "x', '"', 5), ('echo a "b\\"c', '"', 7), ("echo a#'", "'", 7)],
+)
+def test_a_quote_left_open_is_named_where_it_opens(line, quote, at, tmp_path):
+    with pytest.raises(OpenQuote, match=f"quote \\({quote}\\) at column {at + 1}") as raised:
+        _commands(line)
+    assert isinstance(raised.value, ValueError)  # run_line leaves such a line to the model
+    assert (raised.value.quote, raised.value.at) == (quote, at)
+    assert run(line).output is None
+    assert f"looking for matching `{quote}'" in _bash(line, tmp_path).stderr
 
 
 def test_a_command_reading_the_keyboard_waits_only_at_a_terminal():

@@ -182,6 +182,16 @@ def test_an_open_quote_reads_on_in_the_twin_as_in_the_real_shell(tmp_path: Path)
 
 
 @needs_sandbox
+def test_a_final_backslash_reads_on_in_the_twin_as_in_the_real_shell(tmp_path: Path) -> None:
+    """A backslash at the end of a line escapes its newline: bash shows ``>`` and joins
+    the next line to it; an escaped ``;`` starts no comment. The twin shows the same."""
+    typed = ["echo ab\\\n", "cd\n", "echo a\\;#b\n"]
+    _, _, screens = _typed_on_both(typed, tmp_path)
+    assert screens[0].endswith("echo ab\\\n>") and screens[1].startswith("> cd\nabcd\n")
+    assert "\na;#b\n" in screens[2]
+
+
+@needs_sandbox
 def test_a_command_reading_the_keyboard_waits_in_the_twin_as_in_the_real_shell(
     tmp_path: Path,
 ) -> None:

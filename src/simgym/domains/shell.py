@@ -274,7 +274,7 @@ def run_line(
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
-    text = line.strip()
+    text = _joined(line.strip())
     outputs: list[str] = []
     certain = True
     try:
@@ -311,32 +311,10 @@ def run_line(
 
 
 def reads_on(line: str) -> bool:
-    """Whether bash, given ``line``, shows its continuation prompt and reads another line:
-    a quote left open, or a backslash at the very end. A ``#`` at the start of a word ends
-    the line (a comment), as in bash."""
-    quote: str | None = None
-    boundary = True  # at the start of a word, where "#" begins a comment
-    i = 0
-    while i < len(line):
-        ch = line[i]
-        if quote == "'":
-            quote = None if ch == "'" else quote  # nothing escapes inside single quotes
-        elif quote == '"':
-            if ch == "\\":
-                i += 1
-            elif ch == '"':
-                quote = None
-        elif ch == "\\":
-            if i + 1 == len(line):
-                return True
-            i += 1
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "#" and boundary:
-            return False
-        boundary = quote is None and (ch.isspace() or ch in ";|&()")
-        i += 1
-    return quote is not None
+    """Whether bash, given ``line`` at its prompt, shows its continuation prompt and reads
+    another line: a quote left open, or a backslash at the very end (it escapes the
+    newline). A comment ends the line, quotes and backslash in it included."""
+    return bool(_scan(line).open)
 
 
 # -- parsing ------------------------------------------------------------------------
@@ -387,46 +365,102 @@ def _expand(text: str, env: dict[str, str]) -> str:
     return "".join(out)
 
 
+# bash's metacharacters: they end a word, so a "#" right after one starts a comment.
+_BREAKS = frozenset(" \t\n;&|()<>")
+
+
+class OpenQuote(ValueError):
+    """A command line that leaves a quote open: bash would read on (interactively) or
+    refuse it (``bash -c``). A ValueError, so that callers that give up on one still do."""
+
+    def __init__(self, line: str, quote: str, at: int) -> None:
+        kind = "single" if quote == "'" else "double"
+        super().__init__(f"unterminated {kind} quote ({quote}) at column {at + 1} of {line!r}")
+        self.quote, self.at = quote, at
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """How bash's quoting reads a line: the positions of its bare characters (outside
+    quotes, not escaped) before any comment, where that comment starts, the backslashes
+    that join a line to the next, and what the line leaves open: ``'`` or ``"`` (a quote,
+    opened at ``opened``), ``\\`` (a final backslash) or nothing."""
+
+    bare: list[int]
+    end: int
+    joins: list[int]
+    open: str = ""
+    opened: int = -1
+
+
+def _scan(line: str) -> _Scan:
+    """The one reading of quotes, backslashes and comments that the parser shares."""
+    bare: list[int] = []
+    joins: list[int] = []
+    quote, opened, i = "", -1, 0
+    boundary = True  # at a word's start, where "#" begins a comment
+    while i < len(line):
+        ch = line[i]
+        if quote == "'":
+            quote = "" if ch == "'" else quote  # nothing escapes inside single quotes
+        elif ch == "\\":
+            if i + 1 == len(line) and not quote:
+                return _Scan(bare, len(line), joins, "\\", i)
+            if line[i + 1 : i + 2] == "\n":
+                joins.append(i)  # bash drops a backslash-newline before reading words
+            i += 1
+        elif quote == '"':
+            quote = "" if ch == '"' else quote
+        elif ch in "'\"":
+            quote, opened = ch, i
+        elif ch == "#" and boundary:
+            return _Scan(bare, i, joins)
+        else:
+            bare.append(i)
+        boundary = bool(bare) and bare[-1] == i and ch in _BREAKS
+        i += 1
+    return _Scan(bare, len(line), joins, quote, opened if quote else -1)
+
+
+def _joined(line: str) -> str:
+    """``line`` with its backslash-newlines removed, as bash removes them (outside single
+    quotes) before it reads the words: ``echo ab\\`` then ``cd`` is ``echo abcd``."""
+    cuts = _scan(line).joins
+    starts = [0, *(c + 2 for c in cuts)]
+    return "".join(line[a:b] for a, b in zip(starts, [*cuts, len(line)], strict=True))
+
+
 def _commands(line: str) -> list[tuple[str, list[str]]]:
     """The line's commands, unexpanded, each with the connector before it (``;``, ``&&``,
     ``||``) and split into the stages of its pipe. Background jobs are left to the model
-    (:class:`_Unknown`)."""
+    (:class:`_Unknown`); a quote left open raises :class:`OpenQuote`. A final backslash
+    stays (``bash -c 'echo a\\'`` prints it); at a prompt :func:`reads_on` reads on."""
+    scan = _scan(line)
+    if scan.open in ("'", '"'):
+        raise OpenQuote(line, scan.open, scan.opened)
     commands: list[tuple[str, list[str]]] = []
     stages: list[str] = []
-    connector, start, quote, i = ";", 0, None, 0
-    while i < len(line):
+    connector, start, skip = ";", 0, -1
+    for i in scan.bare:
         ch = line[i]
-        if ch == "\\" and quote != "'":
-            i += 2
+        if i <= skip or ch not in ";&|":
             continue
-        if ch in "'\"" and quote in (None, ch):
-            quote = None if quote == ch else ch
-        elif quote is None and ch == "#" and (i == 0 or line[i - 1] in " \t;&|"):
-            break  # a comment runs to the end of the line
-        elif quote is None and ch in ";&|":
-            pair = line[i : i + 2]
-            if pair in ("&&", "||"):
-                joined, width = pair, 2
-            elif ch == ";":
-                joined, width = ";", 1
-            elif ch == "&" and i > 0 and line[i - 1] in "<>":
-                i += 1  # 2>&1, &>: a redirection, not a job
-                continue
-            elif ch == "|":
-                stages.append(line[start:i])
-                start = i + 1
-                i += 1
-                continue
-            else:
-                raise _Unknown  # a background job
-            _close(commands, connector, stages, line[start:i])
-            connector, start, stages = joined, i + width, []
-            i += width
+        pair = line[i : i + 2]
+        if pair in ("&&", "||"):
+            joined, width = pair, 2
+        elif ch == ";":
+            joined, width = ";", 1
+        elif ch == "&" and i > 0 and line[i - 1] in "<>":
+            continue  # 2>&1, &>: a redirection, not a job
+        elif ch == "|":
+            stages.append(line[start:i])
+            start = i + 1
             continue
-        i += 1
-    if quote is not None:
-        raise ValueError("unterminated quote")
-    _close(commands, connector, stages, line[start:i])
+        else:
+            raise _Unknown  # a background job
+        _close(commands, connector, stages, line[start:i])
+        connector, start, stages, skip = joined, i + width, [], i + width - 1
+    _close(commands, connector, stages, line[start : scan.end])
     return commands
 
 

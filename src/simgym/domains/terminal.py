@@ -232,7 +232,8 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
             facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
             effects={"foreground": None, "keyboard": None} if done else None,
         )
-    # a line the shell is still reading (a quote left open): bash shows ">" and reads on
+    # a line the shell is still reading (a quote left open, a final backslash): bash shows
+    # ">" and reads on
     continued = state.get("continued")
     if continued is not None and typed == "C-c":
         return Grounding(
@@ -247,7 +248,10 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     whole = line if continued is None else f"{continued}\n{line}"
     if reads_on(whole):
         return Grounding(
-            facts=["the command line leaves a quote open: bash shows `>` and reads another line"],
+            facts=[
+                "the command line is unfinished (a quote left open or a final backslash): "
+                "bash shows `>` and reads another line"
+            ],
             effects={"continued": whole},
             observation=f"{before} {line}\n>",
         )
