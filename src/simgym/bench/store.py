@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.core.files import replacing
 from simgym.core.jsonl import JsonlAppender
 from simgym.core.safeload import loads_json
 
@@ -113,14 +113,6 @@ def prepare_resume(
 
 def _rewrite(path: Path, rows: list[dict[str, Any]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            for row in rows:
-                f.write(dumps(row) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    with replacing(path, fsync=True) as f:
+        for row in rows:
+            f.write(dumps(row) + "\n")

@@ -20,13 +20,13 @@ world from the training split.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from simgym.core.domain import get_domain
+from simgym.core.files import replacing, write_atomic
 from simgym.core.types import Action, Observation, Task, Trajectory, Turn
 from simgym.data.export import sft_examples
 from simgym.experience import build_store
@@ -103,13 +103,11 @@ def sft_rows(
 
 
 def _write_jsonl(path: Path, rows: Iterator[Any]) -> int:
-    tmp = path.with_suffix(path.suffix + ".tmp")
     count = 0
-    with open(tmp, "w", encoding="utf-8") as f:
+    with replacing(path) as f:
         for row in rows:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             count += 1
-    os.replace(tmp, path)
     return count
 
 
@@ -142,8 +140,6 @@ def add_artifacts(world_dir: str | Path, manifest: dict[str, Any]) -> dict[str, 
         "sft_rows": counts[SFT],
         "tasks": counts[TASKS],
     }
-    path = Path(world_dir) / "manifest.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
+    text = json.dumps(manifest, indent=2, ensure_ascii=False, default=str) + "\n"
+    write_atomic(Path(world_dir) / "manifest.json", text)
     return manifest

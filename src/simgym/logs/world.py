@@ -31,6 +31,7 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 
+from simgym.core.files import replacing, write_atomic
 from simgym.logs.artifacts import add_artifacts
 from simgym.logs.mask import RULES, Masker
 from simgym.logs.model import JSON, ImportReport, LogRecord
@@ -420,9 +421,7 @@ def _write_sessions(db: sqlite3.Connection, f) -> int:
 
 
 def _write_json(path: Path, data: JSON) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
 def build_world(
@@ -455,10 +454,8 @@ def build_world(
                 batch.clear()
         db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
         db.execute("CREATE INDEX ix ON r (session, time, seq)")
-        tmp = out / "sessions.jsonl.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
+        with replacing(out / "sessions.jsonl") as f:
             sessions = _write_sessions(db, f)
-        os.replace(tmp, out / "sessions.jsonl")
         rules = builder.rules()
     finally:
         db.close()

@@ -12,7 +12,6 @@ from the rescored episodes and says what changed under ``"rescored"``.
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -22,6 +21,7 @@ from pydantic import ValidationError
 
 from simgym.bench.sim2real.evaluate import REPORT, episodes_of, gap, summarize
 from simgym.core.errors import SimgymError
+from simgym.core.files import write_atomic
 from simgym.core.sync import run_sync
 from simgym.core.types import Task, Trajectory
 from simgym.rewards import build_reward
@@ -61,13 +61,13 @@ async def arescore(out_dir: str | Path, tasks: Iterable[Task]) -> dict[str, Any]
             if await _score_again(episode, task, reward):
                 changed[backend] += 1
             kept.append(episode.model_dump_json().encode("utf-8") + b"\n")
-        _replace(path, b"".join(kept))
+        write_atomic(path, b"".join(kept))
         episodes = episodes_of(path, evaluated, report["k"], report.get("policy", {}))
         report["backends"][backend] = summarize(episodes, cell.get("seconds"))
     if "real" in report["backends"] and "sim" in report["backends"]:
         report["gap"] = gap(report["backends"]["sim"], report["backends"]["real"])
     report["rescored"] = {"at": time.time(), "changed": changed}
-    _replace(report_path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
+    write_atomic(report_path, (json.dumps(report, indent=2) + "\n").encode("utf-8"))
     return report
 
 
@@ -99,9 +99,3 @@ async def _score_again(episode: Trajectory, task: Task, reward: Any) -> bool:
         return False
     episode.metrics.setdefault("rescored_from", before)
     return True
-
-
-def _replace(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

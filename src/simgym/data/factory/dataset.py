@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from simgym.core.files import replacing
 from simgym.core.types import Trajectory
 from simgym.data.factory.common import (
     DEFAULT_SPLIT,
@@ -60,8 +61,7 @@ def finalize(
     with open(raw, "rb") as source:
         for name in SPLITS:
             target = out / f"{name}.jsonl"
-            partial = target.with_name(f".{target.name}.partial")
-            with open(partial, "wb") as sink:
+            with replacing(target, binary=True) as sink:
                 for record in kept:
                     if split_of(record.id, split) != name:
                         continue
@@ -72,7 +72,6 @@ def finalize(
                     )
                     entry["episodes"] += 1
                     entry["transitions"] += record.transitions
-            os.replace(partial, target)
     for name in SPLITS:
         counts[name] = dict(sorted(counts[name].items()))
         counts[name]["total"] = {
