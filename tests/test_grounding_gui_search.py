@@ -370,6 +370,90 @@ async def test_search_env_strict_corrects_an_invented_page():
     assert turn.grounding["exact"] is True and turn.grounding["strict"]["action"] == "corrected"
 
 
+INVENTED_RESULTS = (
+    '## Results for "python 3.13 release date"\n'
+    "[1] Node v22.0.0 (Current) | Node.js\n"
+    "URL: https://nodejs.org/en/blog/release/v22.0.0\n"
+    "Snippet: Node.js 22 was released on April 24, 2024.\n\n"
+    "[2] a result with no address\n"
+    "Snippet: nothing to open"
+)
+
+
+async def test_search_env_strict_puts_the_known_pages_first_and_keeps_the_open_web():
+    env, seen, results = await run(
+        "search", [search("python 3.13 release date")], lambda m: INVENTED_RESULTS, "strict"
+    )
+    text = results[0].observation.text
+    sections = search_ground.results_sections(text.split("\n"))[1]
+    assert [q for q, _ in sections] == ["python 3.13 release date"]
+    entries = search_ground.parse_results(sections[0][1][1:])
+    # the scenario's page as the index holds it, ranked first; the model's open-web
+    # result after it; the entry with no URL is not a result
+    assert (entries[0].title, entries[0].url) == (PY_TITLE, PY_URL)
+    assert entries[-1].url == "https://nodejs.org/en/blog/release/v22.0.0"
+    assert "a result with no address" not in text
+    assert [e.title for e in entries].count(PY_TITLE) == 1
+    strict = env.trajectory.turns[0].grounding["strict"]
+    assert strict["reshaped"] == INVENTED_RESULTS  # the model's own text is kept
+    # the rewrite resolved what strict mode found: the model was not asked again
+    assert strict["action"] == "reshaped" and PY_URL in strict["problems"][0]
+    assert not any("disagreed with the facts" in last_user(m) for m in seen)
+
+
+async def test_search_env_strict_lists_known_pages_for_a_query_the_model_skipped():
+    queries = ["python 3.13 release date", "zzqx unknown words"]
+    env, _, results = await run("search", [search(*queries)], lambda m: INVENTED_RESULTS, "strict")
+    sections = search_ground.results_sections(results[0].observation.text.split("\n"))[1]
+    assert [q for q, _ in sections] == queries
+    assert sections[1][1][1:] == ['No results found for "zzqx unknown words".']
+
+
+async def test_search_env_strict_keeps_an_error_and_facts_mode_keeps_the_model_text():
+    error = "Error: 429 Too Many Requests"
+    _, _, results = await run("search", [search("python 3.13")], lambda m: error, "strict")
+    assert results[0].observation.text == error
+    _, _, results = await run(
+        "search", [search("python 3.13 release date")], lambda m: INVENTED_RESULTS, "facts"
+    )
+    assert results[0].observation.text == INVENTED_RESULTS
+
+
+def test_a_closed_web_shows_only_its_own_pages():
+    scenario = {**simgym.get_domain("search").default_scenario()}
+    scenario = SearchScenario.model_validate(scenario).model_copy()
+    object.__setattr__(scenario, "closed", True)
+    action = simgym.get_domain("search").validate_action(
+        Action.parse(json.dumps(search("python 3.13 release date"))), None
+    )
+    g = search_ground.ground_search(action, {}, scenario)
+    reshaped = g.reshape(INVENTED_RESULTS)
+    assert PY_URL in reshaped and "nodejs.org" not in reshaped
+
+
+def test_known_pages_that_fill_every_results_page_are_the_answer_without_the_model():
+    scenario = {**simgym.get_domain("search").default_scenario(), "results_per_query": 1}
+
+    def no_model(messages):
+        raise AssertionError("the world model was asked")
+
+    env = simgym.SimEnv(
+        "search",
+        FunctionWorldModel(no_model),
+        scenario=scenario,
+        grounding="strict",
+        render_known=False,
+    ).sync()
+    env.reset()
+    text = env.step(search("python 3.13 release date")).observation.text
+    assert text.split("\n")[:3] == [
+        '## Results for "python 3.13 release date"',
+        f"[1] {PY_TITLE}",
+        f"URL: {PY_URL}",
+    ]
+    assert env.trajectory.turns[0].grounding["strict"]["action"] == "state"
+
+
 async def test_search_env_off_sends_no_facts():
     env, seen, _ = await run("search", [search("python 3.13")], lambda m: "x", "off")
     assert not any(FACTS_HEADER in last_user(s) for s in seen)

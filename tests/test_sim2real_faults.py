@@ -32,6 +32,12 @@ from simgym.train.sim2real import RETRYABLE, collect_curriculum, fault_plan, fau
         ("dev@box:~$ cat a.txt\ncat: a.txt: No such file or directory\ndev@box:~$", False),
         ("dev@box:~$ cat a.txt\ncat: error: oops\nmore output", False),  # no prompt back
         ("dev@box:~$ cat a.txt\nerror: 42 lines\ndev@box:~$", False),
+        # a search engine: a whole-call failure, not a refusal or a missing page
+        ("Error: 429 Too Many Requests: retry after 2 seconds", True),
+        ("Error: the search request timed out after 30 seconds", True),
+        ("Error: 404 Not Found for URL https://wiki.example/teams/x", False),
+        ("Error: 401 Unauthorized: the search API key was rejected", False),
+        ('## Results for "q"\nError: 503 Service Unavailable for this query', False),
     ],
 )
 def test_a_transient_fault_is_told_from_an_answer(observation: str, fault: bool) -> None:

@@ -11,9 +11,9 @@ import pytest
 
 from simgym.agents import ScriptedAgent
 from simgym.bench.sim2real import ReaderAgent, evaluate
+from simgym.bench.sim2real.plans import reference_solution
 from simgym.bench.sim2real.shell_tasks import (
     SHELL_KINDS,
-    reference_solution,
     shell_heldout_tasks,
     shell_training_tasks,
     shell_world,

@@ -4,12 +4,14 @@
 # the same staged collection and training order) and, as the baseline, on the real server
 # (real-sft), with equal budgets; then GRPO in the twin through TRL from sim-sft-seq
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
-# held-out tasks, real and twin; print one table. The second environment, a real sandboxed
-# shell (--suite shell; SHELL_SUITE=0 leaves it out): sim-sft, real-sft and sim-faults-sft
-# trained and evaluated the same way, with the untrained policy, into results-shell/. Then,
-# for each suite, the robustness check: the trained policies on the twin with faults
-# injected (results-faults/, results-shell-faults/).
-# RECORDS_SUITE=0 runs the shell suite alone (~1.5 h on 2 cores).
+# held-out tasks, real and twin; print one table. Two more environments, a real sandboxed
+# shell (--suite shell; SHELL_SUITE=0 leaves it out) and a company wiki in a real
+# full-text search engine (--suite search; SEARCH_SUITE=0 leaves it out): sim-sft,
+# real-sft and sim-faults-sft trained and evaluated the same way, with the untrained
+# policy, into results-shell/ and results-search/. Then, for each suite, the robustness
+# check: the trained policies on the twin with faults injected (results-faults/,
+# results-shell-faults/, results-search-faults/).
+# RECORDS_SUITE=0 runs the shell and search suites alone (~1.5 h each on 2 cores).
 #
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
 #   RECORDS_SUITE=0 OUT=/tmp/one/results RUNS=/tmp/one/runs bash examples/sim2real/experiment.sh
@@ -70,30 +72,37 @@ if [ "${RECORDS_SUITE:-1}" != 0 ]; then
     --faults "$FAULTS" --max-turns 10 --out "$OUT-faults/reader"
   "$PY" examples/sim2real/run.py --summary --out "$OUT-faults"
 fi
-if [ "${SHELL_SUITE:-1}" != 0 ]; then
+# One more environment, the same way: sim-sft, real-sft and sim-faults-sft trained in it,
+# evaluated with the untrained policy and the reader, then the faulty-twin check.
+suite() {
+  local name=$1 backend condition
   for backend in sim real; do
-    "$PY" examples/sim2real/train.py --suite shell --condition "$backend-sft" \
+    "$PY" examples/sim2real/train.py --suite "$name" --condition "$backend-sft" \
       --backend "$backend" --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" \
-      --out "$RUNS-shell/$backend-sft" --results "$OUT-shell/$backend-sft/training.json"
+      --out "$RUNS-$name/$backend-sft" --results "$OUT-$name/$backend-sft/training.json"
   done
-  "$PY" examples/sim2real/train.py --suite shell --condition sim-faults-sft \
+  "$PY" examples/sim2real/train.py --suite "$name" --condition sim-faults-sft \
     --curriculum "$CURRICULUM" --train-tasks "$TASKS" --epochs "$EPOCHS" --seed "$SEED" \
-    --out "$RUNS-shell/sim-faults-sft" --results "$OUT-shell/sim-faults-sft/training.json"
-  "$PY" examples/sim2real/run.py --suite shell --condition untrained --k "$K" --tasks 21 \
-    --out "$OUT-shell/untrained"
+    --out "$RUNS-$name/sim-faults-sft" --results "$OUT-$name/sim-faults-sft/training.json"
+  "$PY" examples/sim2real/run.py --suite "$name" --condition untrained --k "$K" --tasks 21 \
+    --out "$OUT-$name/untrained"
   for condition in sim-sft real-sft sim-faults-sft; do
-    "$PY" examples/sim2real/run.py --suite shell --condition "$condition" --k "$K" --tasks 21 \
-      --model-path "$RUNS-shell/$condition/run/policy.gguf" --out "$OUT-shell/$condition"
+    "$PY" examples/sim2real/run.py --suite "$name" --condition "$condition" --k "$K" \
+      --tasks 21 --model-path "$RUNS-$name/$condition/run/policy.gguf" \
+      --out "$OUT-$name/$condition"
   done
-  "$PY" examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21 \
-    --out "$OUT-shell/reader"
-  "$PY" examples/sim2real/run.py --summary --out "$OUT-shell"
+  "$PY" examples/sim2real/run.py --suite "$name" --condition reader --k 1 --tasks 21 \
+    --out "$OUT-$name/reader"
+  "$PY" examples/sim2real/run.py --summary --out "$OUT-$name"
   for condition in sim-sft sim-faults-sft; do
-    "$PY" examples/sim2real/run.py --suite shell --condition "$condition" --k "$K" --tasks 21 \
-      --backends sim --faults "$FAULTS" --max-turns 10 \
-      --model-path "$RUNS-shell/$condition/run/policy.gguf" --out "$OUT-shell-faults/$condition"
+    "$PY" examples/sim2real/run.py --suite "$name" --condition "$condition" --k "$K" \
+      --tasks 21 --backends sim --faults "$FAULTS" --max-turns 10 \
+      --model-path "$RUNS-$name/$condition/run/policy.gguf" \
+      --out "$OUT-$name-faults/$condition"
   done
-  "$PY" examples/sim2real/run.py --suite shell --condition reader --k 1 --tasks 21 \
-    --backends sim --faults "$FAULTS" --max-turns 10 --out "$OUT-shell-faults/reader"
-  "$PY" examples/sim2real/run.py --summary --out "$OUT-shell-faults"
-fi
+  "$PY" examples/sim2real/run.py --suite "$name" --condition reader --k 1 --tasks 21 \
+    --backends sim --faults "$FAULTS" --max-turns 10 --out "$OUT-$name-faults/reader"
+  "$PY" examples/sim2real/run.py --summary --out "$OUT-$name-faults"
+}
+if [ "${SHELL_SUITE:-1}" != 0 ]; then suite shell; fi
+if [ "${SEARCH_SUITE:-1}" != 0 ]; then suite search; fi

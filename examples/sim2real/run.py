@@ -1,4 +1,4 @@
-"""Sim2real on the records MCP server or a real shell: one policy, held-out tasks, real vs twin.
+"""Sim2real on the records MCP server, a real shell or a real search engine: real vs twin.
 
     .venv/bin/python examples/sim2real/run.py --condition untrained --k 3 --tasks 7
     .venv/bin/python examples/sim2real/run.py --condition sim-rft --model-path policy.gguf
@@ -16,8 +16,11 @@ and on its simulated twin (the embedded world model, strict grounding). Episodes
 the faults a retry can clear into the twin at that curriculum level (robustness; the real
 server meets none). ``--suite shell`` plays the terminal tasks instead: a bash shell in a
 fresh sandbox per episode against the grounded ``terminal`` twin (``results-shell/``; trained
-policies from ``runs-shell/``). ``--rescore`` scores a condition's stored episodes again with
-the tasks' current checks (after a check is fixed) and rewrites its report.
+policies from ``runs-shell/``); ``--suite search`` a company wiki in the real full-text
+engine (SQLite FTS5 over the Python docs, the wiki's pages added per episode) against the
+grounded ``search`` twin (``results-search/``). ``--rescore`` scores a condition's stored
+episodes again with the tasks' current checks (after a check is fixed) and rewrites its
+report.
 """
 
 from __future__ import annotations

@@ -480,15 +480,20 @@ class SimEnv:
             return prediction, strict
         if strict["action"] == "corrected":
             return prediction, strict  # already the exact observation
-        try:
-            shaped = grounding.reshape(prediction.observation)
-        except Exception as exc:  # a domain bug costs this turn its reshaping only
-            self._notes["reshape_error"] = f"{type(exc).__name__}: {exc}"
-            return prediction, strict
+        shaped = self._shaped(grounding, prediction.observation)
         if not shaped or shaped == prediction.observation:
             return prediction, strict
         fixed = prediction.model_copy(update={"observation": shaped})
         return fixed, {**strict, "reshaped": prediction.observation}
+
+    def _shaped(self, grounding: Grounding, observation: str) -> str | None:
+        """``Grounding.reshape`` of ``observation``; None when it rewrites nothing."""
+        assert grounding.reshape is not None
+        try:
+            return grounding.reshape(observation)
+        except Exception as exc:  # a domain bug costs this turn its reshaping only
+            self._notes["reshape_error"] = f"{type(exc).__name__}: {exc}"
+            return None
 
     async def _enforce(
         self,
@@ -500,8 +505,9 @@ class SimEnv:
     ) -> tuple[Prediction, int, dict[str, Any] | None]:
         """Strict mode: check the observation against the facts. When the state determines
         the whole observation, a wrong one is corrected to it (asking again would cost a
-        model call to learn what simgym already knows); otherwise the model is asked once
-        more with the problems named, and what is left is recorded."""
+        model call to learn what simgym already knows), and one that the domain's rewrite
+        (``Grounding.reshape``) puts right is left to :meth:`_reshape`; otherwise the model
+        is asked once more with the problems named, and what is left is recorded."""
         if self.grounding != "strict" or grounding is None:
             return prediction, attempts, None
         problems = grounding.problems(prediction.observation)
@@ -512,6 +518,12 @@ class SimEnv:
             record["action"] = "corrected"
             fixed = prediction.model_copy(update={"observation": grounding.observation})
             return fixed, attempts, record
+        if grounding.reshape is not None:
+            shaped = self._shaped(grounding, prediction.observation)
+            if shaped and not grounding.problems(shaped):
+                # the rewrite after this resolves every problem: no second model call
+                record["action"] = "reshaped"
+                return prediction, attempts, record
         retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
         try:
             again, more, _ = await self._predict(retry, action, self._last_observation(), tries=1)

@@ -4,7 +4,10 @@ knows, so the world model is told which of them a query finds and what a page sa
 * ``web_search``: per query, the scenario documents that match it (ranked BM25-style on
   title, snippet and text, title counting triple) become facts: URL, title, date,
   snippet. The prompt promises that these pages "rank first when they match", so when
-  one page clearly wins a query, strict mode expects its URL in that query's results.
+  one page clearly wins a query, strict mode expects its URL in that query's results,
+  and rewrites the model's answer with the known pages first, as the index holds them,
+  then the open-web results it added. When the known pages fill every query's results
+  (or the web is closed), the answer is decided and becomes the exact observation.
 * ``web_extractor`` of a scenario document: facts are its title and text. Without a
   goal the page is fully determined (``# Title``, a blank line, the text, as the prompt
   and ``_check_page`` describe it) and becomes the exact observation; with a goal the
@@ -191,8 +194,9 @@ def _ground_queries(queries: Sequence[str], scenario: Any) -> Grounding | None:
     shown: set[str] = set()
     limit = getattr(scenario, "results_per_query", 5)
     index = Index(scenario.documents)
+    found: dict[str, list[Hit]] = {}
     for query in queries:
-        hits = index.rank(query)[:limit]
+        hits = found[query] = index.rank(query)[:limit]
         if not hits:
             continue
         lines = [_result_line(h.doc, full=h.doc.url not in shown) for h in hits]
@@ -202,9 +206,104 @@ def _ground_queries(queries: Sequence[str], scenario: Any) -> Grounding | None:
         if winner is not None:
             facts.append(f'{winner.doc.url} is result [1] for "{query}"')
             expect.append(winner.doc.url)
-    if getattr(scenario, "closed", False):
+    closed = bool(getattr(scenario, "closed", False))
+    if closed:
         facts.append("this web holds no other pages: a query that matches none finds nothing")
-    return Grounding(facts=facts, expect=list(dict.fromkeys(expect))) if facts else None
+    if not facts:
+        return None
+    reshape = _results_reshaper(list(queries), found, limit, closed)
+    # The known pages fill every query's page of results (or nothing else exists): the
+    # answer is decided, and simgym writes it without the model.
+    decided = closed or all(len(found.get(q, [])) >= limit for q in queries)
+    return Grounding(
+        facts=facts,
+        expect=list(dict.fromkeys(expect)),
+        reshape=reshape,
+        observation=reshape("") if decided else None,
+    )
+
+
+@dataclass(frozen=True)
+class Result:
+    """One entry of a results section."""
+
+    title: str
+    url: str
+    snippet: str = ""
+    date: str = ""
+
+    def lines(self, rank: int) -> list[str]:
+        out = [f"[{rank}] {self.title}", f"URL: {self.url}"]
+        if self.snippet:
+            out.append(f"Snippet: {self.snippet}")
+        if self.date:
+            out.append(f"Date: {self.date}")
+        return out
+
+
+def _known(doc: Any) -> Result:
+    return Result(doc.title, doc.url, snippet(doc), doc.date.isoformat() if doc.date else "")
+
+
+def _url_core(url: str) -> str:
+    return url.strip().rstrip("/").casefold()
+
+
+def parse_results(lines: Sequence[str]) -> list[Result]:
+    """The entries of one results section (its lines after the heading); an entry
+    without a URL is not a result and is left out."""
+    entries: list[Result] = []
+    title: str | None = None
+    fields: dict[str, str] = {}
+    for raw in [*lines, "[0] end"]:
+        line = raw.strip()
+        entry = _ENTRY.match(line)
+        if entry:
+            if title is not None and fields.get("url"):
+                entries.append(
+                    Result(title, fields["url"], fields.get("snippet", ""), fields.get("date", ""))
+                )
+            title, fields = entry.group(1).strip(), {}
+            continue
+        name, _, value = line.partition(":")
+        if title is not None and name.strip().lower() in ("url", "snippet", "date"):
+            fields.setdefault(name.strip().lower(), value.strip())
+    return entries
+
+
+def _results_reshaper(
+    queries: list[str], found: dict[str, list[Hit]], limit: int, closed: bool
+) -> Any:
+    """Strict mode's rewrite of a ``web_search`` answer: per query, the scenario's
+    matching pages first, in their ranked order and as the index holds them (the prompt
+    promises they rank first), then the open-web results the model added (none in a
+    closed web), at most ``limit``, in the engine's layout. A whole-call error line
+    stays as the model wrote it."""
+
+    def reshape(observation: str) -> str | None:
+        if observation.lstrip().startswith("Error:"):
+            return None
+        _, sections = results_sections(observation.split("\n"))
+        invented = {query: parse_results(lines[1:]) for query, lines in sections}
+        out = []
+        for query in queries:
+            hits = [_known(h.doc) for h in found.get(query, [])]
+            known = {_url_core(h.url) for h in hits}
+            if not closed:
+                hits += [r for r in invented.get(query, []) if _url_core(r.url) not in known]
+            body = [
+                line
+                for rank, hit in enumerate(hits[:limit], 1)
+                for line in ([""] if rank > 1 else []) + hit.lines(rank)
+            ]
+            out.append(
+                "\n".join(
+                    [f'## Results for "{query}"', *(body or [f'No results found for "{query}".'])]
+                )
+            )
+        return "\n\n".join(out)
+
+    return reshape
 
 
 def _result_line(doc: Any, *, full: bool) -> str:

@@ -4,8 +4,9 @@
 
 * ``real``: the bundled records MCP server, a fresh database per episode seeded with the
   task's records, or for ``terminal`` tasks a bash shell in a fresh sandbox holding the
-  task's machine (the safety track's :class:`~simgym.safety.real.FreshWorlds` executor);
-  changes are checked on the database or the files read back at the end;
+  task's machine, or for ``search`` tasks the real full-text engine with the task's pages
+  added to its index (the safety track's :class:`~simgym.safety.real.FreshWorlds`
+  executor); changes are checked on the database or the files read back at the end;
 * ``sim``: the twin, the task's domain on a world model (the embedded default unless
   told otherwise) with strict grounding; changes are checked on its hidden state.
 
@@ -39,7 +40,7 @@ from simgym.rewards import build_reward
 from simgym.rollout.runner import arollout
 
 BACKENDS = ("real", "sim")
-REAL_DOMAINS = ("mcp", "terminal")
+REAL_DOMAINS = ("mcp", "terminal", "search")
 SCHEMA = "simgym.sim2real/1"
 REPORT = "report.json"
 SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
@@ -47,9 +48,14 @@ SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
 
 def _real_world(domain: str) -> Any:
     """A fresh real world for one episode: the records server, its database seeded from
-    the scenario, or a sandboxed shell holding the scenario's machine."""
+    the scenario, a sandboxed shell holding the scenario's machine, or the search engine
+    with the scenario's pages in its index."""
     if domain not in REAL_DOMAINS:
-        raise SimgymError(f"sim2real runs {' and '.join(REAL_DOMAINS)} tasks, not {domain}")
+        raise SimgymError(f"sim2real runs {', '.join(REAL_DOMAINS)} tasks, not {domain}")
+    if domain == "search":
+        from simgym.real.search import RealSearch
+
+        return RealSearch()
     from simgym.safety.real import real_backend
 
     return real_backend(domain)

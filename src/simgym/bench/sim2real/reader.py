@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from simgym.agents.base import Decision, EpisodeView
+from simgym.bench.sim2real.plans import fill
 from simgym.core.types import Task
 
 NOT_FOUND = "I could not find it."
@@ -52,17 +53,24 @@ def _dicts(value: Any) -> Iterator[dict[str, Any]]:
 # after 30 seconds", "cat: notes.txt: Stale file handle"), with the prompt back after it.
 _SHELL_FAULT = re.compile(r"^\S+: (error: |.*: Stale file handle$)")
 _PROMPT_BACK = re.compile(r"[$#]\s*$")
+# A search engine's whole-call failure ("Error: 429 Too Many Requests ...", "Error: the
+# search request timed out ..."); a bad request, a refused key or a missing page is not
+# one a retry clears.
+_ENGINE_FAULT = re.compile(r"^Error: (?!(400|401|403|404)\b)")
 
 
 def transient_fault(observation: str) -> bool:
     """Whether ``observation`` is an error or a not-yet-ready result rather than an answer:
     a JSON ``error`` object, an ``isError`` envelope, or a ``pending`` status; on a
-    terminal, a command's last line of output is such an error and the prompt is back."""
+    terminal, a command's last line of output is such an error and the prompt is back; from
+    a search engine, an ``Error:`` line for the whole call that is not a 4xx refusal."""
     seen = _json(observation)
     if isinstance(seen, dict):
         return "error" in seen or seen.get("isError") is True or seen.get("status") == "pending"
     if seen is not None:
         return False
+    if _ENGINE_FAULT.match(observation):
+        return True
     lines = [line for line in observation.rstrip().splitlines() if line.strip()]
     return (
         len(lines) >= 2
@@ -134,25 +142,17 @@ class _ReaderSession:
         entry = self.plan[self.step]
         self.step += 1
         if "answer" in entry:
-            answer = self._fill(str(entry["answer"]))
+            answer = fill(str(entry["answer"]), self.read)
             if self.kind.startswith(("email_by", "phone_by")):
                 field = "phone" if self.kind.startswith("phone") else "email"
                 answer = first_field(self.last, field) or NOT_FOUND
             self.messages.append({"role": "assistant", "content": answer})
             self.call = None
             return Decision(answer=answer)
-        arguments = {
-            k: self._fill(v) if isinstance(v, str) else v for k, v in entry["arguments"].items()
-        }
+        arguments = fill(entry["arguments"], self.read)
         if "customer_id" in arguments and self.customer_id is not None:
             arguments["customer_id"] = self.customer_id
         call = {"name": entry["name"], "arguments": arguments}
         self.call = call
         self.messages.append({"role": "assistant", "content": json.dumps(call)})
         return Decision(action=call)
-
-    def _fill(self, text: str) -> str:
-        """``text`` with each ``{name}`` a read step took replaced by its value."""
-        for name, value in self.read.items():
-            text = text.replace("{" + name + "}", value)
-        return text

@@ -28,10 +28,16 @@ from __future__ import annotations
 import random
 import re
 import string
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from simgym.bench.sim2real.plans import (
+    Maker,
+    make_tasks,
+    number_answer,
+    task_sets,
+    token_answer,
+)
 from simgym.bench.sim2real.tasks import checked_change
 from simgym.core.types import Task
 
@@ -164,29 +170,11 @@ def _absent(path: str) -> dict[str, Any]:
     return {"path": _pointer(path), "exists": False}
 
 
-def _lookup(answer: str, solution: list[Any]) -> dict[str, Any]:
-    """A lookup, passed when the answer holds the value as a whole token. ``contains``
-    would normalize ``CACHE_SECRET=fwu9lhpe93`` to one word and miss the value in it."""
-    token = rf"(?<![A-Za-z0-9]){re.escape(answer)}(?![A-Za-z0-9])"
-    reward = {"type": "regex", "pattern": token}
-    return {"answer": answer, "reward": reward, "solution": solution}
-
-
-def _number(answer: int, solution: list[Any]) -> dict[str, Any]:
-    """A number, passed when it is the only number in the answer: a whole token alone would
-    take ``32`` from a made-up timestamp ``12:22:32.192``."""
-    reward = {"type": "regex", "pattern": rf"^\D*(?<!\d){answer}(?!\d)\D*$"}
-    return {"answer": str(answer), "reward": reward, "solution": solution}
-
-
-Maker = Callable[[random.Random, dict[str, Any]], tuple[str, dict[str, Any]]]
-
-
 def _config_value(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     key = rng.choice(facts["pools"].keys)
     value = facts["secrets"][key]
     solution = [_keys("cat config/app.env", value=rf"{key}=(\S+)"), {"answer": "{value}"}]
-    return f"What is the value of {key} in config/app.env?", _lookup(value, solution)
+    return f"What is the value of {key} in config/app.env?", token_answer(value, solution)
 
 
 def _write_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
@@ -211,7 +199,7 @@ def _find_code(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
         {"answer": "{file}"},
     ]
     text = f"Which file in the notes directory mentions {facts['code']}? Give its file name."
-    return text, _lookup(facts["holder"], solution)
+    return text, token_answer(facts["holder"], solution)
 
 
 def _move_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
@@ -228,7 +216,7 @@ def _count_lines(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     log = facts["log"]
     solution = [_keys(f"wc -l {log}", count=rf"(\d+) {re.escape(log)}"), {"answer": "{count}"}]
     text = f"How many lines does {log} have? Answer with the number."
-    return text, _number(facts["log_lines"], solution)
+    return text, number_answer(facts["log_lines"], solution)
 
 
 def _backup_then_append(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
@@ -260,55 +248,19 @@ SHELL_KINDS: dict[str, Maker] = {
 
 def make_shell_tasks(seed: int, count: int, prefix: str, pools: Pools = TRAIN_POOLS) -> list[Task]:
     """``count`` tasks on the machine of ``seed``, the kinds in turn, ids ``prefix000`` on."""
-    world = shell_world(seed, pools)
     rng = random.Random(f"sim2real-shell-tasks-{seed}")
-    tasks = []
-    for n in range(count):
-        kind = list(SHELL_KINDS)[n % len(SHELL_KINDS)]
-        instruction, metadata = SHELL_KINDS[kind](rng, world["facts"])
-        tasks.append(
-            Task(
-                id=f"{prefix}{n:03d}",
-                domain=SHELL_DOMAIN,
-                instruction=instruction,
-                scenario=world["scenario"],
-                metadata={"kind": kind, **metadata},
-            )
-        )
-    return tasks
+    return make_tasks(SHELL_KINDS, shell_world(seed, pools), rng, SHELL_DOMAIN, count, prefix)
 
 
 def shell_heldout_tasks(count: int = 21, *, per_world: int = 7) -> list[Task]:
     """The held-out terminal tasks: ``per_world`` on each held-out machine (seeds from
     :data:`HELDOUT_SEED`); the first n of a longer list are the same n tasks."""
-    return _sets(HELDOUT_SEED, count, per_world, HELDOUT_PREFIX, HELDOUT_POOLS)
+    return task_sets(
+        make_shell_tasks, HELDOUT_SEED, count, per_world, HELDOUT_PREFIX, HELDOUT_POOLS
+    )
 
 
 def shell_training_tasks(count: int = 70, *, seed: int = 0, per_world: int = 7) -> list[Task]:
     """Training tasks: ``per_world`` on each machine from ``seed``, ``seed + 1``, ...;
     never a held-out machine."""
-    return _sets(seed, count, per_world, TRAIN_PREFIX, TRAIN_POOLS)
-
-
-def _sets(first: int, count: int, per_world: int, prefix: str, pools: Pools) -> list[Task]:
-    tasks: list[Task] = []
-    world = first
-    while len(tasks) < count:
-        size = min(per_world, count - len(tasks))
-        tasks += make_shell_tasks(world, size, f"{prefix}m{world}-", pools)
-        world += 1
-    return tasks
-
-
-def reference_solution(task: Task) -> list[Any]:
-    """A task's plan as the scripted agent plays it: the true answer in place of what the
-    plan reads from the world, the ``read`` steps as plain calls."""
-    answer = task.metadata.get("answer")
-    steps: list[Any] = []
-    for step in task.metadata.get("solution") or []:
-        if "answer" in step:
-            text = str(step["answer"])
-            steps.append({"answer": str(answer) if "{" in text and answer is not None else text})
-        else:
-            steps.append({k: v for k, v in step.items() if k != "read"})
-    return steps
+    return task_sets(make_shell_tasks, seed, count, per_world, TRAIN_PREFIX, TRAIN_POOLS)

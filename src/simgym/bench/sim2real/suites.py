@@ -1,8 +1,9 @@
 """The experiment's environments by name: each suite's held-out and training task sets.
 
 ``records`` is the customer-records MCP server (:mod:`~simgym.bench.sim2real.tasks`),
-``shell`` a bash shell in a sandbox (:mod:`~simgym.bench.sim2real.shell_tasks`). The
-example scripts take ``--suite NAME``.
+``shell`` a bash shell in a sandbox (:mod:`~simgym.bench.sim2real.shell_tasks`),
+``search`` a company wiki in a real full-text engine
+(:mod:`~simgym.bench.sim2real.search_tasks`). The example scripts take ``--suite NAME``.
 """
 
 from __future__ import annotations
@@ -47,11 +48,8 @@ def _records() -> Suite:
 
 
 def _shell() -> Suite:
-    from simgym.bench.sim2real.shell_tasks import (
-        reference_solution,
-        shell_heldout_tasks,
-        shell_training_tasks,
-    )
+    from simgym.bench.sim2real.plans import reference_solution
+    from simgym.bench.sim2real.shell_tasks import shell_heldout_tasks, shell_training_tasks
 
     return Suite(
         "shell",
@@ -63,11 +61,25 @@ def _shell() -> Suite:
     )
 
 
-SUITES: dict[str, Callable[[], Suite]] = {"records": _records, "shell": _shell}
+def _search() -> Suite:
+    from simgym.bench.sim2real.plans import reference_solution
+    from simgym.bench.sim2real.search_tasks import search_heldout_tasks, search_training_tasks
+
+    return Suite(
+        "search",
+        search_heldout_tasks,
+        search_training_tasks,
+        reference_solution,
+        ("search-heldout.jsonl", "search-train.jsonl"),
+        "search",
+    )
+
+
+SUITES: dict[str, Callable[[], Suite]] = {"records": _records, "shell": _shell, "search": _search}
 
 
 def get_suite(name: str) -> Suite:
-    """The suite called ``name`` (``records`` or ``shell``)."""
+    """The suite called ``name`` (``records``, ``shell`` or ``search``)."""
     try:
         return SUITES[name]()
     except KeyError:

@@ -1,0 +1,113 @@
+"""What the generated sim2real suites share: answers scored on a value, plans whose steps
+read values from the world, and task sets made world by world.
+
+A task's ``metadata["solution"]`` is its plan: tool calls, then ``{"answer": ...}``. A
+call may ``read`` values from the observation that answers it (``{"read": {name: regex}}``,
+the regex's first group), which later calls' arguments and the answer use as ``{name}``;
+``metadata["values"]`` holds the true values, which the scripted reference plays
+(:func:`reference_solution`) and the :class:`~simgym.bench.sim2real.ReaderAgent` never
+sees.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Callable
+from typing import Any
+
+from simgym.core.types import Task
+
+Maker = Callable[[random.Random, dict[str, Any]], tuple[str, dict[str, Any]]]
+
+
+def token_answer(answer: str, solution: list[Any]) -> dict[str, Any]:
+    """A lookup, passed when the answer holds the value as a whole token. ``contains``
+    would normalize ``CACHE_SECRET=fwu9lhpe93`` to one word and miss the value in it."""
+    token = rf"(?<![A-Za-z0-9]){re.escape(answer)}(?![A-Za-z0-9])"
+    reward = {"type": "regex", "pattern": token}
+    return {"answer": answer, "reward": reward, "solution": solution}
+
+
+def number_answer(answer: int, solution: list[Any]) -> dict[str, Any]:
+    """A number, passed when it is the only number in the answer: a whole token alone would
+    take ``32`` from a made-up timestamp ``12:22:32.192``."""
+    reward = {"type": "regex", "pattern": rf"^\D*(?<!\d){answer}(?!\d)\D*$"}
+    return {"answer": str(answer), "reward": reward, "solution": solution}
+
+
+def make_tasks(
+    kinds: dict[str, Maker],
+    world: dict[str, Any],
+    rng: random.Random,
+    domain: str,
+    count: int,
+    prefix: str,
+) -> list[Task]:
+    """``count`` tasks on one ``world`` (its ``scenario`` and ``facts``), the ``kinds`` in
+    turn, ids ``prefix000`` on."""
+    tasks = []
+    for n in range(count):
+        kind = list(kinds)[n % len(kinds)]
+        instruction, metadata = kinds[kind](rng, world["facts"])
+        tasks.append(
+            Task(
+                id=f"{prefix}{n:03d}",
+                domain=domain,
+                instruction=instruction,
+                scenario=world["scenario"],
+                metadata={"kind": kind, **metadata},
+            )
+        )
+    return tasks
+
+
+def task_sets(
+    make: Callable[..., list[Task]],
+    first: int,
+    count: int,
+    per_world: int,
+    prefix: str,
+    pools: Any,
+) -> list[Task]:
+    """``count`` tasks, ``per_world`` on each world of ``make`` (``make(seed, size,
+    prefix, pools)``) from seed ``first`` on, ids ``{prefix}m{seed}-000`` on."""
+    tasks: list[Task] = []
+    world = first
+    while len(tasks) < count:
+        size = min(per_world, count - len(tasks))
+        tasks += make(world, size, f"{prefix}m{world}-", pools)
+        world += 1
+    return tasks
+
+
+def reference_solution(task: Task) -> list[Any]:
+    """A task's plan as the scripted agent plays it: the true answer in place of what the
+    plan reads from the world, the true values (``metadata["values"]``) in the calls'
+    arguments, the ``read`` steps as plain calls."""
+    answer = task.metadata.get("answer")
+    values = {str(k): str(v) for k, v in (task.metadata.get("values") or {}).items()}
+    steps: list[Any] = []
+    for step in task.metadata.get("solution") or []:
+        if "answer" in step:
+            text = str(step["answer"])
+            steps.append({"answer": str(answer) if "{" in text and answer is not None else text})
+        else:
+            call = {k: v for k, v in step.items() if k != "read"}
+            call["arguments"] = fill(call.get("arguments") or {}, values)
+            steps.append(call)
+    return steps
+
+
+def fill(value: Any, values: dict[str, str]) -> Any:
+    """``value`` (a string, or strings in lists and objects) with each ``{name}`` replaced
+    by ``values[name]``; other text stays as it is."""
+    if isinstance(value, str):
+        for name, found in values.items():
+            value = value.replace("{" + name + "}", found)
+        return value
+    if isinstance(value, list):
+        return [fill(item, values) for item in value]
+    if isinstance(value, dict):
+        return {key: fill(item, values) for key, item in value.items()}
+    return value
