@@ -10,6 +10,7 @@ import pytest
 from simgym.bench.sim2real import ReaderAgent, evaluate, faults_table, training_tasks
 from simgym.bench.sim2real.reader import transient_fault
 from simgym.core.trajectories import read_trajectories
+from simgym.core.types import Action
 from simgym.perturb import Curriculum, Perturbations, Rule
 from simgym.train.sim2real import RETRYABLE, collect_curriculum, fault_plan, faults_met
 
@@ -38,10 +39,42 @@ from simgym.train.sim2real import RETRYABLE, collect_curriculum, fault_plan, fau
         ("Error: 404 Not Found for URL https://wiki.example/teams/x", False),
         ("Error: 401 Unauthorized: the search API key was rejected", False),
         ('## Results for "q"\nError: 503 Service Unavailable for this query', False),
+        # a repository's tools: bash's error and exit code, a file tool's Error: line
+        ("rm: error: operation timed out after 30 seconds\n[exit code: 124]", True),
+        ("[command still running after 30 seconds: killed]\n[exit code: 124]", True),
+        ("Error: a.py changed on disk since it was last read; read it again", True),
+        ("Error: old_str not found in a.py", False),
+        ("Error: file not found: a.py", False),
+        ("rm: cannot remove 'x': No such file or directory\n[exit code: 1]", False),
     ],
 )
 def test_a_transient_fault_is_told_from_an_answer(observation: str, fault: bool) -> None:
     assert transient_fault(observation) is fault
+
+
+@pytest.mark.parametrize("domain", ["terminal", "swe", "search"])
+def test_the_reader_retries_every_fault_a_retry_clears_as_simgym_writes_it(domain: str) -> None:
+    import random
+
+    from simgym.bench.sim2real import get_suite
+    from simgym.core.domain import get_domain
+    from simgym.perturb.faults import fault_params
+    from simgym.perturb.renderers import RENDERERS, Context
+    from simgym.train.sim2real import retryable
+
+    suite = next(get_suite(n) for n in ("shell", "swe", "search") if get_suite(n).domain == domain)
+    task = suite.heldout(1)[0]
+    scenario = get_domain(domain).scenario(task.scenario)
+    calls = [Action.parse(json.dumps(step)) for step in task.metadata["solution"] if "name" in step]
+    for action in calls:
+        if action.name == "submit":
+            continue
+        for kind in retryable(domain):
+            if (domain, kind) == ("search", "stale_data"):
+                continue  # dated results, no error: the plan goes on
+            params = fault_params(kind, random.Random(0))
+            text = RENDERERS[domain](kind, Context(scenario, action, "dev@box:~$ ", params))
+            assert transient_fault(text), (action.name, kind, text)
 
 
 def test_the_fault_plan_follows_the_curriculum_levels() -> None:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from simgym.agents import ScriptedAgent
-from simgym.bench.sim2real import ReaderAgent, evaluate, get_suite
+from simgym.bench.sim2real import get_suite
 from simgym.bench.sim2real.plans import fill, reference_solution
 from simgym.bench.sim2real.search_tasks import (
     SEARCH_KINDS,
@@ -21,7 +20,8 @@ from simgym.bench.sim2real.search_tasks import (
     search_world,
 )
 from simgym.bench.sim2real.tasks import task_line
-from simgym.core.trajectories import read_trajectories
+from simgym.worldmodels.function import FunctionWorldModel
+from support import play_suite_plans
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sim2real"
 
@@ -82,26 +82,44 @@ def _wrong(task: object) -> list[object]:
     return [{"name": "web_search", "arguments": query}, {"answer": "Ana Lopes, 2025-07-01"}]
 
 
+INVENTED = (
+    '## Results for "team"\n[1] Node v22.0.0 (Current) | Node.js\n'
+    "URL: https://nodejs.org/en/blog/release/v22.0.0\nSnippet: Node.js 22 was released."
+)
+
+
+def _first_results(episode) -> list[str]:
+    """The first result's URL line of every search in an episode."""
+    return [
+        turn.observation.text.split("\n")[2]
+        for turn in episode.turns
+        if turn.action is not None and turn.action.name == "web_search"
+    ]
+
+
 @pytest.mark.parametrize("play", ["reference", "reader", "wrong"])
-def test_every_kind_on_the_real_engine(play: str, tmp_path: Path) -> None:
-    tasks = search_heldout_tasks(7)
-    if play == "reader":
-        agent = ReaderAgent(tasks)
-    else:
-        scripts = {t.id: reference_solution(t) if play == "reference" else _wrong(t) for t in tasks}
-        agent = ScriptedAgent(by_task=scripts)
-    report = evaluate(
-        tasks, agent=agent, condition=play, k=1, max_turns=6, backends=["real"], out_dir=tmp_path
+def test_every_kind_on_the_real_engine_and_the_reader_in_the_twin(
+    play: str, tmp_path: Path
+) -> None:
+    backends = ("real", "sim") if play == "reader" else ("real",)
+    # The twin's model makes up every results page (as the embedded one did, a Node.js
+    # release for a team's name); strict grounding must still list the wiki's pages first.
+    invented = FunctionWorldModel(
+        lambda messages: f"<predicted_observation>\n{INVENTED}\n</predicted_observation>"
     )
-    cell = report["backends"]["real"]
-    assert (cell["successes"], cell["errors"]) == (0 if play == "wrong" else 7, 0), cell
-    assert set(cell["by_kind"]) == set(SEARCH_KINDS)
-    episodes = read_trajectories(tmp_path / "real.jsonl")
-    assert {t.world_model["backend"] for t in episodes} == {"real-search"}
+    report, episodes = play_suite_plans(
+        search_heldout_tasks(7), play, _wrong, tmp_path, backends=backends, world_model=invented
+    )
+    for backend in backends:
+        cell = report["backends"][backend]
+        assert (cell["successes"], cell["errors"]) == (0 if play == "wrong" else 7, 0), cell
+        assert set(cell["by_kind"]) == set(SEARCH_KINDS)
+    real = episodes["real"]
+    assert {t.world_model["backend"] for t in real.values()} == {"real-search"}
     if play == "reader":
-        # the company's page came first for every query the plan sent
-        for episode in episodes:
-            for turn in episode.turns:
-                if turn.action is not None and turn.action.name == "web_search":
-                    first = turn.observation.text.split("\n")[2]
-                    assert first.startswith("URL: https://wiki."), first
+        # the company's page came first for every query the plan sent, on both sides
+        sim = episodes["sim"]
+        for key, episode in real.items():
+            firsts = _first_results(episode)
+            assert firsts and all(line.startswith("URL: https://wiki.") for line in firsts)
+            assert _first_results(sim[key]) == firsts

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from simgym.agents import ScriptedAgent
-from simgym.bench.sim2real import ReaderAgent, evaluate
+from simgym.bench.sim2real import evaluate
 from simgym.bench.sim2real.plans import reference_solution
 from simgym.bench.sim2real.shell_tasks import (
     SHELL_KINDS,
@@ -21,6 +21,7 @@ from simgym.bench.sim2real.shell_tasks import (
 from simgym.bench.sim2real.tasks import task_line
 from simgym.core.trajectories import read_trajectories
 from simgym.real.sandbox import bwrap_problem
+from support import play_suite_plans, same_screens
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sim2real"
 
@@ -76,27 +77,19 @@ needs_sandbox = pytest.mark.skipif(bwrap_problem() is not None, reason=str(bwrap
 @needs_sandbox
 @pytest.mark.parametrize("play", ["reference", "reader", "wrong"])
 def test_every_kind_on_the_real_shell_and_the_twin(play: str, tmp_path: Path) -> None:
-    tasks = shell_heldout_tasks(7)
-    if play == "reader":
-        agent = ReaderAgent(tasks)
-    else:
-        scripts = {t.id: reference_solution(t) if play == "reference" else _wrong(t) for t in tasks}
-        agent = ScriptedAgent(by_task=scripts)
-    report = evaluate(tasks, agent=agent, condition=play, k=1, max_turns=6, out_dir=tmp_path)
+    report, episodes = play_suite_plans(shell_heldout_tasks(7), play, _wrong, tmp_path)
     expected = 0 if play == "wrong" else 7
     for backend in ("real", "sim"):
         cell = report["backends"][backend]
         assert (cell["successes"], cell["errors"]) == (expected, 0), (backend, cell)
         assert set(cell["by_kind"]) == set(SHELL_KINDS)
-    real = {t.key: t for t in read_trajectories(tmp_path / "real.jsonl")}
-    sim = {t.key: t for t in read_trajectories(tmp_path / "sim.jsonl")}
+    real, sim = episodes["real"], episodes["sim"]
     # the real shell's files were read back from the sandbox; the twin's from its ledger
     assert {t.world_model["backend"] for t in real.values()} == {"real-terminal"}
     assert {t.metrics.get("state_source") for t in real.values()} == {"live"}
     assert all(t.metrics.get("state_source") != "live" for t in sim.values())
     # the grounded twin showed what the real shell showed, screen for screen
-    pairs = [(a, b) for k in real for a, b in zip(real[k].turns, sim[k].turns, strict=True)]
-    assert pairs and all(a.observation.text == b.observation.text for a, b in pairs)
+    assert same_screens(real, sim)
 
 
 def test_a_lookup_passes_on_the_value_as_a_whole_token() -> None:

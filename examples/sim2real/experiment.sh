@@ -4,14 +4,15 @@
 # the same staged collection and training order) and, as the baseline, on the real server
 # (real-sft), with equal budgets; then GRPO in the twin through TRL from sim-sft-seq
 # (sim-grpo; GRPO_STEPS=0 leaves it out); evaluate them and the untrained policy on the
-# held-out tasks, real and twin; print one table. Two more environments, a real sandboxed
-# shell (--suite shell; SHELL_SUITE=0 leaves it out) and a company wiki in a real
-# full-text search engine (--suite search; SEARCH_SUITE=0 leaves it out): sim-sft,
-# real-sft and sim-faults-sft trained and evaluated the same way, with the untrained
-# policy, into results-shell/ and results-search/. Then, for each suite, the robustness
+# held-out tasks, real and twin; print one table. Three more environments, a real
+# sandboxed shell (--suite shell; SHELL_SUITE=0 leaves it out), a company wiki in a real
+# full-text search engine (--suite search; SEARCH_SUITE=0) and edits to a Python package
+# in a sandboxed repository (--suite swe; SWE_SUITE=0): sim-sft, real-sft and
+# sim-faults-sft trained and evaluated the same way, with the untrained policy, into
+# results-shell/, results-search/ and results-swe/. Then, for each suite, the robustness
 # check: the trained policies on the twin with faults injected (results-faults/,
-# results-shell-faults/, results-search-faults/).
-# RECORDS_SUITE=0 runs the shell and search suites alone (~1.5 h each on 2 cores).
+# results-shell-faults/, ...).
+# RECORDS_SUITE=0 runs the other suites alone (about an hour each on 2 cores).
 #
 #   bash examples/sim2real/experiment.sh                        # the README's run, 2 CPU cores: ~5 h
 #   RECORDS_SUITE=0 OUT=/tmp/one/results RUNS=/tmp/one/runs bash examples/sim2real/experiment.sh
@@ -106,3 +107,4 @@ suite() {
 }
 if [ "${SHELL_SUITE:-1}" != 0 ]; then suite shell; fi
 if [ "${SEARCH_SUITE:-1}" != 0 ]; then suite search; fi
+if [ "${SWE_SUITE:-1}" != 0 ]; then suite swe; fi

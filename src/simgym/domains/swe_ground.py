@@ -8,6 +8,7 @@ the helpers here too, so a grounded observation is what the real tool prints.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import posixpath
 from typing import Any
 
@@ -16,6 +17,7 @@ from simgym.core.types import Action
 from simgym.domains.shell import file_fact, run_line
 
 CONTEXT_LINES = 3  # lines shown around an edit
+MAX_PLAIN_CHANGES = 3  # replaced lines a file may have for the submitted diff to be exact
 
 
 def split_lines(content: str) -> list[str]:
@@ -90,26 +92,83 @@ def list_dir(files: dict[str, str], path: str) -> str:
     return "\n".join(sorted(names)) or "(empty directory)"
 
 
+def blob_id(content: str) -> str:
+    """The abbreviated id git gives a file's content (its ``index`` lines show it)."""
+    data = content.encode("utf-8")
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()[:7]
+
+
+def _blob(content: str | None) -> str:
+    return blob_id(content) if content is not None else "0" * 7
+
+
+def _funcname(lines: list[str], before: int) -> str:
+    """What git writes after a hunk's ``@@``: the nearest line above the hunk that starts
+    with a letter, ``_`` or ``$`` (its default heading rule), cut at 80 characters."""
+    for line in reversed(lines[:before]):
+        if line[:1].isalpha() or line[:1] in "_$":
+            return " " + line.rstrip("\n")[:80]
+    return ""
+
+
+def _hunks(old: str, new: str, old_name: str, new_name: str) -> list[str]:
+    a, b = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    out: list[str] = []
+    for line in difflib.unified_diff(a, b, old_name, new_name):
+        if line.startswith("@@ "):
+            start = int(line.split()[1].split(",")[0].lstrip("-"))
+            # context before the hunk: git looks above the hunk's first line
+            line = line.rstrip("\n") + _funcname(a, max(start - 1, 0)) + "\n"
+        out.append(line)
+    return out
+
+
 def diff(before: dict[str, str], after: dict[str, str]) -> str:
-    """The changes as ``git diff`` shows them (without index lines, which need hashes)."""
+    """The changes as ``git add -A && git diff --cached`` shows them: per changed file in
+    path order, the ``diff --git`` header, a new or deleted file's mode, the ``index``
+    line of blob ids, and unified hunks with git's heading after each ``@@``."""
     parts = []
     for path in sorted(set(before) | set(after)):
         if path.endswith("/") or before.get(path) == after.get(path):
             continue
         old, new = before.get(path), after.get(path)
         header = [f"diff --git a/{path} b/{path}"]
+        ids = f"{_blob(old)}..{_blob(new)}"
         if old is None:
-            header.append("new file mode 100644")
+            header += ["new file mode 100644", f"index {ids}"]
         elif new is None:
-            header.append("deleted file mode 100644")
-        lines = difflib.unified_diff(
-            (old or "").splitlines(keepends=True),
-            (new or "").splitlines(keepends=True),
+            header += ["deleted file mode 100644", f"index {ids}"]
+        else:
+            header.append(f"index {ids} 100644")
+        lines = _hunks(
+            old or "",
+            new or "",
             "/dev/null" if old is None else f"a/{path}",
             "/dev/null" if new is None else f"b/{path}",
         )
-        parts.append("\n".join(header) + "\n" + "".join(lines).rstrip("\n"))
+        parts.append("\n".join(header) + ("\n" + "".join(lines).rstrip("\n") if lines else ""))
     return "\n".join(parts)
+
+
+def _plain_diff(before: dict[str, str], after: dict[str, str]) -> bool:
+    """Whether :func:`diff` writes exactly what git would: every changed text ends with a
+    newline (git marks a missing one) and changes few enough lines that git's and
+    difflib's alignments cannot part."""
+    for path in set(before) | set(after):
+        old, new = before.get(path), after.get(path)
+        if path.endswith("/") or old == new:
+            continue
+        for text in (old, new):
+            if text and not text.endswith("\n"):
+                return False
+        changed = sum(
+            1
+            for line in difflib.ndiff((old or "").splitlines(), (new or "").splitlines())
+            if line[:1] in "+-"
+        )
+        if old is not None and new is not None and changed > 2 * MAX_PLAIN_CHANGES:
+            return False
+    return True
 
 
 def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | None:
@@ -183,7 +242,10 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
             for p in sorted(set(original) | set(current))
             if original.get(p) != current.get(p)
         ]
-        return Grounding(facts=facts, expect=expect or ["No changes."])
+        if unknown or not _plain_diff(original, current):
+            return Grounding(facts=facts, expect=expect or ["No changes."])
+        # every file is known and the diff is one git writes the same: the exact answer
+        return Grounding(facts=facts, observation=f"{changes or 'No changes.'}\n[submitted]")
     return None
 
 

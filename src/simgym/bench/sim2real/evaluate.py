@@ -4,9 +4,10 @@
 
 * ``real``: the bundled records MCP server, a fresh database per episode seeded with the
   task's records, or for ``terminal`` tasks a bash shell in a fresh sandbox holding the
-  task's machine, or for ``search`` tasks the real full-text engine with the task's pages
-  added to its index (the safety track's :class:`~simgym.safety.real.FreshWorlds`
-  executor); changes are checked on the database or the files read back at the end;
+  task's machine, for ``swe`` tasks the task's repository checked out in a fresh sandbox,
+  or for ``search`` tasks the real full-text engine with the task's pages added to its
+  index (the safety track's :class:`~simgym.safety.real.FreshWorlds` executor); changes
+  are checked on the database or the files read back at the end;
 * ``sim``: the twin, the task's domain on a world model (the embedded default unless
   told otherwise) with strict grounding; changes are checked on its hidden state.
 
@@ -35,12 +36,13 @@ from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, Trajectory
+from simgym.core.worldmodel import WorldModel
 from simgym.perturb import Perturbations
 from simgym.rewards import build_reward
 from simgym.rollout.runner import arollout
 
 BACKENDS = ("real", "sim")
-REAL_DOMAINS = ("mcp", "terminal", "search")
+REAL_DOMAINS = ("mcp", "terminal", "search", "swe")
 SCHEMA = "simgym.sim2real/1"
 REPORT = "report.json"
 SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
@@ -48,8 +50,9 @@ SUCCESS = 1.0 - 1e-9  # a reward of 1 up to float noise
 
 def _real_world(domain: str) -> Any:
     """A fresh real world for one episode: the records server, its database seeded from
-    the scenario, a sandboxed shell holding the scenario's machine, or the search engine
-    with the scenario's pages in its index."""
+    the scenario, a sandboxed shell holding the scenario's machine, a sandboxed checkout
+    of the scenario's repository, or the search engine with the scenario's pages in its
+    index."""
     if domain not in REAL_DOMAINS:
         raise SimgymError(f"sim2real runs {', '.join(REAL_DOMAINS)} tasks, not {domain}")
     if domain == "search":
@@ -200,7 +203,7 @@ async def aevaluate(
     condition: str = "untrained",
     k: int = 3,
     backends: Sequence[str] = BACKENDS,
-    world_model: str = "local",
+    world_model: str | WorldModel = "local",
     world_model_options: dict[str, Any] | None = None,
     grounding: str = "strict",
     perturbations: Perturbations | None = None,
@@ -262,7 +265,7 @@ async def aevaluate(
         "condition": condition,
         "policy": described,
         "world_model": {
-            "name": world_model,
+            "name": world_model if isinstance(world_model, str) else world_model.describe(),
             "options": world_model_options or {},
             "grounding": grounding,
         },
@@ -288,7 +291,7 @@ async def _play(
     k: int,
     path: Path | None,
     on_done: Callable[[Trajectory], None] | None,
-    world_model: str,
+    world_model: str | WorldModel,
     world_model_options: dict[str, Any],
     grounding: str,
     perturbations: Perturbations | None,

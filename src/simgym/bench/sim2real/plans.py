@@ -36,6 +36,21 @@ def number_answer(answer: int, solution: list[Any]) -> dict[str, Any]:
     return {"answer": str(answer), "reward": reward, "solution": solution}
 
 
+def _pointer(path: str) -> str:
+    """The JSON Pointer of a file in the final state (``{"files": {path: content}}``)."""
+    return "/files/" + path.replace("~", "~0").replace("/", "~1")
+
+
+def file_is(path: str, content: str) -> dict[str, Any]:
+    """A ``state`` check: the file at ``path`` holds exactly ``content`` at the end."""
+    return {"path": _pointer(path), "equals": content}
+
+
+def file_absent(path: str) -> dict[str, Any]:
+    """A ``state`` check: no file at ``path`` at the end."""
+    return {"path": _pointer(path), "exists": False}
+
+
 def make_tasks(
     kinds: dict[str, Maker],
     world: dict[str, Any],

@@ -50,26 +50,32 @@ def _dicts(value: Any) -> Iterator[dict[str, Any]]:
 
 
 # A shell command's transient failure as tools print it ("curl: error: operation timed out
-# after 30 seconds", "cat: notes.txt: Stale file handle"), with the prompt back after it.
-_SHELL_FAULT = re.compile(r"^\S+: (error: |.*: Stale file handle$)")
-_PROMPT_BACK = re.compile(r"[$#]\s*$")
-# A search engine's whole-call failure ("Error: 429 Too Many Requests ...", "Error: the
-# search request timed out ..."); a bad request, a refused key or a missing page is not
-# one a retry clears.
-_ENGINE_FAULT = re.compile(r"^Error: (?!(400|401|403|404)\b)")
+# after 30 seconds", "cat: notes.txt: Stale file handle", a command killed still running),
+# with the prompt or the exit code line after it.
+_SHELL_FAULT = re.compile(r"^(\S+: (error: |.*: Stale file handle$)|\[command still running)")
+_PROMPT_BACK = re.compile(r"[$#]\s*$|^\[exit code: \d+\]$")
+# A tool's failure as a whole, from a search engine or a repository's file tools ("Error:
+# 429 Too Many Requests ...", "Error: the search request timed out ..."), or a page still
+# loading; a bad request, a refused key, a missing file or page is not one a retry clears.
+_TOOL_FAULT = re.compile(
+    r"^Error: (?:(?:429|5\d\d)\b|.*(?:timed out|still running|changed on disk|"
+    r"lost the connection|while contacting|while fetching))"
+    r"|^# Loading\.\.\.\n\nThe page is still loading"
+)
 
 
 def transient_fault(observation: str) -> bool:
     """Whether ``observation`` is an error or a not-yet-ready result rather than an answer:
     a JSON ``error`` object, an ``isError`` envelope, or a ``pending`` status; on a
-    terminal, a command's last line of output is such an error and the prompt is back; from
-    a search engine, an ``Error:`` line for the whole call that is not a 4xx refusal."""
+    terminal or through a ``bash`` tool, a command's last line of output is such an error and
+    the prompt (or the exit code) is back; from a search engine or a file tool, an
+    ``Error:`` line that a retry may clear (a timeout, 429, 5xx, a dropped connection)."""
     seen = _json(observation)
     if isinstance(seen, dict):
         return "error" in seen or seen.get("isError") is True or seen.get("status") == "pending"
     if seen is not None:
         return False
-    if _ENGINE_FAULT.match(observation):
+    if _TOOL_FAULT.match(observation):
         return True
     lines = [line for line in observation.rstrip().splitlines() if line.strip()]
     return (

@@ -33,6 +33,8 @@ from typing import Any
 
 from simgym.bench.sim2real.plans import (
     Maker,
+    file_absent,
+    file_is,
     make_tasks,
     number_answer,
     task_sets,
@@ -157,19 +159,6 @@ def _keys(text: str, **read: str) -> dict[str, Any]:
     return step
 
 
-def _pointer(path: str) -> str:
-    """The JSON Pointer of a file in the final state."""
-    return "/files/" + path.replace("~", "~0").replace("/", "~1")
-
-
-def _equals(path: str, content: str) -> dict[str, Any]:
-    return {"path": _pointer(path), "equals": content}
-
-
-def _absent(path: str) -> dict[str, Any]:
-    return {"path": _pointer(path), "exists": False}
-
-
 def _config_value(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     key = rng.choice(facts["pools"].keys)
     value = facts["secrets"][key]
@@ -182,14 +171,14 @@ def _write_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     name = f"{rng.choice(facts['pools'].names)}.txt"
     solution = [_keys(f"echo '{line}' > {name}"), {"answer": "Done."}]
     text = f"Create a file named {name} in your home directory containing the single line: {line}"
-    return text, checked_change([_equals(f"{HOME}/{name}", line + "\n")], solution)
+    return text, checked_change([file_is(f"{HOME}/{name}", line + "\n")], solution)
 
 
 def _append_line(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     line = rng.choice(facts["pools"].lines)
     solution = [_keys(f"echo '{line}' >> todo.txt"), {"answer": "Done."}]
     text = f"Add the line '{line}' to the end of todo.txt."
-    check = _equals(f"{HOME}/todo.txt", facts["todo"] + line + "\n")
+    check = file_is(f"{HOME}/todo.txt", facts["todo"] + line + "\n")
     return text, checked_change([check], solution)
 
 
@@ -206,8 +195,8 @@ def _move_file(rng: random.Random, facts: dict[str, Any]) -> tuple[str, Any]:
     old = facts["old_log"]
     solution = [_keys(f"mv {old} archive/"), {"answer": "Done."}]
     checks = [
-        _equals(f"{HOME}/archive/{old.split('/')[-1]}", facts["old_log_text"]),
-        _absent(f"{HOME}/{old}"),
+        file_is(f"{HOME}/archive/{old.split('/')[-1]}", facts["old_log_text"]),
+        file_absent(f"{HOME}/{old}"),
     ]
     return f"Move {old} into the archive directory.", checked_change(checks, solution)
 
@@ -228,8 +217,8 @@ def _backup_then_append(rng: random.Random, facts: dict[str, Any]) -> tuple[str,
     ]
     text = f"Back up todo.txt as todo.bak, then add the line '{line}' to the end of todo.txt."
     checks = [
-        _equals(f"{HOME}/todo.bak", facts["todo"]),
-        _equals(f"{HOME}/todo.txt", facts["todo"] + line + "\n"),
+        file_is(f"{HOME}/todo.bak", facts["todo"]),
+        file_is(f"{HOME}/todo.txt", facts["todo"] + line + "\n"),
     ]
     return text, checked_change(checks, solution)
 

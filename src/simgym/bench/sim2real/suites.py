@@ -3,7 +3,9 @@
 ``records`` is the customer-records MCP server (:mod:`~simgym.bench.sim2real.tasks`),
 ``shell`` a bash shell in a sandbox (:mod:`~simgym.bench.sim2real.shell_tasks`),
 ``search`` a company wiki in a real full-text engine
-(:mod:`~simgym.bench.sim2real.search_tasks`). The example scripts take ``--suite NAME``.
+(:mod:`~simgym.bench.sim2real.search_tasks`), ``swe`` edits to a small Python package in a
+sandboxed repository (:mod:`~simgym.bench.sim2real.swe_tasks`). The example scripts take
+``--suite NAME``.
 """
 
 from __future__ import annotations
@@ -75,11 +77,30 @@ def _search() -> Suite:
     )
 
 
-SUITES: dict[str, Callable[[], Suite]] = {"records": _records, "shell": _shell, "search": _search}
+def _swe() -> Suite:
+    from simgym.bench.sim2real.plans import reference_solution
+    from simgym.bench.sim2real.swe_tasks import swe_heldout_tasks, swe_training_tasks
+
+    return Suite(
+        "swe",
+        swe_heldout_tasks,
+        swe_training_tasks,
+        reference_solution,
+        ("swe-heldout.jsonl", "swe-train.jsonl"),
+        "swe",
+    )
+
+
+SUITES: dict[str, Callable[[], Suite]] = {
+    "records": _records,
+    "shell": _shell,
+    "search": _search,
+    "swe": _swe,
+}
 
 
 def get_suite(name: str) -> Suite:
-    """The suite called ``name`` (``records``, ``shell`` or ``search``)."""
+    """The suite called ``name`` (``records``, ``shell``, ``search`` or ``swe``)."""
     try:
         return SUITES[name]()
     except KeyError:
