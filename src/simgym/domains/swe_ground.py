@@ -151,9 +151,9 @@ def diff(before: dict[str, str], after: dict[str, str]) -> str:
 
 
 def _plain_diff(before: dict[str, str], after: dict[str, str]) -> bool:
-    """Whether :func:`diff` writes exactly what git would: every changed text ends with a
-    newline (git marks a missing one) and changes few enough lines that git's and
-    difflib's alignments cannot part."""
+    """Whether :func:`diff` writes what git would: every changed text ends with a newline
+    (git marks a missing one) and changes at most :data:`MAX_PLAIN_CHANGES` lines (git's
+    alignment of many changed lines can part from difflib's)."""
     for path in set(before) | set(after):
         old, new = before.get(path), after.get(path)
         if path.endswith("/") or old == new:
