@@ -289,6 +289,24 @@ def test_os_click_hits_the_topmost_window():
     assert "element 3, a text" in ground("os", "pyautogui.click(100, 100)", state).facts[1]
 
 
+def state_only_env(name, scenario):
+    """A strict env whose world model fails the test if asked: every answer must come
+    from the state."""
+
+    def no_model(messages):
+        raise AssertionError("the world model was asked")
+
+    env = simgym.SimEnv(
+        name,
+        FunctionWorldModel(no_model),
+        scenario=scenario,
+        grounding="strict",
+        render_known=False,
+    ).sync()
+    env.reset()
+    return env
+
+
 PINNED = {
     "web": (
         "click('10')",
@@ -310,17 +328,7 @@ def test_pinned_screens_are_exact_and_served_without_the_model(name):
     g = ground(name, action, scenario=scenario)
     assert g.observation == screen and "fixes what this action shows" in g.facts[-1]
 
-    def no_model(messages):
-        raise AssertionError("the world model was asked")
-
-    env = simgym.SimEnv(
-        name,
-        FunctionWorldModel(no_model),
-        scenario=scenario,
-        grounding="strict",
-        render_known=False,
-    ).sync()
-    env.reset()
+    env = state_only_env(name, scenario)
     assert env.step(action).observation.text == screen
     with pytest.raises(simgym.ScenarioError, match="screens"):
         domain.scenario({**scenario, "screens": {action: "no header line"}})
@@ -434,17 +442,7 @@ def test_a_closed_web_shows_only_its_own_pages():
 def test_known_pages_that_fill_every_results_page_are_the_answer_without_the_model():
     scenario = {**simgym.get_domain("search").default_scenario(), "results_per_query": 1}
 
-    def no_model(messages):
-        raise AssertionError("the world model was asked")
-
-    env = simgym.SimEnv(
-        "search",
-        FunctionWorldModel(no_model),
-        scenario=scenario,
-        grounding="strict",
-        render_known=False,
-    ).sync()
-    env.reset()
+    env = state_only_env("search", scenario)
     text = env.step(search("python 3.13 release date")).observation.text
     assert text.split("\n")[:3] == [
         '## Results for "python 3.13 release date"',

@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from simgym.core.types import Task
@@ -77,23 +78,44 @@ def make_tasks(
     return tasks
 
 
-def task_sets(
-    make: Callable[..., list[Task]],
-    first: int,
-    count: int,
-    per_world: int,
-    prefix: str,
-    pools: Any,
-) -> list[Task]:
-    """``count`` tasks, ``per_world`` on each world of ``make`` (``make(seed, size,
-    prefix, pools)``) from seed ``first`` on, ids ``{prefix}m{seed}-000`` on."""
-    tasks: list[Task] = []
-    world = first
-    while len(tasks) < count:
-        size = min(per_world, count - len(tasks))
-        tasks += make(world, size, f"{prefix}m{world}-", pools)
-        world += 1
-    return tasks
+@dataclass(frozen=True)
+class Generated:
+    """A generated suite's two task sets: one world a seed (``world(seed, pools)``), the
+    ``kinds`` in turn on each; the held-out worlds from :attr:`heldout_seed` on, the
+    training ones from seed 0 (or another) on, each set with its own pools and id prefix."""
+
+    world: Callable[[int, Any], dict[str, Any]]
+    kinds: dict[str, Maker]
+    domain: str
+    name: str  # in the seed of each world's task draws
+    heldout_seed: int
+    prefixes: tuple[str, str]  # held-out, training
+    pools: tuple[Any, Any]  # held-out, training
+
+    def make(self, seed: int, count: int, prefix: str, pools: Any) -> list[Task]:
+        """``count`` tasks on the world of ``seed``, ids ``prefix000`` on."""
+        rng = random.Random(f"sim2real-{self.name}-tasks-{seed}")
+        return make_tasks(self.kinds, self.world(seed, pools), rng, self.domain, count, prefix)
+
+    def heldout(self, count: int = 21, *, per_world: int = 7) -> list[Task]:
+        """The held-out tasks, ``per_world`` on each held-out world; the first n of a
+        longer list are the same n tasks. Never trained on."""
+        return self._sets(self.heldout_seed, count, per_world, 0)
+
+    def training(self, count: int = 70, *, seed: int = 0, per_world: int = 7) -> list[Task]:
+        """Training tasks, ``per_world`` on each world from ``seed`` on; never a held-out
+        world."""
+        return self._sets(seed, count, per_world, 1)
+
+    def _sets(self, first: int, count: int, per_world: int, which: int) -> list[Task]:
+        tasks: list[Task] = []
+        world = first
+        while len(tasks) < count:
+            size = min(per_world, count - len(tasks))
+            prefix = f"{self.prefixes[which]}m{world}-"
+            tasks += self.make(world, size, prefix, self.pools[which])
+            world += 1
+        return tasks
 
 
 def reference_solution(task: Task) -> list[Any]:

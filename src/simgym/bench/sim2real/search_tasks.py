@@ -29,8 +29,7 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from simgym.bench.sim2real.plans import Maker, make_tasks, number_answer, task_sets, token_answer
-from simgym.core.types import Task
+from simgym.bench.sim2real.plans import Generated, Maker, number_answer, token_answer
 
 SEARCH_DOMAIN = "search"
 HELDOUT_SEED = 7070  # the held-out companies; fixed forever
@@ -269,21 +268,14 @@ SEARCH_KINDS: dict[str, Maker] = {
 }
 
 
-def make_search_tasks(seed: int, count: int, prefix: str, pools: Pools = TRAIN_POOLS) -> list[Task]:
-    """``count`` tasks on the company of ``seed``, the kinds in turn, ids ``prefix000`` on."""
-    rng = random.Random(f"sim2real-search-tasks-{seed}")
-    return make_tasks(SEARCH_KINDS, search_world(seed, pools), rng, SEARCH_DOMAIN, count, prefix)
-
-
-def search_heldout_tasks(count: int = 21, *, per_world: int = 7) -> list[Task]:
-    """The held-out search tasks: ``per_world`` on each held-out company (seeds from
-    :data:`HELDOUT_SEED`); the first n of a longer list are the same n tasks."""
-    return task_sets(
-        make_search_tasks, HELDOUT_SEED, count, per_world, HELDOUT_PREFIX, HELDOUT_POOLS
-    )
-
-
-def search_training_tasks(count: int = 70, *, seed: int = 0, per_world: int = 7) -> list[Task]:
-    """Training tasks: ``per_world`` on each company from ``seed``, ``seed + 1``, ...;
-    never a held-out one."""
-    return task_sets(make_search_tasks, seed, count, per_world, TRAIN_PREFIX, TRAIN_POOLS)
+SEARCH = Generated(
+    search_world,
+    SEARCH_KINDS,
+    SEARCH_DOMAIN,
+    "search",
+    HELDOUT_SEED,
+    (HELDOUT_PREFIX, TRAIN_PREFIX),
+    (HELDOUT_POOLS, TRAIN_POOLS),
+)
+search_heldout_tasks = SEARCH.heldout  # the two task sets, as the suites take them
+search_training_tasks = SEARCH.training

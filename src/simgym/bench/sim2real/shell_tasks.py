@@ -32,16 +32,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from simgym.bench.sim2real.plans import (
+    Generated,
     Maker,
     file_absent,
     file_is,
-    make_tasks,
     number_answer,
-    task_sets,
     token_answer,
 )
 from simgym.bench.sim2real.tasks import checked_change
-from simgym.core.types import Task
 
 SHELL_DOMAIN = "terminal"
 HOME = "/home/dev"
@@ -235,21 +233,14 @@ SHELL_KINDS: dict[str, Maker] = {
 }
 
 
-def make_shell_tasks(seed: int, count: int, prefix: str, pools: Pools = TRAIN_POOLS) -> list[Task]:
-    """``count`` tasks on the machine of ``seed``, the kinds in turn, ids ``prefix000`` on."""
-    rng = random.Random(f"sim2real-shell-tasks-{seed}")
-    return make_tasks(SHELL_KINDS, shell_world(seed, pools), rng, SHELL_DOMAIN, count, prefix)
-
-
-def shell_heldout_tasks(count: int = 21, *, per_world: int = 7) -> list[Task]:
-    """The held-out terminal tasks: ``per_world`` on each held-out machine (seeds from
-    :data:`HELDOUT_SEED`); the first n of a longer list are the same n tasks."""
-    return task_sets(
-        make_shell_tasks, HELDOUT_SEED, count, per_world, HELDOUT_PREFIX, HELDOUT_POOLS
-    )
-
-
-def shell_training_tasks(count: int = 70, *, seed: int = 0, per_world: int = 7) -> list[Task]:
-    """Training tasks: ``per_world`` on each machine from ``seed``, ``seed + 1``, ...;
-    never a held-out machine."""
-    return task_sets(make_shell_tasks, seed, count, per_world, TRAIN_PREFIX, TRAIN_POOLS)
+SHELL = Generated(
+    shell_world,
+    SHELL_KINDS,
+    SHELL_DOMAIN,
+    "shell",
+    HELDOUT_SEED,
+    (HELDOUT_PREFIX, TRAIN_PREFIX),
+    (HELDOUT_POOLS, TRAIN_POOLS),
+)
+shell_heldout_tasks = SHELL.heldout  # the two task sets, as the suites take them
+shell_training_tasks = SHELL.training

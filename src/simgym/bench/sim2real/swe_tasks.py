@@ -25,14 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from simgym.bench.sim2real.plans import (
+    Generated,
     Maker,
     file_absent,
     file_is,
-    make_tasks,
-    task_sets,
 )
 from simgym.bench.sim2real.tasks import checked_change
-from simgym.core.types import Task
 
 SWE_DOMAIN = "swe"
 ROOT = "/workspace/repo"
@@ -245,19 +243,14 @@ SWE_KINDS: dict[str, Maker] = {
 }
 
 
-def make_swe_tasks(seed: int, count: int, prefix: str, pools: Pools = TRAIN_POOLS) -> list[Task]:
-    """``count`` tasks on the repository of ``seed``, the kinds in turn, ids ``prefix000`` on."""
-    rng = random.Random(f"sim2real-swe-tasks-{seed}")
-    return make_tasks(SWE_KINDS, swe_world(seed, pools), rng, SWE_DOMAIN, count, prefix)
-
-
-def swe_heldout_tasks(count: int = 21, *, per_world: int = 7) -> list[Task]:
-    """The held-out repository tasks: ``per_world`` on each held-out repository (seeds
-    from :data:`HELDOUT_SEED`); the first n of a longer list are the same n tasks."""
-    return task_sets(make_swe_tasks, HELDOUT_SEED, count, per_world, HELDOUT_PREFIX, HELDOUT_POOLS)
-
-
-def swe_training_tasks(count: int = 70, *, seed: int = 0, per_world: int = 7) -> list[Task]:
-    """Training tasks: ``per_world`` on each repository from ``seed``, ``seed + 1``, ...;
-    never a held-out one."""
-    return task_sets(make_swe_tasks, seed, count, per_world, TRAIN_PREFIX, TRAIN_POOLS)
+SWE = Generated(
+    swe_world,
+    SWE_KINDS,
+    SWE_DOMAIN,
+    "swe",
+    HELDOUT_SEED,
+    (HELDOUT_PREFIX, TRAIN_PREFIX),
+    (HELDOUT_POOLS, TRAIN_POOLS),
+)
+swe_heldout_tasks = SWE.heldout  # the two task sets, as the suites take them
+swe_training_tasks = SWE.training
