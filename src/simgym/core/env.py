@@ -478,8 +478,8 @@ class SimEnv:
         the layout the state knows (``Grounding.reshape``); the model's text is recorded."""
         if strict is None or grounding is None or grounding.reshape is None:
             return prediction, strict
-        if strict["action"] == "corrected":
-            return prediction, strict  # already the exact observation
+        if strict["action"] in ("corrected", "reshaped"):
+            return prediction, strict  # already the exact or the rewritten observation
         shaped = self._shaped(grounding, prediction.observation)
         if not shaped or shaped == prediction.observation:
             return prediction, strict
@@ -506,8 +506,8 @@ class SimEnv:
         """Strict mode: check the observation against the facts. When the state determines
         the whole observation, a wrong one is corrected to it (asking again would cost a
         model call to learn what simgym already knows), and one that the domain's rewrite
-        (``Grounding.reshape``) puts right is left to :meth:`_reshape`; otherwise the model
-        is asked once more with the problems named, and what is left is recorded."""
+        (``Grounding.reshape``) puts right is rewritten; otherwise the model is asked once
+        more with the problems named, and what is left is recorded."""
         if self.grounding != "strict" or grounding is None:
             return prediction, attempts, None
         problems = grounding.problems(prediction.observation)
@@ -521,9 +521,9 @@ class SimEnv:
         if grounding.reshape is not None:
             shaped = self._shaped(grounding, prediction.observation)
             if shaped and not grounding.problems(shaped):
-                # the rewrite after this resolves every problem: no second model call
-                record["action"] = "reshaped"
-                return prediction, attempts, record
+                # the rewrite resolves every problem: no second model call
+                record.update(action="reshaped", reshaped=prediction.observation)
+                return prediction.model_copy(update={"observation": shaped}), attempts, record
         retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
         try:
             again, more, _ = await self._predict(retry, action, self._last_observation(), tries=1)

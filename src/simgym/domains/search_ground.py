@@ -241,6 +241,17 @@ class Result:
         return out
 
 
+def results_section(query: str, results: Sequence[Result]) -> str:
+    """One query's section in the engine's layout: its heading, then the ranked results
+    a blank line apart, or the no-results line."""
+    lines = [f'## Results for "{query}"']
+    if not results:
+        lines.append(f'No results found for "{query}".')
+    for rank, result in enumerate(results, 1):
+        lines += ([""] if rank > 1 else []) + result.lines(rank)
+    return "\n".join(lines)
+
+
 def _known(doc: Any) -> Result:
     return Result(doc.title, doc.url, snippet(doc), doc.date.isoformat() if doc.date else "")
 
@@ -250,23 +261,25 @@ def _url_core(url: str) -> str:
 
 
 def parse_results(lines: Sequence[str]) -> list[Result]:
-    """The entries of one results section (its lines after the heading); an entry
-    without a URL is not a result and is left out."""
+    """The entries of a results section (or a whole page's lines), in order: ``[n] title``
+    and the ``URL:``, ``Snippet:`` and ``Date:`` lines after it; an entry without a URL is
+    not a result and is left out."""
     entries: list[Result] = []
     title: str | None = None
     fields: dict[str, str] = {}
     for raw in [*lines, "[0] end"]:
         line = raw.strip()
-        entry = _ENTRY.match(line)
+        entry, url = _ENTRY.match(line), _URL_LINE.match(line)
         if entry:
             if title is not None and fields.get("url"):
                 entries.append(
                     Result(title, fields["url"], fields.get("snippet", ""), fields.get("date", ""))
                 )
             title, fields = entry.group(1).strip(), {}
-            continue
-        name, _, value = line.partition(":")
-        if title is not None and name.strip().lower() in ("url", "snippet", "date"):
+        elif title is not None and url:
+            fields.setdefault("url", url.group(1))
+        elif title is not None and line.partition(":")[0].strip().lower() in ("snippet", "date"):
+            name, _, value = line.partition(":")
             fields.setdefault(name.strip().lower(), value.strip())
     return entries
 
@@ -291,16 +304,7 @@ def _results_reshaper(
             known = {_url_core(h.url) for h in hits}
             if not closed:
                 hits += [r for r in invented.get(query, []) if _url_core(r.url) not in known]
-            body = [
-                line
-                for rank, hit in enumerate(hits[:limit], 1)
-                for line in ([""] if rank > 1 else []) + hit.lines(rank)
-            ]
-            out.append(
-                "\n".join(
-                    [f'## Results for "{query}"', *(body or [f'No results found for "{query}".'])]
-                )
-            )
+            out.append(results_section(query, hits[:limit]))
         return "\n\n".join(out)
 
     return reshape
@@ -496,12 +500,6 @@ def _given_before(action: Action, state: dict[str, Any]) -> str | None:
 def results_shown(observation: str) -> dict[str, str]:
     """``{url: title}`` of the results in a ``web_search`` observation, in order."""
     found: dict[str, str] = {}
-    title = None
-    for line in observation.splitlines():
-        entry, url = _ENTRY.match(line.strip()), _URL_LINE.match(line.strip())
-        if entry:
-            title = entry.group(1).strip()
-        elif url and title:
-            found[url.group(1)] = title
-            title = None
+    for result in parse_results(observation.splitlines()):
+        found[result.url] = result.title  # a URL listed twice keeps its later title
     return found

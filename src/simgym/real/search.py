@@ -38,6 +38,7 @@ from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Action, Task
 from simgym.domains.search import url_key  # the domain's own URL comparison
+from simgym.domains.search_ground import Result, results_section  # the domain's layout
 from simgym.real.base import RealExecutor
 
 BACKEND_NAME = "real-search"
@@ -293,18 +294,7 @@ class SearchIndex:
 
 def render_results(query: str, hits: list[Hit]) -> str:
     """One query's section in the domain's results format."""
-    lines = [f'## Results for "{query}"']
-    if not hits:
-        lines.append(f'No results found for "{query}".')
-    for rank, hit in enumerate(hits, 1):
-        if rank > 1:
-            lines.append("")
-        lines += [f"[{rank}] {hit.title}", f"URL: {hit.url}"]
-        if hit.snippet:
-            lines.append(f"Snippet: {hit.snippet}")
-        if hit.date:
-            lines.append(f"Date: {hit.date}")
-    return "\n".join(lines)
+    return results_section(query, [Result(h.title, h.url, h.snippet, h.date) for h in hits])
 
 
 def render_page(page: Page, max_chars: int = MAX_PAGE_CHARS) -> str:
