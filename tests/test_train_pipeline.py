@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 from simgym.core.errors import WorldModelError
 from simgym.train.evaluate import compare, report_markdown, report_rows, summarize
 from simgym.worldmodels import local as local_module
-from simgym.worldmodels.local import LocalWorldModel, resolve_adapter
+from simgym.worldmodels.local import LocalWorldModel, adapter_prompt_style, resolve_adapter
 
 DEVSET_ROWS = Path(__file__).resolve().parents[1] / "devset" / "rows.jsonl"
 
@@ -78,9 +78,25 @@ def test_adapter_selection(tmp_path, monkeypatch):
         resolve_adapter(str(tmp_path / "missing.gguf"), model_given=False)
 
 
+def test_an_adapter_says_which_prompts_it_was_trained_on(tmp_path):
+    adapter = tmp_path / "wm.gguf"
+    adapter.write_bytes(b"GGUF")
+    assert adapter_prompt_style(str(adapter)) == "full"  # no sidecar: an older adapter
+    adapter.with_suffix(".json").write_text('{"prompt_style": "compact", "sha256": "x"}')
+    assert adapter_prompt_style(str(adapter)) == "compact"
+    for broken in ('{"prompt_style": "huge"}', "not json", "[1, 2]"):
+        adapter.with_suffix(".json").write_text(broken)
+        assert adapter_prompt_style(str(adapter)) == "full"
+    assert adapter_prompt_style(None) == "full"
+
+
 def test_the_base_model_stays_selectable(model_path):
     model = LocalWorldModel(adapter="none")
     assert model.adapter is None and model.describe()["adapter"] is None
+    assert model.prompt_style == "full"  # no adapter says otherwise
+    assert LocalWorldModel(adapter="none", prompt_style="compact").prompt_style == "compact"
+    with pytest.raises(WorldModelError, match="prompt_style"):
+        LocalWorldModel(adapter="none", prompt_style="tiny")
     assert model.name == f"local:{Path(model_path).name}"
 
 
@@ -104,6 +120,14 @@ def test_small_pipeline_end_to_end_and_resume(tmp_path):
     assert stages["export"]["same_prompt_tokenization"] is True
     assert (out / "run" / "final" / "adapter_config.json").is_file()
     assert (out / "adapter.gguf").read_bytes()[:4] == b"GGUF"
+    # rows, evaluation and the adapter's sidecar all use the compact prompts
+    assert json.loads((out / "adapter.json").read_text()) == {"prompt_style": "compact"}
+    assert LocalWorldModel(adapter=out / "adapter.gguf").prompt_style == "compact"
+    row = json.loads((out / "sft" / "train.jsonl").read_text().splitlines()[0])
+    assert row["messages"][0]["content"].startswith("You simulate ")
+    assert json.loads((out / "sft" / "manifest.json").read_text())["prompt_style"] == "compact"
+    test_rows = (out / "eval" / "test-data.jsonl").read_text().splitlines()
+    assert all(json.loads(t)["system_prompt"].startswith("You simulate ") for t in test_rows)
 
     report = json.loads((out / "report.json").read_text())
     assert set(report["sets"]) == {"test", "dev"}
@@ -131,7 +155,10 @@ def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
     run = tmp_path / "run"
     (run / "eval" / "test").mkdir(parents=True)
     (run / "adapter.gguf").write_bytes(b"GGUF adapter bytes")
-    stages = {"config": {"max_tokens": 300000}, "train": {"steps": 31, "eval_loss": 0.9}}
+    stages = {
+        "config": {"max_tokens": 300000, "prompt_style": "compact"},
+        "train": {"steps": 31, "eval_loss": 0.9},
+    }
     (run / "pipeline.json").write_text(json.dumps(stages))
     base = [result("terminal", edit_similarity=0.2) | {"key": "t/1"}]
     trained = [result("terminal", edit_similarity=0.6) | {"key": "t/1"}]
@@ -144,6 +171,8 @@ def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
     assert dest.read_bytes() == b"GGUF adapter bytes"
     provenance = json.loads(provenance_path(dest).read_text())
     assert provenance["sha256"] == file_sha256(dest)
+    assert provenance["prompt_style"] == "compact"
+    assert LocalWorldModel(adapter=dest).prompt_style == "compact"  # read from the provenance
     assert (
         provenance["training"]["steps"] == 31 and provenance["training"]["validation_loss"] == 0.9
     )

@@ -337,6 +337,10 @@ def pipeline(
     ] = None,
     threads: Annotated[int | None, typer.Option(min=1, help="torch threads")] = None,
     seed: Annotated[int, typer.Option()] = 0,
+    prompt_style: Annotated[
+        str | None,
+        typer.Option(help="system prompts to train with: compact (default) | full"),
+    ] = None,
 ) -> None:
     """Factory -> SFT rows -> LoRA training -> GGUF adapter -> base vs trained evaluation,
     resumable: rerun the same command after an interruption."""
@@ -352,6 +356,7 @@ def pipeline(
         "max_length": max_length,
         "lr": lr,
         "eval_limit": eval_limit,
+        "prompt_style": prompt_style,
     }
     for key, value in changes.items():
         if value is not None:

@@ -97,6 +97,9 @@ class SimEnv:
         seed: base seed; episode ``k`` uses ``seed + k`` unless ``reset`` is given one.
         system_prompt: a ready system prompt (e.g. a benchmark sample's ``system_str``);
             ``system_prompt_file``: a template file replacing the domain's own.
+        prompt_style: which of the domain's own templates to fill, ``"full"`` or
+            ``"compact"`` (:data:`simgym.core.domain.PROMPT_STYLES`). Default: the
+            backend's ``prompt_style`` (the one its adapter was trained on), else full.
         instructions: control instructions for the whole episode (in the system prompt).
         validation_retries: extra world-model calls when the output fails the domain's
             format check; the last answer is kept and its problems recorded.
@@ -155,6 +158,7 @@ class SimEnv:
         experience_k: int = 3,
         experience_chars: int = 1200,
         render_known: bool | None = None,
+        prompt_style: str | None = None,
     ) -> None:
         if context not in ("history", "state"):
             raise ValueError(f"context must be 'history' or 'state', not {context!r}")
@@ -168,9 +172,8 @@ class SimEnv:
         self.max_turns = max_turns
         self.seed = seed
         self.system_prompt_override = system_prompt
-        self._template = (
-            self.domain.prompt_template(system_prompt_file) if system_prompt_file else None
-        )
+        self.prompt_style = prompt_style or getattr(world_model, "prompt_style", None) or "full"
+        self._template = self.domain.prompt_template(system_prompt_file, style=self.prompt_style)
         self.instructions = instructions
         self.validation_retries = validation_retries
         self.max_action_chars = max_action_chars

@@ -6,11 +6,14 @@ and neither imports the other back.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from simgym.core import contract
 from simgym.core.domain import get_domain
+from simgym.core.files import write_atomic
 from simgym.core.grounding import Grounding, facts_block
 from simgym.core.types import Trajectory
 
@@ -25,17 +28,41 @@ class Exchange:
 
 
 def system_prompt_of(
-    trajectory: Trajectory, *, template: str | None = None, instructions: str | None = None
+    trajectory: Trajectory,
+    *,
+    template: str | None = None,
+    instructions: str | None = None,
+    style: str | None = None,
 ) -> str:
     """The system prompt the episode ran with: as recorded, or (for trajectories written
-    before prompts were recorded, or when ``template``/``instructions`` override it)
-    rebuilt from its domain and scenario."""
+    before prompts were recorded, or when ``template``/``instructions``/``style``
+    override it) rebuilt from its domain and scenario. ``style`` picks the domain's own
+    template (``"full"`` or ``"compact"``); a rebuilt prompt has only the control
+    instructions given here."""
     if trajectory.system_prompt is not None and template is None and instructions is None:
-        return trajectory.system_prompt
-
+        if style is None:
+            return trajectory.system_prompt
     domain = get_domain(trajectory.domain)
     scenario = domain.scenario(trajectory.scenario or None)
-    return domain.system_prompt(scenario, template=template, instructions=instructions)
+    return domain.system_prompt(
+        scenario, template=template, instructions=instructions, style=style or "full"
+    )
+
+
+def restyle_trajectories(source: Path, target: Path, style: str) -> Path:
+    """A copy of a JSONL file whose trajectories carry the system prompt of ``style``
+    (other lines, such as benchmark rows, are copied as they are); returns ``target``."""
+    lines = []
+    for line in source.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line) if line.strip() else None
+        if isinstance(record, dict) and "turns" in record and "domain" in record:
+            trajectory = Trajectory.model_validate(record)
+            prompt = system_prompt_of(trajectory, style=style)
+            line = trajectory.model_copy(update={"system_prompt": prompt}).model_dump_json()
+        lines.append(line)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, "".join(f"{line}\n" for line in lines))
+    return target
 
 
 def exchanges(trajectory: Trajectory) -> list[Exchange]:

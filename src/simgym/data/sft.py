@@ -266,8 +266,11 @@ def export_sft_file(
     budget: ContextBudget | None = None,
     max_completion_tokens: int | None = None,
     seen: set[str] | None = None,
+    prompt_style: str | None = None,
 ) -> SftStats:
-    """Write the transition rows of trajectory files to ``out`` (JSONL)."""
+    """Write the transition rows of trajectory files to ``out`` (JSONL). ``prompt_style``
+    rebuilds each system prompt from the domain's template of that style (the layout the
+    trained model will be run with); None keeps the recorded prompts."""
     count = count or embedded_token_counter()
     stats = SftStats()
     target = Path(out)
@@ -275,10 +278,14 @@ def export_sft_file(
     with open(target, "w", encoding="utf-8") as f:
         for path in paths:
             for trajectory in read_trajectories(path, strict=True):
+                system = None
+                if prompt_style is not None:
+                    system = system_prompt_of(trajectory, style=prompt_style)
                 for row in transition_rows(
                     trajectory,
                     count=count,
                     budget=budget,
+                    system_prompt=system,
                     max_completion_tokens=max_completion_tokens,
                     seen=seen,
                     stats=stats,
@@ -296,6 +303,7 @@ def export_sft_splits(
     max_completion_tokens: int | None = None,
     dedup: bool = True,
     tokenizer: str = "embedded",
+    prompt_style: str | None = None,
 ) -> dict[str, SftStats]:
     """Export a factory's ``train``/``val``/``test`` trajectory files to rows of the same
     names in ``out``, plus ``manifest.json``. With ``dedup``, a row is written once: the
@@ -316,6 +324,7 @@ def export_sft_splits(
             budget=budget,
             max_completion_tokens=max_completion_tokens,
             seen=seen,
+            prompt_style=prompt_style,
         )
     manifest = {
         "format": "simgym-sft-transitions/1",
@@ -327,6 +336,7 @@ def export_sft_splits(
             "message_overhead": MESSAGE_OVERHEAD,
         },
         "tokenizer": tokenizer,
+        "prompt_style": prompt_style or "as recorded",
         "max_completion_tokens": max_completion_tokens,
         "dedup": dedup,
         "splits": {split: stats.to_dict() for split, stats in results.items()},

@@ -210,18 +210,22 @@ def _parse_input(line: str, scenario: MCPScenario) -> Action:
 
 
 def _slots(scenario: MCPScenario) -> dict[str, str]:
+    notes = f"\n\nAlso true: {scenario.notes}" if scenario.notes else ""
     return {
         "server_name": scenario.server_name,
         "server_description": scenario.description or "No description given.",
-        "tools": tools_text([t.to_plain() for t in scenario.tools]),
-        "state": state_text(scenario.state)
-        + (f"\n\nAlso true: {scenario.notes}" if scenario.notes else ""),
+        "tools": tools_text(tools := [t.to_plain() for t in scenario.tools]),
+        "state": state_text(scenario.state) + notes,
+        # The compact prompt's budget: grounding names the records each call touches.
+        "tool_lines": "\n".join(_signature(t) for t in tools),
+        "state_brief": state_text(scenario.state, BRIEF_STATE_CHARS) + notes,
         "output_format": OUTPUT_FORMATS[scenario.output_format],
     }
 
 
 STATE_CHARS = 6000  # a larger state is summarized in the prompt; grounding gives the rest
 SAMPLE_RECORDS = 2
+BRIEF_STATE_CHARS = 1500
 
 
 def _compact(value: Any) -> str:

@@ -42,6 +42,9 @@ class PipelineConfig:
     seed: int = 0
     split: tuple[float, float, float] = (0.9, 0.05, 0.05)  # train, val, test by episode
     n_ctx: int = 4096  # the runtime context the SFT rows must fit (the local default)
+    # the system prompt layout the rows are built with, and the adapter is then run with
+    # (its sidecar JSON says so): a small model is trained on the compact prompts
+    prompt_style: str = "compact"
     # training
     max_length: int = 3072
     max_steps: int | None = None
@@ -67,6 +70,10 @@ class PipelineConfig:
         unknown = sorted(set(self.domains) - set(DOMAINS))
         if unknown:
             raise TrainError(f"unknown domains {unknown}; the factory records {list(DOMAINS)}")
+        from simgym.core.domain import PROMPT_STYLES
+
+        if self.prompt_style not in PROMPT_STYLES:
+            raise TrainError(f"prompt_style must be one of {PROMPT_STYLES}")
 
 
 # What CI runs: every stage, a few minutes on two cores.
@@ -160,7 +167,13 @@ def factory_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
     say(f"factory: {totals} transitions in {folder} ({time.perf_counter() - start:.0f}s)")
     if not (sft / "manifest.json").is_file():
         budget = ContextBudget(n_ctx=config.n_ctx)  # the local backend's answer budget
-        export_sft_splits(folder, sft, count=embedded_token_counter(), budget=budget)
+        export_sft_splits(
+            folder,
+            sft,
+            count=embedded_token_counter(),
+            budget=budget,
+            prompt_style=config.prompt_style,
+        )
     rows = json.loads((sft / "manifest.json").read_text())["splits"]
     counts = ", ".join(f"{split} {info['rows']}" for split, info in rows.items())
     say(f"sft rows: {counts} in {sft}")
@@ -267,18 +280,31 @@ def export_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
         "first_differences": first,
         "same_prompt_tokenization": all(m.same_prompt_tokenization for m in results),
     }
+    # what the local backend reads to lay out prompts the way the rows were laid out
+    sidecar = {"prompt_style": config.prompt_style}
+    path.with_suffix(".json").write_text(json.dumps(sidecar) + "\n", encoding="utf-8")
     done.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
 
 
-def eval_data(config: PipelineConfig) -> list[Path]:
-    """The held-out test split, and the dev set when there is one."""
-    data = [config.out / "factory" / "test.jsonl"]
+def eval_data(config: PipelineConfig) -> dict[str, Path]:
+    """The held-out test split, and the dev set when there is one, by label. Trajectory
+    files are rewritten with the run's prompt style, so that base and trained models are
+    asked what the trained one will be asked (rows in the benchmark's layout keep the
+    system prompt they hold)."""
+    from simgym.data.exchanges import restyle_trajectories
+
+    data = {"test": config.out / "factory" / "test.jsonl"}
     if config.devset is not None:
         if not Path(config.devset).is_file():
             raise TrainError(f"dev set not found: {config.devset}")
-        data.append(Path(config.devset))
-    return data
+        data["dev"] = Path(config.devset)
+    return {
+        label: restyle_trajectories(path, config.out / "eval" / f"{label}-data.jsonl", style)
+        if (style := config.prompt_style) != "full"
+        else path
+        for label, path in data.items()
+    }
 
 
 def evaluate_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
@@ -287,8 +313,7 @@ def evaluate_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
 
     candidates = {"base": {"adapter": None}, "trained": {"adapter": str(config.out / ADAPTER_FILE)}}
     sets: dict[str, Any] = {}
-    for data in eval_data(config):
-        label = "test" if data.parent == config.out / "factory" else "dev"
+    for label, data in eval_data(config).items():
         report = asyncio.run(
             aevaluate(
                 [data],

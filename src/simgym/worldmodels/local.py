@@ -8,7 +8,8 @@ file can be named, e.g. a quantized Qwen-AgentWorld on a workstation.
 A LoRA adapter in GGUF form (``simgym train export-gguf --adapter``) can be applied on top
 of the model. When simgym ships a world-model adapter trained on its own real transitions
 (``simgym/worldmodels/weights/``), the embedded model uses it by default; ``adapter=None``
-(``--adapter none``) selects the plain base model.
+(``--adapter none``) selects the plain base model. An adapter trained on the domains'
+compact prompts says so in the JSON file beside it, and environments then use them.
 
 Prompt evaluation is compute-bound on a CPU (~160 tokens/s on two cores), so a step is
 fast only when its prompt's prefix is still in a llama.cpp context. One context serves one
@@ -26,6 +27,7 @@ import contextlib
 import ctypes
 import functools
 import importlib.util
+import json
 import os
 import threading
 import time
@@ -36,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.contract import CLOSE_TAG, OBSERVATION_HEADER, OPEN_TAG
+from simgym.core.domain import PROMPT_STYLES
 from simgym.core.errors import WorldModelError
 from simgym.core.state import STATE_CLOSE, STATE_OPEN
 from simgym.core.types import Usage
@@ -97,6 +100,20 @@ def resolve_adapter(adapter: str | os.PathLike[str] | None, model_given: bool) -
     if not Path(adapter).is_file():
         raise WorldModelError(f"LoRA adapter file not found: {adapter}")
     return str(adapter)
+
+
+def adapter_prompt_style(adapter: str | None) -> str:
+    """The prompt style an adapter was trained on: ``prompt_style`` in the JSON file of
+    the same name beside it (the pipeline's export and ``train ship`` write it), else
+    ``"full"`` (adapters made before the compact prompt existed, and the plain base)."""
+    if adapter is None:
+        return "full"
+    sidecar = Path(adapter).with_suffix(".json")
+    try:
+        style = json.loads(sidecar.read_text(encoding="utf-8")).get("prompt_style")
+    except (OSError, ValueError, AttributeError):
+        return "full"
+    return style if style in PROMPT_STYLES else "full"
 
 
 @dataclass(frozen=True)
@@ -437,6 +454,7 @@ class LocalWorldModel:
         adapter: str | os.PathLike[str] | None = "auto",
         slots: int = 8,
         parallel: int = 1,
+        prompt_style: str | None = None,
     ) -> None:
         given = model_path or os.environ.get("SIMGYM_MODEL_PATH")
         path = given or embedded_model_path()
@@ -457,6 +475,10 @@ class LocalWorldModel:
         self.cache_mb = cache_mb
         self.state_tokens = state_tokens  # budget for a <state_update> patch, when asked
         self.adapter = resolve_adapter(adapter, model_given=bool(given))
+        # the system prompt layout environments use with this model (SimEnv reads it)
+        self.prompt_style = prompt_style or adapter_prompt_style(self.adapter)
+        if self.prompt_style not in PROMPT_STYLES:
+            raise WorldModelError(f"prompt_style must be one of {PROMPT_STYLES}")
         self.slots = int(slots)
         self.parallel = int(parallel)
         self.name = f"local:{Path(self.model_path).name}" + (
@@ -616,6 +638,7 @@ class LocalWorldModel:
             "backend": "local",
             "model_path": self.model_path,
             "adapter": self.adapter,
+            "prompt_style": self.prompt_style,
             "n_ctx": self.n_ctx,
             "temperature": self.temperature,
             "top_p": self.top_p,
