@@ -59,14 +59,19 @@ class _Screen:
 
     def __call__(self, messages):
         self.seen.append(messages[0]["content"])
-        return "<predicted_observation>dev@devbox:~$ ls\nnotes.txt  project\n</predicted_observation>"
+        return (
+            "<predicted_observation>dev@devbox:~$ ls\nnotes.txt  project\n</predicted_observation>"
+        )
 
 
-@pytest.mark.parametrize(("wanted", "given", "used"), [
-    ("compact", None, "compact"),
-    (None, None, "full"),
-    ("compact", "full", "full"),  # the environment's own choice wins
-])
+@pytest.mark.parametrize(
+    ("wanted", "given", "used"),
+    [
+        ("compact", None, "compact"),
+        (None, None, "full"),
+        ("compact", "full", "full"),  # the environment's own choice wins
+    ],
+)
 async def test_the_environment_takes_the_style_from_the_backend(wanted, given, used):
     screen = _Screen(wanted)
     model = simgym.FunctionWorldModel(screen)
