@@ -93,6 +93,10 @@ def factory(
     max_completion_tokens: Annotated[
         int | None, typer.Option(help="sft: leave out rows whose answer is longer")
     ] = None,
+    prompt_style: Annotated[
+        str | None,
+        typer.Option(help="sft: rebuild system prompts as compact | full (default: as recorded)"),
+    ] = None,
 ) -> None:
     """Record real transitions at volume: randomized scenarios and action programs run on
     the real backends, deduplicated and split by episode into train/val/test."""
@@ -113,7 +117,11 @@ def factory(
     )
     budget = count = None
     if sft_out is not None:  # checked before the run, not after an hour of it
+        from simgym.core.domain import PROMPT_STYLES
         from simgym.data.sft import ContextBudget, embedded_token_counter
+
+        if prompt_style is not None and prompt_style not in PROMPT_STYLES:
+            raise SimgymError(f"--prompt-style takes {' or '.join(PROMPT_STYLES)}")
 
         budget = ContextBudget(n_ctx=n_ctx, max_tokens=max_tokens)
         count = embedded_token_counter()
@@ -159,7 +167,12 @@ def factory(
         from simgym.data.sft import export_sft_splits
 
         stats = export_sft_splits(
-            out, sft_out, count=count, budget=budget, max_completion_tokens=max_completion_tokens
+            out,
+            sft_out,
+            count=count,
+            budget=budget,
+            max_completion_tokens=max_completion_tokens,
+            prompt_style=prompt_style,
         )
         parts = ", ".join(f"{name} {s.rows}" for name, s in stats.items())
         skipped = sum(

@@ -10,6 +10,7 @@ sandboxed repository (:mod:`~simgym.bench.sim2real.swe_tasks`). The example scri
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -49,53 +50,27 @@ def _records() -> Suite:
     )
 
 
-def _shell() -> Suite:
-    from simgym.bench.sim2real.plans import reference_solution
-    from simgym.bench.sim2real.shell_tasks import shell_heldout_tasks, shell_training_tasks
+def _generated(name: str, target: str) -> Callable[[], Suite]:
+    """A generated suite from its :class:`~simgym.bench.sim2real.plans.Generated` sets,
+    named ``"module:attr"`` (imported when the suite is asked for): task files
+    ``NAME-heldout.jsonl`` and ``NAME-train.jsonl``, faults in the sets' domain."""
 
-    return Suite(
-        "shell",
-        shell_heldout_tasks,
-        shell_training_tasks,
-        reference_solution,
-        ("shell-heldout.jsonl", "shell-train.jsonl"),
-        "terminal",
-    )
+    def build() -> Suite:
+        from simgym.bench.sim2real.plans import reference_solution
 
+        module, attr = target.split(":")
+        sets = getattr(importlib.import_module(module), attr)
+        files = (f"{name}-heldout.jsonl", f"{name}-train.jsonl")
+        return Suite(name, sets.heldout, sets.training, reference_solution, files, sets.domain)
 
-def _search() -> Suite:
-    from simgym.bench.sim2real.plans import reference_solution
-    from simgym.bench.sim2real.search_tasks import search_heldout_tasks, search_training_tasks
-
-    return Suite(
-        "search",
-        search_heldout_tasks,
-        search_training_tasks,
-        reference_solution,
-        ("search-heldout.jsonl", "search-train.jsonl"),
-        "search",
-    )
-
-
-def _swe() -> Suite:
-    from simgym.bench.sim2real.plans import reference_solution
-    from simgym.bench.sim2real.swe_tasks import swe_heldout_tasks, swe_training_tasks
-
-    return Suite(
-        "swe",
-        swe_heldout_tasks,
-        swe_training_tasks,
-        reference_solution,
-        ("swe-heldout.jsonl", "swe-train.jsonl"),
-        "swe",
-    )
+    return build
 
 
 SUITES: dict[str, Callable[[], Suite]] = {
     "records": _records,
-    "shell": _shell,
-    "search": _search,
-    "swe": _swe,
+    "shell": _generated("shell", "simgym.bench.sim2real.shell_tasks:SHELL"),
+    "search": _generated("search", "simgym.bench.sim2real.search_tasks:SEARCH"),
+    "swe": _generated("swe", "simgym.bench.sim2real.swe_tasks:SWE"),
 }
 
 
