@@ -54,6 +54,7 @@ from simgym.core.grounding import Grounding
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Action, Observation, Trajectory, Turn
 from simgym.core.worldmodel import Messages, Prediction, WorldModel
+from simgym.data.exchanges import system_prompt_of
 from simgym.data.export import row_id
 
 SCHEMA = "simgym.benchmarks.grounding_devset/1"
@@ -228,11 +229,13 @@ async def play(
 
     trajectory = replay.trajectory
     world = TeacherForced(backend)
+    # the recorded prompt, unless the model was trained on the compact one
+    style = getattr(backend, "prompt_style", None) or "full"
     env = TeacherForcedEnv(
         trajectory.domain,
         world,
         trajectory.scenario or None,
-        system_prompt=trajectory.system_prompt,
+        system_prompt=system_prompt_of(trajectory, style=None if style == "full" else style),
         max_turns=len(replay.turns) + 1,
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,

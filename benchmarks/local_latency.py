@@ -3,6 +3,7 @@ path) and with a pool of slots that keep each live episode's evaluated prompt pr
 measured side by side in one run on the default terminal scenario.
 
     .venv/bin/python benchmarks/local_latency.py [--slots 8] [--turns 12] [--old-turns N]
+        [--adapter auto,path/to/other-adapter.gguf]
 
 Three settings, grounding off unless named: ``old: slots=1``, ``new: slots=N``, and
 ``default: slots=N, strict`` (the embedded default as ``simgym play``/``run`` use it; strict
@@ -32,12 +33,13 @@ import asyncio
 import os
 import statistics
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 import simgym
-from simgym.worldmodels.local import LocalWorldModel, unload_models
+from simgym.worldmodels.local import LocalWorldModel, adapter_prompt_style, unload_models
 
 # A terminal session as agents type it: mostly file work the state determines, and a
 # quarter that only the model can answer (programs, grep, git, the date).
@@ -172,15 +174,29 @@ def main() -> None:
         action="store_false",
         help="skip the third setting (the default: strict grounding)",
     )
+    parser.add_argument(
+        "--adapter",
+        default="auto",
+        help="comma list of adapters (auto: the shipped one; none: the base; or GGUF files); "
+        "each after the first adds its own slots=N rows, with the prompt style it asks for",
+    )
     args = parser.parse_args()
     old_turns = args.turns if args.old_turns is None else args.old_turns
-    settings = [(f"new: slots={args.slots}", args.slots, args.turns, "off")]
+    first, *others = [a.strip() for a in args.adapter.split(",") if a.strip()] or ["auto"]
+    settings = [(f"new: slots={args.slots}", args.slots, args.turns, "off", first)]
     if old_turns > 0:
-        settings.insert(0, ("old: slots=1", 1, old_turns, "off"))
+        settings.insert(0, ("old: slots=1", 1, old_turns, "off", first))
     if args.strict:
         # the embedded default as a user gets it: strict grounding answers what the state
         # determines without a model call (render_known=False), the model renders the rest
-        settings.append((f"default: slots={args.slots}, strict", args.slots, args.turns, "strict"))
+        name = f"default: slots={args.slots}, strict"
+        settings.append((name, args.slots, args.turns, "strict", first))
+    for adapter in others:
+        label = f"{Path(adapter).name} ({adapter_prompt_style(adapter)} prompt)"
+        settings.append((f"{label}: slots={args.slots}", args.slots, args.turns, "off", adapter))
+        if args.strict:
+            name = f"{label}: slots={args.slots}, strict"
+            settings.append((name, args.slots, args.turns, "strict", adapter))
 
     console = Console(width=200)
     console.print(f"load average at start: {load()} ({os.cpu_count()} CPUs)")
@@ -200,9 +216,9 @@ def main() -> None:
     )
     observations: dict[str, list[str]] = {}
     footprint: list[tuple[float, float, int]] = []  # (RSS, PSS) grown, slots open
-    for name, slots, turns, grounding in settings:
+    for name, slots, turns, grounding, adapter in settings:
         unload_models()
-        wm = LocalWorldModel(slots=slots)
+        wm = LocalWorldModel(slots=slots, adapter=adapter)
         before = memory_mb()
         started = time.perf_counter()
         seq, first = asyncio.run(sequential(wm, args.seq_turns, args.max_tokens, grounding))

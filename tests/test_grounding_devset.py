@@ -61,6 +61,26 @@ class Recorder:
         return self.answer
 
 
+async def test_a_model_trained_on_compact_prompts_is_asked_with_them(devset):
+    from simgym.core.domain import get_domain
+
+    chosen, replays = replays_for(devset, ["terminal", "mcp"], 2)
+    recorder = Recorder()
+    recorder.model.prompt_style = "compact"  # what a compact adapter's backend says
+    rows = await gd.run_devset(replays, {"compact": recorder.model}, ["off"])
+    assert len(rows) == len(recorder.requests) == len(chosen) == 4
+    compact = set()
+    for replay in replays:
+        domain = get_domain(replay.trajectory.domain)
+        scenario = domain.scenario(replay.trajectory.scenario or None)
+        compact.add(domain.system_prompt(scenario, style="compact"))
+    by_key = {r.key: r for r in chosen}
+    for request, result in zip(recorder.requests, rows, strict=True):
+        row = by_key[result["row"]]
+        assert request[0]["content"] in compact and row.system_str not in compact
+        assert request[1:] == build_messages(row)[1:]  # the turns are the row's, unchanged
+
+
 def test_the_dev_set_has_rows_in_every_recorded_domain(devset):
     counts = gd.dataset_counts(devset[0])
     assert set(counts) == {"terminal", "swe", "mcp", "search", "web"}
