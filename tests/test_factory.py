@@ -570,3 +570,42 @@ def test_programs_act_on_what_they_see(context: F.FactoryContext) -> None:
             if action["name"] == "web_extractor":
                 opened.add(action["arguments"]["url"])
     assert "https://docs.python.org/3/library/json.html" in opened
+
+
+@pytest.mark.skipif("mcp" in HERE_PROBLEMS, reason=str(HERE_PROBLEMS.get("mcp")))
+def test_recorded_mcp_search_facts_agree_with_the_real_server(tmp_path: Path) -> None:
+    """The factory's mcp scenario declares how the records server's tools touch its tables,
+    so each search's facts list the customers the server then lists (its search matches a
+    phone number ignoring spaces: a guessed search once told the model "no customers
+    match" for digits the server found, in one training row of ten)."""
+    config = F.FactoryConfig(
+        out=tmp_path, transitions=160, domains=("mcp",), concurrency=2, seed=11, max_turns=12
+    )
+    F.run_factory(config)
+    checked = digits = 0
+    for trajectory in simgym.read_trajectories(tmp_path / F.RAW_FILE):
+        assert trajectory.scenario["tool_map"]["search_customers"]["search"]["phone"] == (
+            "contains_ignoring_spaces"
+        )
+        for turn in trajectory.turns:
+            facts = (turn.grounding or {}).get("facts") or []
+            if turn.action.name != "search_customers" or not facts:
+                continue
+            real = json.loads(_tool_text(turn.observation.text))
+            said = [json.loads(f.split(": ", 1)[1])["id"] for f in facts if f.startswith("cust")]
+            assert said[: len(real["customers"])] == [c["id"] for c in real["customers"]], facts
+            assert facts[0].startswith("no customers match") == (real["total"] == 0)
+            checked += 1
+            digits += turn.action.arguments["query"].isdigit()
+    assert checked >= 10 and digits >= 1, (checked, digits)
+
+
+def _tool_text(observation: str) -> str:
+    """The JSON text of a records-server answer in any of the factory's output formats."""
+    try:
+        envelope = json.loads(observation)
+    except json.JSONDecodeError:
+        return observation
+    if isinstance(envelope, dict) and "content" in envelope:
+        return envelope["content"][0]["text"]
+    return observation

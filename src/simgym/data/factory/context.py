@@ -70,11 +70,15 @@ class FactoryContext:
         context = cls(sites_root=Path(work) / "sites")
         if "mcp" in wanted:
             from simgym.domains.mcp_import import scenario_from_server
-            from simgym.real.mcp_servers.records import build_server
+            from simgym.real.mcp_servers.records import TOOL_MAP, build_server
 
             with tempfile.TemporaryDirectory(prefix="simgym-factory-") as folder:
                 server = build_server(Path(folder) / "records.db")
-                context.mcp_scenario = await scenario_from_server(server=server)
+                scenario = await scenario_from_server(server=server)
+            # how the tools touch the tables (its search matches phones ignoring spaces):
+            # without it the recorded facts would guess, and a phone search "found nothing"
+            # in the facts while the server listed the customer
+            context.mcp_scenario = {**scenario, "tool_map": TOOL_MAP}
         if "search" in wanted:
             from simgym.real.search import build_index
 

@@ -66,8 +66,10 @@ def records_state(seed: int) -> dict[str, list[dict[str, Any]]]:
 def plan_mcp(rng: random.Random, context: FactoryContext, plan_id: str) -> EpisodePlan:
     if context.mcp_scenario is None:
         raise FactoryError("the mcp generator needs the records server's tools (FactoryContext)")
+    from simgym.real.mcp_servers.records import answer_order
+
     db_seed = rng.randrange(1, 1_000_000)
-    state = records_state(db_seed)
+    state = answer_order(records_state(db_seed))  # fields in the order answers show them
     scenario = dict(context.mcp_scenario)
     scenario["output_format"] = rng.choices(("mcp", "json", "text"), (6, 3, 1))[0]
     scenario["state"] = state

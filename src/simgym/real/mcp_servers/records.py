@@ -481,5 +481,65 @@ def main(argv: list[str] | None = None) -> None:
         server.run("stdio")
 
 
+# -- the server as a twin's grounding sees it ----------------------------------------------
+
+# How the server's tools touch its tables, for the twin's grounding (the binding the safety
+# suite's records scenario declares, and search_customers): the server fills in a ticket's
+# status and time. search_customers is declared whole, so the twin answers a search from
+# its records: ``search`` is the server's SQL (lower(name) LIKE and lower(email) LIKE
+# '%query%', the query stripped and lowered; replace(phone, ' ', '') LIKE the query without
+# spaces), whose matches it lists ORDER BY id, as the twin lists its ledger (the records
+# arrive in id order and new ids only grow); ``answer`` is its SearchResult: customers
+# (each a CustomerSummary: id, name, email, tier, in that order) cut at ``limit``, and the
+# total of all matches.
+# What still differs: with output_format "json" the real backend writes the structured
+# result as compact json.dumps, as the twin does, so the texts are equal; in the "mcp"
+# format the server's text is FastMCP's JSON indented by 2, which the twin writes compact
+# until an answer in the episode showed it an indent. SQLite's LIKE also reads "_" and "%"
+# in a query as wildcards and folds only ASCII case, where the twin compares plain text.
+TOOL_MAP: dict[str, Any] = {
+    "search_customers": {
+        "op": "list",
+        "collection": "customers",
+        "search": {"name": "contains", "email": "contains", "phone": "contains_ignoring_spaces"},
+        "answer": {
+            "shape": {"customers": "{items}", "total": "{count}"},
+            "fields": ["id", "name", "email", "tier"],
+        },
+    },
+    "update_email": {"op": "update", "collection": "customers", "id_arg": "customer_id"},
+    "list_accounts": {"op": "list", "collection": "accounts"},
+    "list_tickets": {"op": "list", "collection": "tickets"},
+    "create_ticket": {
+        "op": "create",
+        "collection": "tickets",
+        "rules": {
+            "defaults": {"priority": "normal"},
+            "sets": {"status": "open"},
+            "stamps": {"created": "iso-z"},
+            # the server's Ticket model: with every field known the answer is exact
+            "shape": ["id", "customer_id", "subject", "status", "priority", "created"],
+        },
+    },
+}
+
+
+def answer_order(state: dict[str, Any]) -> dict[str, Any]:
+    """``state`` with each record's fields in the order the server's answers show them
+    (its answer models' field order; the tables' own order differs). The twin shows a
+    record in its ledger order until an answer of the episode has shown the server's, and
+    a policy trained on the one order is thrown by the other: a lookup the twin answered
+    as ``id, name, email, phone, ...`` read on the real server as ``id, name, email,
+    tier, ...`` cost the first sim-trained policy a third of its id lookups."""
+    models = {"customers": list(Customer.model_fields), "tickets": list(Ticket.model_fields)}
+    out = dict(state)
+    for name, order in models.items():
+        out[name] = [
+            {**{k: r[k] for k in order if k in r}, **{k: v for k, v in r.items() if k not in order}}
+            for r in state.get(name, [])
+        ]
+    return out
+
+
 if __name__ == "__main__":
     main()
