@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 import urllib.request
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -160,7 +161,11 @@ class _FaultHandler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length", 0))
         self.rfile.read(length)
-        mode = self.path.strip("/").split("/")[0]
+        path = self.path
+        if path.startswith("http://"):  # asked as a forward proxy: the absolute form
+            type(self).hits["proxied"] += 1
+            path = urllib.parse.urlsplit(path).path
+        mode = path.strip("/").split("/")[0]
         type(self).hits[mode] += 1
         type(self).times.setdefault(mode, []).append(time.monotonic())
         if mode == "dropped":

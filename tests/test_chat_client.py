@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from simgym.core.errors import WorldModelError
-from simgym.worldmodels.chat import ChatClient, ChatReply
+from simgym.worldmodels.chat import ChatClient, ChatReply, env_proxy
 
 MSGS = [{"role": "user", "content": "ls"}]
 
@@ -91,3 +91,38 @@ async def test_one_session_per_loop_reuses_its_connection(llama_server):
     # keep-alive: three requests one after another left one pooled connection, not three
     assert sum(len(v) for v in session.connector._conns.values()) == 1
     await chat.aclose()
+
+
+def test_the_proxy_comes_from_the_environment(monkeypatch):
+    for name in ("HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    assert env_proxy("http://10.0.0.5:8000/v1") is None
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.internal:3128")
+    monkeypatch.setenv("HTTPS_PROXY", "http://tls-proxy.internal:3128")
+    assert env_proxy("http://10.0.0.5:8000/v1") == "http://proxy.internal:3128"
+    assert env_proxy("https://api.example.com/v1") == "http://tls-proxy.internal:3128"
+    monkeypatch.setenv("NO_PROXY", "localhost,10.0.0.5")
+    assert env_proxy("http://10.0.0.5:8000/v1") is None
+    assert env_proxy("http://10.0.0.6:8000/v1") == "http://proxy.internal:3128"
+
+
+async def test_requests_go_through_the_environments_proxy(fault_server, monkeypatch):
+    """A host only the proxy can reach: answered through it, unreachable without it."""
+    proxy, hits = fault_server
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    before = hits["proxied"]
+    chat = client("http://simgym-behind-a-proxy.invalid/ok/v1", max_retries=0)
+    assert chat.proxy == proxy
+    reply, _ = await chat.complete({"messages": MSGS})
+    await chat.aclose()
+    assert reply.choices[0].message.content == "ok" and hits["proxied"] == before + 1
+
+    monkeypatch.setenv("NO_PROXY", "simgym-behind-a-proxy.invalid")
+    direct = client("http://simgym-behind-a-proxy.invalid/ok/v1", max_retries=0)
+    assert direct.proxy is None
+    with pytest.raises(WorldModelError, match="cannot reach world model"):
+        await direct.complete({"messages": MSGS})
+    await direct.aclose()
+    assert hits["proxied"] == before + 1

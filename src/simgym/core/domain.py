@@ -6,6 +6,7 @@ A domain module (in ``simgym/domains/``) builds one :class:`Domain` and calls
 
 from __future__ import annotations
 
+import functools
 import json
 import string
 from collections.abc import Callable
@@ -24,6 +25,13 @@ from simgym.core.types import Action, ToolSpec
 # reads instructions. "compact": a few lines with the same slots, for a small model trained
 # on it (every prompt token costs ~10 ms on two CPU cores before the first answer token).
 PROMPT_STYLES = ("full", "compact")
+
+
+@functools.lru_cache(maxsize=128)
+def _packaged_text(path: Path) -> str:
+    """A file that ships with simgym (a domain's prompt), read once per process: every
+    environment fills its domain's template, a thousand of them in a large rollout."""
+    return path.read_text(encoding="utf-8")
 
 
 class ScenarioBase(BaseModel):
@@ -123,8 +131,8 @@ class Domain:
             raise ScenarioError(f"unknown prompt style {style!r}; expected one of {PROMPT_STYLES}")
         compact = self.prompt_file.parent / "compact" / self.prompt_file.name
         if style == "compact" and compact.is_file():
-            return compact.read_text(encoding="utf-8")
-        return self.prompt_file.read_text(encoding="utf-8")
+            return _packaged_text(compact)
+        return _packaged_text(self.prompt_file)
 
     def system_prompt(
         self,
