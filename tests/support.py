@@ -3,6 +3,30 @@
 from __future__ import annotations
 
 
+def ls_trajectory(**fields):
+    """A one-turn terminal trajectory: ``ls`` in a home holding notes.txt (``fields``
+    adds to or replaces the Trajectory's own)."""
+    import simgym
+
+    return simgym.Trajectory(
+        **{
+            "task": simgym.Task(id="t", instruction="Look around", domain="terminal"),
+            "domain": "terminal",
+            "scenario": {"user": "dev", "hostname": "box"},
+            "initial_observation": simgym.Observation(text="dev@box:~$"),
+            "turns": [
+                simgym.Turn(
+                    index=1,
+                    action=simgym.Action.keys("ls\n"),
+                    action_text='[{"keystrokes": "ls\\n", "duration": 1}]',
+                    observation=simgym.Observation(text="dev@box:~$ ls\nnotes.txt\ndev@box:~$"),
+                )
+            ],
+            **fields,
+        }
+    )
+
+
 def scripted_world(observations):
     """A world model (for FunctionWorldModel) that answers turn N with observations[N - 1],
     tagged like a real model would."""

@@ -35,6 +35,7 @@ from simgym.data.sft import (
     transition_rows,
 )
 from simgym.worldmodels.local import LocalWorldModel, embedded_model_path
+from support import ls_trajectory
 
 SEED = 7
 HERE_PROBLEMS = F.backend_problems(F.DOMAINS)
@@ -506,20 +507,7 @@ def test_split_export_dedups_and_writes_a_manifest(
 
 @needs_vocabulary
 def test_export_transition_mode_uses_the_default_budget(count: Any) -> None:
-    trajectory = simgym.Trajectory(
-        task=simgym.Task(id="t", instruction="Look around", domain="terminal"),
-        domain="terminal",
-        scenario={"user": "dev", "hostname": "box"},
-        initial_observation=simgym.Observation(text="dev@box:~$"),
-        turns=[
-            simgym.Turn(
-                index=1,
-                action=simgym.Action.keys("ls\n"),
-                action_text='[{"keystrokes": "ls\\n", "duration": 1}]',
-                observation=simgym.Observation(text="dev@box:~$ ls\nnotes.txt\ndev@box:~$"),
-            )
-        ],
-    )
+    trajectory = ls_trajectory()
     (row,) = export_rows([trajectory], "sft", mode="transition")
     assert row == next(transition_rows(trajectory, count=count))
     assert row["prefill"] == PREFILL + "dev@box:~$ ls\n"

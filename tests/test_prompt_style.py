@@ -12,6 +12,7 @@ from simgym.core.domain import PROMPT_STYLES, get_domain
 from simgym.core.errors import ScenarioError
 from simgym.data.exchanges import restyle_trajectories, system_prompt_of
 from simgym.data.sft import export_sft_file
+from support import ls_trajectory
 
 TRAINED = ("terminal", "swe", "mcp", "search", "web")
 SLOT = re.compile(r"\$[a-z_]+")
@@ -85,26 +86,8 @@ async def test_the_environment_takes_the_style_from_the_backend(wanted, given, u
     assert env.trajectory.system_prompt == expected
 
 
-def _trajectory() -> simgym.Trajectory:
-    return simgym.Trajectory(
-        task=simgym.Task(id="t", instruction="Look around", domain="terminal"),
-        domain="terminal",
-        scenario={"user": "dev", "hostname": "box"},
-        system_prompt="a recorded full prompt",
-        initial_observation=simgym.Observation(text="dev@box:~$"),
-        turns=[
-            simgym.Turn(
-                index=1,
-                action=simgym.Action.keys("ls\n"),
-                action_text='[{"keystrokes": "ls\\n", "duration": 1}]',
-                observation=simgym.Observation(text="dev@box:~$ ls\nnotes.txt\ndev@box:~$"),
-            )
-        ],
-    )
-
-
 def test_exported_rows_and_evaluation_files_carry_the_chosen_prompt(tmp_path):
-    trajectory = _trajectory()
+    trajectory = ls_trajectory(system_prompt="a recorded full prompt")
     assert system_prompt_of(trajectory) == "a recorded full prompt"
     compact = system_prompt_of(trajectory, style="compact")
     assert compact.startswith("You simulate a Linux terminal") and "dev@box" in compact

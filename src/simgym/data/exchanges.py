@@ -39,9 +39,9 @@ def system_prompt_of(
     override it) rebuilt from its domain and scenario. ``style`` picks the domain's own
     template (``"full"`` or ``"compact"``); a rebuilt prompt has only the control
     instructions given here."""
-    if trajectory.system_prompt is not None and template is None and instructions is None:
-        if style is None:
-            return trajectory.system_prompt
+    overridden = template is not None or instructions is not None or style is not None
+    if trajectory.system_prompt is not None and not overridden:
+        return trajectory.system_prompt
     domain = get_domain(trajectory.domain)
     scenario = domain.scenario(trajectory.scenario or None)
     return domain.system_prompt(

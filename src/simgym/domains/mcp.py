@@ -211,14 +211,15 @@ def _parse_input(line: str, scenario: MCPScenario) -> Action:
 
 def _slots(scenario: MCPScenario) -> dict[str, str]:
     notes = f"\n\nAlso true: {scenario.notes}" if scenario.notes else ""
+    whole = dump_json(scenario.state)  # both prompts' state slots start from it
     return {
         "server_name": scenario.server_name,
         "server_description": scenario.description or "No description given.",
         "tools": tools_text(tools := [t.to_plain() for t in scenario.tools]),
-        "state": state_text(scenario.state) + notes,
+        "state": state_text(scenario.state, whole=whole) + notes,
         # The compact prompt's budget: grounding names the records each call touches.
-        "tool_lines": "\n".join(_signature(t) for t in tools),
-        "state_brief": state_text(scenario.state, BRIEF_STATE_CHARS) + notes,
+        "tool_lines": tool_signatures(tools),
+        "state_brief": state_text(scenario.state, BRIEF_STATE_CHARS, whole=whole) + notes,
         "output_format": OUTPUT_FORMATS[scenario.output_format],
     }
 
@@ -239,6 +240,11 @@ def tools_text(tools: list[dict[str, Any]], limit: int = STATE_CHARS) -> str:
     whole = dump_json(tools)
     if len(whole) <= limit:
         return whole
+    return tool_signatures(tools)
+
+
+def tool_signatures(tools: list[dict[str, Any]]) -> str:
+    """One ``- name(argument, optional?): description`` line per tool."""
     return "\n".join(_signature(t) for t in tools)
 
 
@@ -251,13 +257,14 @@ def _signature(tool: dict[str, Any]) -> str:
     return f"- {tool['name']}({args}){note}"
 
 
-def state_text(state: dict[str, Any], limit: int = STATE_CHARS) -> str:
+def state_text(state: dict[str, Any], limit: int = STATE_CHARS, *, whole: str | None = None) -> str:
     """The initial state as the prompt shows it: whole when small; else each collection's
     size and first records (a business world holds thousands of records, and each
-    call's grounded facts name the records it touches)."""
+    call's grounded facts name the records it touches). ``whole``: the state's JSON when
+    the caller already has it (a large world's costs milliseconds to write)."""
     if not state:
         return "Nothing recorded yet."
-    whole = dump_json(state)
+    whole = dump_json(state) if whole is None else whole
     if len(whole) <= limit:
         return whole
     parts = []

@@ -281,8 +281,10 @@ def export_stage(config: PipelineConfig, say: Say) -> dict[str, Any]:
         "same_prompt_tokenization": all(m.same_prompt_tokenization for m in results),
     }
     # what the local backend reads to lay out prompts the way the rows were laid out
+    from simgym.worldmodels.local import adapter_sidecar
+
     sidecar = {"prompt_style": config.prompt_style}
-    path.with_suffix(".json").write_text(json.dumps(sidecar) + "\n", encoding="utf-8")
+    adapter_sidecar(path).write_text(json.dumps(sidecar) + "\n", encoding="utf-8")
     done.write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
     return info
 

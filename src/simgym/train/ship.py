@@ -16,14 +16,14 @@ from typing import Any
 from simgym.train.base import file_sha256
 from simgym.train.errors import TrainError
 from simgym.train.pipeline import ADAPTER_FILE
-from simgym.worldmodels.local import SHIPPED_ADAPTER
+from simgym.worldmodels.local import SHIPPED_ADAPTER, adapter_sidecar
 
-PROVENANCE_SUFFIX = ".json"
 _METRICS = ("rows", "failed", "exact_match", "edit_similarity", "format_ok", "line_f1")
 
 
 def provenance_path(adapter: Path) -> Path:
-    return adapter.with_suffix(PROVENANCE_SUFFIX)
+    """Where an adapter's provenance goes: the sidecar the local backend reads."""
+    return adapter_sidecar(adapter)
 
 
 def ship_adapter(run: Path, dest: Path = SHIPPED_ADAPTER, command: str | None = None) -> Path:

@@ -214,24 +214,23 @@ class ChatClient:
             return found
         import aiohttp
 
-        if key not in self._per_loop:
-            session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.max_concurrency + 1),
-                headers={
-                    "Authorization": f"Bearer {self._api_key}",
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                    "User-Agent": f"simgym/{__version__}",
-                },
-                timeout=aiohttp.ClientTimeout(total=self.timeout),
-                raise_for_status=False,
-                # The proxy comes from env_proxy, read once. aiohttp's trust_env would also
-                # look for ~/.netrc credentials on a worker thread before every request:
-                # half the driver's CPU at a thousand episodes in flight.
-                trust_env=False,
-            )
-            self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency))
-        return self._per_loop[key]
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=self.max_concurrency + 1),
+            headers={
+                "Authorization": f"Bearer {self._api_key}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+                "User-Agent": f"simgym/{__version__}",
+            },
+            timeout=aiohttp.ClientTimeout(total=self.timeout),
+            raise_for_status=False,
+            # The proxy comes from env_proxy, read once. aiohttp's trust_env would also
+            # look for ~/.netrc credentials on a worker thread before every request:
+            # half the driver's CPU at a thousand episodes in flight.
+            trust_env=False,
+        )
+        found = self._per_loop[key] = (session, asyncio.Semaphore(self.max_concurrency))
+        return found
 
     @property
     def proxy(self) -> str | None:

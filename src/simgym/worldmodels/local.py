@@ -102,15 +102,20 @@ def resolve_adapter(adapter: str | os.PathLike[str] | None, model_given: bool) -
     return str(adapter)
 
 
+def adapter_sidecar(adapter: str | os.PathLike[str]) -> Path:
+    """The JSON file beside an adapter that says how it was made (``train ship``'s
+    provenance, the pipeline's export), read for its ``prompt_style``."""
+    return Path(adapter).with_suffix(".json")
+
+
 def adapter_prompt_style(adapter: str | None) -> str:
     """The prompt style an adapter was trained on: ``prompt_style`` in the JSON file of
     the same name beside it (the pipeline's export and ``train ship`` write it), else
     ``"full"`` (adapters made before the compact prompt existed, and the plain base)."""
     if adapter is None:
         return "full"
-    sidecar = Path(adapter).with_suffix(".json")
     try:
-        style = json.loads(sidecar.read_text(encoding="utf-8")).get("prompt_style")
+        style = json.loads(adapter_sidecar(adapter).read_text(encoding="utf-8")).get("prompt_style")
     except (OSError, ValueError, AttributeError):
         return "full"
     return style if style in PROMPT_STYLES else "full"
