@@ -171,6 +171,22 @@ def test_strict_terminal_session_gets_the_facts_right():
     assert turns[2].grounding["effects"] == {"files": {"/home/dev/a.txt": "hi\n"}}
 
 
+def test_an_empty_answer_is_corrected_when_the_state_knows_the_whole_answer():
+    def empty(messages):
+        return "<predicted_observation>\n</predicted_observation>"
+
+    env = simgym.make("swe", world_model=FunctionWorldModel(empty), grounding="strict")
+    results = asyncio.run(play(env, [call("list_dir", path="."), call("run_tests")]))
+    listing, tests = env.trajectory.turns
+    # the state knows the listing: the empty answer is replaced, the episode goes on
+    assert listing.error is None and listing.grounding["strict"]["action"] == "corrected"
+    assert listing.grounding["strict"]["first"] == ""
+    assert results[0].observation.text.strip() and listing.format_problems == []
+    # test output is the model's to write: an empty one stays a recorded error
+    assert tests.error_type == "empty_output" and "no observation" in tests.error
+    assert not results[1].done and not results[1].truncated
+
+
 def test_facts_go_in_the_newest_user_turn_and_earlier_messages_never_change():
     seen = []
 

@@ -343,14 +343,22 @@ class SimEnv:
             else:
                 # When strict mode knows the whole answer, a format retry would only
                 # re-roll what the correction replaces anyway.
+                # An empty answer is no error when the state has the whole answer:
+                # strict mode corrects it like any other wrong one.
                 prediction, attempts, problems = await self._predict(
-                    request, parsed, self._last_observation(), tries=1 if known else None
+                    request,
+                    parsed,
+                    self._last_observation(),
+                    tries=1 if known else None,
+                    allow_empty=bool(known),
                 )
                 prediction, attempts, strict = await self._enforce(
                     grounding, request, parsed, prediction, attempts
                 )
                 prediction, strict = self._reshape(grounding, prediction, strict)
-            if strict and (
+            if known and strict and strict["action"] in ("accepted", "corrected"):
+                problems = []  # the state's own answer: the real environment's format
+            elif strict and (
                 strict["action"] in ("corrected", "reasked", "unresolved") or "reshaped" in strict
             ):
                 problems = self._check(prediction, parsed)  # of the observation now kept
@@ -681,6 +689,7 @@ class SimEnv:
         action: Action | None,
         last_observation: str,
         tries: int | None = None,
+        allow_empty: bool = False,
     ) -> tuple[Prediction, int, list[str]]:
         prefix = (
             self.domain.observation_prefix(action, self._scenario, last_observation)
@@ -704,7 +713,7 @@ class SimEnv:
             if not problems:
                 break
         assert prediction is not None
-        if not prediction.observation.strip():
+        if not prediction.observation.strip() and not allow_empty:
             raise _NoObservation(f"world model returned no observation in {attempts} attempt(s)")
         return prediction, attempts, problems
 
