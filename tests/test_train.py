@@ -191,6 +191,10 @@ def test_training_lowers_the_loss_and_resumes_from_the_last_checkpoint(tmp_path,
     assert [step for step, _ in losses] == list(range(1, 9))  # one point per step
     assert losses[-1][1] < losses[0][1] / 2
     assert losses[4][1] < losses[0][1] / 2  # step 5 went on from the trained weights
+    # step 5 is taken at the 8-step schedule's rate (half way down its cosine), not at the
+    # rate the 4-step run ended with (0)
+    rates = {r["step"]: r["learning_rate"] for r in records if "learning_rate" in r}
+    assert rates[5] == pytest.approx(0.5 * rates[1])
     assert all(r["tokens"] > 0 for r in records if "loss" in r)
     manifest = json.loads((out / MANIFEST).read_text())
     assert manifest["result"]["steps"] == 8 and manifest["train_data"]["kept"] == 8

@@ -147,6 +147,22 @@ def test_small_pipeline_end_to_end_and_resume(tmp_path):
     assert again.exit_code == 0, again.output
     assert "train: already done" in again.stderr
 
+    # a larger budget continues the finished run; export and evaluation follow the weights
+    before = (out / "adapter.gguf").read_bytes()
+    base_rows = (out / "eval" / "dev" / "base.jsonl").read_text()
+    longer = CliRunner().invoke(train_app, [*args, "--max-steps", "4"])
+    assert longer.exit_code == 0, longer.output
+    assert "extending the finished run (max_steps 3 -> 4" in longer.stderr
+    stages = json.loads((out / "pipeline.json").read_text())
+    assert stages["train"]["steps"] == 4 and stages["train"]["resumed_from"] == "checkpoint-3"
+    logged = [json.loads(line) for line in (out / "run" / "loss.jsonl").open()]
+    step4 = [r for r in logged if r["step"] == 4 and "learning_rate" in r]
+    assert step4 and step4[0]["learning_rate"] > 0  # the new schedule's rate, not the old end's
+    assert (out / "adapter.gguf").read_bytes() != before
+    assert (out / "eval" / "dev" / "base.jsonl").read_text() == base_rows  # not redone
+    trained = [json.loads(line) for line in (out / "eval" / "dev" / "trained.jsonl").open()]
+    assert len(trained) == 1  # predicted again with the new adapter, once
+
 
 def test_ship_copies_the_adapter_with_its_provenance(tmp_path):
     from simgym.cli.train import train_app

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -190,8 +191,16 @@ def train_stage(config: PipelineConfig, say: Say, callbacks: list[Any]) -> dict[
 
     run = config.out / "run"
     if (run / FINAL / "adapter_config.json").is_file():
-        say(f"train: already done in {run / FINAL}")
-        return (read_manifest(run) or {}).get("result", {})
+        manifest = read_manifest(run) or {}
+        before = {key: manifest.get("options", {}).get(key) for key in _BUDGET}
+        if before == _budget(config):
+            say(f"train: already done in {run / FINAL}")
+            return manifest.get("result", {})
+        # a new budget continues the finished run from its last checkpoint (the Budget
+        # callback saved one at its last step); what was made from the old weights goes
+        changes = ", ".join(f"{k} {before[k]} -> {v}" for k, v in _budget(config).items())
+        say(f"train: extending the finished run ({changes})")
+        _drop_outputs_of_training(config)
     sft = config.out / "sft"
     val = sample_rows(sft / "val.jsonl", config.out / "val_sample.jsonl", config.val_rows)
     resume = run.is_dir() and get_last_checkpoint(str(run)) is not None
@@ -227,6 +236,27 @@ def train_stage(config: PipelineConfig, say: Say, callbacks: list[Any]) -> dict[
         f"train loss {result.train_loss}, validation loss {result.eval_loss}"
     )
     return result.to_dict()
+
+
+# The settings that say how long a run trains: a finished run rerun with others continues.
+_BUDGET = ("max_steps", "max_tokens", "epochs")
+
+
+def _budget(config: PipelineConfig) -> dict[str, Any]:
+    return {key: getattr(config, key) for key in _BUDGET}
+
+
+def _drop_outputs_of_training(config: PipelineConfig) -> None:
+    """Remove the old final weights (an interrupted extension then resumes like any
+    interrupted run), the exported adapter and the trained model's evaluation, so the
+    stages after training redo them with the new weights (the base's evaluation stays)."""
+    from simgym.train.sft import FINAL
+
+    shutil.rmtree(config.out / "run" / FINAL)
+    for path in (config.out / "export.json", config.out / ADAPTER_FILE):
+        path.unlink(missing_ok=True)
+    for results in (config.out / "eval").glob("*/trained.jsonl"):
+        results.unlink()
 
 
 def sample_rows(source: Path, target: Path, count: int) -> Path | None:

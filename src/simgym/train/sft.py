@@ -219,7 +219,7 @@ def prepare_sft(options: SftOptions, callbacks: Sequence[TrainerCallback] = ()) 
         eval_dataset=val_data,
         processing_class=tokenizer,
         peft_config=peft_config,
-        callbacks=[log, Budget(options.max_tokens), *callbacks],
+        callbacks=[log, Budget(options.max_tokens), ScheduledRate(), *callbacks],
     )
     # the callers' callbacks report progress; transformers' printer would repeat it raw
     trainer.remove_callback(PrinterCallback)
@@ -426,3 +426,24 @@ class Budget(TrainerCallback):
         if control.should_training_stop or state.global_step >= state.max_steps:
             control.should_save = True
         return control
+
+
+class ScheduledRate(TrainerCallback):
+    """On resume, sets the optimizer's learning rate to what this run's schedule gives at
+    the checkpoint's step. A checkpoint stores the rate its own schedule had reached (0 at
+    the end of a finished run), and the first step after an extension with a larger budget
+    would otherwise be taken at that rate."""
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        optimizer, scheduler = kwargs.get("optimizer"), kwargs.get("lr_scheduler")
+        scheduler = getattr(scheduler, "scheduler", scheduler)  # accelerate's wrapper
+        lambdas = getattr(scheduler, "lr_lambdas", None)
+        if not state.global_step or optimizer is None or not lambdas:
+            return
+        rates = [
+            base * rate(scheduler.last_epoch)
+            for base, rate in zip(scheduler.base_lrs, lambdas, strict=True)
+        ]
+        for group, rate in zip(optimizer.param_groups, rates, strict=True):
+            group["lr"] = rate
+        scheduler._last_lr = rates  # what the first step's log reports
