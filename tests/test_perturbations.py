@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 
 import pytest
 
@@ -192,9 +193,55 @@ async def test_terminal_templates_echo_the_command_and_end_like_a_terminal(kind)
     else:
         assert lines[-1] == "dev@devbox:~$"
     if kind == "permission_denied":
-        assert lines[1] == "cat: cannot access 'notes.txt': Permission denied"
+        assert lines[1] == "cat: notes.txt: Permission denied"  # as GNU cat says it
     if kind == "empty_results":
         assert len(lines) == 2
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat missing.txt",
+        "ls missing",
+        "rm missing.txt",
+        "mkdir gone/dir",
+        "touch gone/file",
+        "cp missing.txt copy.txt",
+        "mv missing.txt other.txt",
+        "cd missing",
+        "echo hi > gone/a.txt",
+        "head -n 3 missing.txt",
+        "tail missing.txt",
+        "wc -l missing.txt",
+        "grep todo missing.txt",
+        "sort missing.txt",
+    ],
+)
+def test_a_local_programs_fault_is_worded_as_the_real_program_words_its_errors(command, tmp_path):
+    """The fault lines of local programs have the form the real program gives a system
+    error, checked with the one error a real shell gives on demand (a missing file)."""
+    import subprocess
+
+    from simgym.perturb.renderers.shell import _local_line, _words
+
+    environ = {"PATH": os.environ["PATH"], "LC_ALL": "C.UTF-8"}  # the simulated machine's
+    real = subprocess.run(
+        ["bash", "-c", command], cwd=tmp_path, env=environ, capture_output=True, text=True
+    )
+    words = _words(command)
+    args = [w for w in words[1:] if not w.startswith("-") and not w.startswith(">")]
+    ours = _local_line(words[0], args, command, "No such file or directory")
+    # bash names itself "bash: line 1:" when it runs a -c string, "bash:" at a prompt
+    assert real.stderr.strip().replace("bash: line 1: ", "bash: ") == ours
+
+
+@pytest.mark.parametrize("kind", ["timeout", "rate_limit", "server_error", "flaky_network"])
+async def test_network_and_local_programs_fail_differently(kind):
+    _, local, _ = await one_step("terminal", kind, "cat notes.txt")
+    _, remote, _ = await one_step("terminal", kind, "curl https://api.example.com/x")
+    assert "HTTP" not in local.observation.text and "error:" not in local.observation.text
+    assert local.observation.text.splitlines()[1].startswith("cat: notes.txt: ")
+    assert remote.observation.text.splitlines()[1].startswith("curl: error: ")
 
 
 async def test_terminal_template_keeps_the_current_prompt_and_script_permission_error():

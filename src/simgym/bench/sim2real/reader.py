@@ -51,8 +51,13 @@ def _dicts(value: Any) -> Iterator[dict[str, Any]]:
 
 # A shell command's transient failure as tools print it ("curl: error: operation timed out
 # after 30 seconds", "cat: notes.txt: Stale file handle", a command killed still running),
-# with the prompt or the exit code line after it.
-_SHELL_FAULT = re.compile(r"^(\S+: (error: |.*: Stale file handle$)|\[command still running)")
+# with the prompt or the exit code line after it: a network client's error, or a local
+# program's system error that goes away when tried again.
+_TRANSIENT_ERRNO = (
+    "Stale file handle|Resource temporarily unavailable|Input/output error|"
+    "Connection timed out|Transport endpoint is not connected"
+)
+_SHELL_FAULT = re.compile(rf"^(\S+: (error: |.*: (?:{_TRANSIENT_ERRNO})$)|\[command still running)")
 _PROMPT_BACK = re.compile(r"[$#]\s*$|^\[exit code: \d+\]$")
 # A tool's failure as a whole, from a search engine or a repository's file tools ("Error:
 # 429 Too Many Requests ...", "Error: the search request timed out ..."), or a page still

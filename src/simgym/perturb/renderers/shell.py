@@ -16,6 +16,58 @@ def _words(command: str) -> list[str]:
         return command.split()
 
 
+# Programs that talk to a network: a fault is the service's (HTTP status, a timeout).
+NETWORK_PROGRAMS = frozenset(
+    "curl wget git pip pip3 npm yarn apt apt-get ssh scp sftp rsync ping nc http gh docker "
+    "kubectl aws gcloud az psql mysql redis-cli mongosh ftp telnet dig nslookup".split()
+)
+# A local program meets the same faults as the operating system reports them (a network
+# file system that stalls, drops or lost its lease), in the words strerror gives.
+_LOCAL_ERRORS = {
+    "timeout": ("Connection timed out", 1),  # ETIMEDOUT, an NFS mount not answering
+    "rate_limit": ("Resource temporarily unavailable", 1),  # EAGAIN
+    "server_error": ("Input/output error", 1),  # EIO
+    "stale_data": ("Stale file handle", 1),  # ESTALE
+    "flaky_network": ("Transport endpoint is not connected", 1),  # ENOTCONN, a dropped mount
+    "auth_failure": ("Key has expired", 1),  # EKEYEXPIRED, a Kerberos ticket ran out
+    "permission_denied": ("Permission denied", 1),
+}
+# How GNU coreutils and bash name the file an error is about, by program.
+_LOCAL_FORMS = {
+    "ls": "ls: cannot access '{target}': {error}",
+    "rm": "rm: cannot remove '{target}': {error}",
+    "mkdir": "mkdir: cannot create directory \u2018{target}\u2019: {error}",  # C.UTF-8 quotes
+    "touch": "touch: cannot touch '{target}': {error}",
+    "cp": "cp: cannot stat '{target}': {error}",
+    "mv": "mv: cannot stat '{target}': {error}",
+    "cd": "bash: cd: {target}: {error}",
+    "stat": "stat: cannot statx '{target}': {error}",
+    "head": "head: cannot open '{target}' for reading: {error}",
+    "tail": "tail: cannot open '{target}' for reading: {error}",
+    "sort": "sort: cannot read: {target}: {error}",
+    "less": "{target}: {error}",
+}
+_REDIRECT = re.compile(r">>?\s*([^\s;&|<>]+)")
+
+
+def _local_line(prog: str, args: list[str], command: str, error: str) -> str:
+    """One local program's error line about the file it works on."""
+    written = _REDIRECT.search(command)
+    if prog in ("echo", "printf"):
+        return (
+            f"bash: {written.group(1)}: {error}"
+            if written
+            else f"bash: {prog}: write error: {error}"
+        )
+    if prog in ("grep", "egrep", "fgrep", "sed", "awk"):
+        args = args[1:]  # the pattern or script comes first
+    elif prog in ("head", "tail"):
+        args = [a for a in args if not a.isdigit()]  # the value of -n or -c
+    target = args[0] if args else "."
+    form = _LOCAL_FORMS.get(prog, "{prog}: {target}: {error}")
+    return form.format(prog=prog, target=target, error=error)
+
+
 def _shell(kind: str, ctx: Context, command: str) -> tuple[list[str], int, bool]:
     """A failing command's output lines, its exit code, and whether the shell's prompt
     comes back afterwards (a pager, a question or a running program keep the screen)."""
@@ -23,10 +75,14 @@ def _shell(kind: str, ctx: Context, command: str) -> tuple[list[str], int, bool]
     if words and words[0] == "sudo" and len(words) > 1:
         words = words[1:]
     prog = words[0] if words else "bash"
-    args = [w for w in words[1:] if not w.startswith("-")]
+    args = [w for w in words[1:] if not w.startswith("-") and not w.startswith(">")]
     target = args[0] if args else "."
     message = ctx.get("message")
     status = ctx.get("status")
+    local = prog not in NETWORK_PROGRAMS and "/" not in prog
+    if local and kind in _LOCAL_ERRORS and not (kind == "auth_failure" and message):
+        error, code = _LOCAL_ERRORS[kind]
+        return [_local_line(prog, args, command, error)], code, True
     simple = {
         "auth_failure": (message or "authentication failed: invalid or expired credentials", 1),
         "timeout": (f"error: operation timed out after {ctx.get('seconds')} seconds", 124),
@@ -59,6 +115,8 @@ def _shell(kind: str, ctx: Context, command: str) -> tuple[list[str], int, bool]
             return [f"{prog}: warning: the operation completed only in part"], 1, True
         failing = failing_items(args, ctx.get("draw", 0))
         failed = [a for i, a in enumerate(args) if i in failing]
+        if local:
+            return [_local_line(prog, [a], "", "Input/output error") for a in failed], 1, True
         return [f"{prog}: cannot process '{a}': Input/output error" for a in failed], 1, True
     if kind == "ui_dialog":
         return [f"{ctx.get('title')}", f"{ctx.get('text')} [y/N] "], 0, False
