@@ -205,6 +205,22 @@ def test_training_lowers_the_loss_and_resumes_from_the_last_checkpoint(tmp_path,
     assert done.train_loss == pytest.approx(sum(loss for _, loss in losses) / len(losses))
 
 
+def test_a_run_resumed_at_its_step_limit_mid_epoch_takes_no_step_more(tmp_path, tiny_base):
+    """transformers checks the limit only after a step; a run stopped right after its last
+    checkpoint (before its final weights) must not train a step past the limit."""
+    import shutil
+
+    data = write_rows(tmp_path / "train.jsonl", [make_row(history=1)] * 12)  # 6 steps/epoch
+    first = train_sft(options(tmp_path, data, tiny_base, max_steps=2))
+    assert first.steps == 2
+    weights = (first.out / "final" / "model.safetensors").read_bytes()
+    shutil.rmtree(first.out / "final")
+    again = train_sft(options(tmp_path, data, tiny_base, max_steps=2, resume=True))
+    assert again.steps == 2 and again.resumed_from == "checkpoint-2"
+    assert again.tokens_per_second == 0.0 and again.train_loss is not None
+    assert (again.out / "final" / "model.safetensors").read_bytes() == weights
+
+
 def test_a_token_budget_stops_training(tmp_path, tiny_base, tokenizer):
     data = write_rows(tmp_path / "train.jsonl", [make_row()] * 20)
     per_row = sequence_length(

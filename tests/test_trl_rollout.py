@@ -249,3 +249,61 @@ def test_grpo_trainer_trains_with_the_rollout_function(tokenizer: Any, tmp_path:
     assert any(not torch.equal(before[n], after[n]) for n in before)
     # a reply is at most max_tokens long
     assert all(len(m["content"]) < 400 for t in episodes for m in t.agent_messages[2:])
+
+
+def _grpo(tokenizer: Any, tmp_path: Path, policy: Any, max_steps: int) -> Any:
+    from peft import LoraConfig
+    from trl import GRPOConfig, GRPOTrainer
+
+    rollout = LocalFormatRollout(
+        [task(f"t{i}", f"C-100{i}", "gold") for i in range(6)],
+        world_model=simgym.FunctionWorldModel(world),
+        reward=LetterShare(),
+        max_turns=1,
+        max_tokens=8,
+    )
+    return GRPOTrainer(
+        model=policy,
+        processing_class=tokenizer,
+        args=GRPOConfig(
+            output_dir=str(tmp_path / "run"),
+            max_steps=max_steps,
+            per_device_train_batch_size=4,
+            num_generations=4,
+            learning_rate=1e-2,
+            beta=0.0,
+            save_steps=1,
+            report_to="none",
+            use_cpu=True,
+        ),
+        train_dataset=rollout.train_dataset,
+        reward_funcs=rollout.reward_funcs,
+        rollout_func=rollout,
+        peft_config=LoraConfig(r=4, lora_alpha=8, target_modules="all-linear"),
+    )
+
+
+def test_a_grpo_run_resumed_at_its_step_limit_trains_no_step_more(
+    tokenizer: Any, tmp_path: Path
+) -> None:
+    from simgym.train.resume import reached, restore
+
+    example = load_example()
+    first = _grpo(tokenizer, tmp_path, example.tiny_policy(tokenizer, hidden=32, layers=2), 2)
+    first.train()
+    checkpoint = tmp_path / "run" / "checkpoint-2"
+    assert first.state.global_step == 2 and reached(checkpoint, 2) and not reached(checkpoint, 3)
+    trained = {n: p.detach().clone() for n, p in first.model.named_parameters() if "lora" in n}
+
+    policy = example.tiny_policy(tokenizer, hidden=32, layers=2)
+    again = _grpo(tokenizer, tmp_path, policy, 2)
+    restore(again, checkpoint)
+    assert again.state.global_step == 2
+    weights = dict(again.model.named_parameters())
+    assert all(torch_equal(trained[n], weights[n]) for n in trained)
+
+
+def torch_equal(a: Any, b: Any) -> bool:
+    import torch
+
+    return torch.equal(a.detach(), b.detach())

@@ -73,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     from simgym.core.worldmodel import create_world_model
     from simgym.integrations.trl.rollout import LocalFormatRollout
     from simgym.train.base import load_model, load_tokenizer
+    from simgym.train.resume import reached, restore
 
     console = Console()
     if args.threads:
@@ -131,7 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
     last = sorted(run.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
-    trainer.train(resume_from_checkpoint=str(last[-1]) if last else None)
+    if last and reached(last[-1], args.steps):
+        restore(trainer, last[-1])  # resuming would take one step past --steps
+    else:
+        trainer.train(resume_from_checkpoint=str(last[-1]) if last else None)
     seconds = time.perf_counter() - started
     policy = export(trainer, tokenizer, run, args.base)
     steps = [r for r in trainer.state.log_history if "reward" in r]
