@@ -42,7 +42,7 @@ import simgym
 from simgym.worldmodels.local import LocalWorldModel, adapter_prompt_style, unload_models
 
 # A terminal session as agents type it: mostly file work the state determines, and a
-# quarter that only the model can answer (programs, git, disk usage).
+# quarter that only the model can answer (programs, grep, git, the date).
 ACTIONS = [
     "ls",
     "pwd",
@@ -61,7 +61,7 @@ ACTIONS = [
     "uname -a",
     "wc -l a.txt",
     "ls -la",
-    "df -h",
+    "date",
     "git status",
     "echo bye",
 ]

@@ -21,7 +21,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from simgym.domains import textutils
@@ -1503,28 +1503,6 @@ def _uname(session: _Session, args: list[str], user: str, host: str) -> tuple[st
     return " ".join(values[k] for k in "sno" if k in (wanted or {"s"})) + "\n", "", 0
 
 
-# date +FORMAT conversions Python writes the way GNU date does (C.UTF-8 locale)
-_DATE_CONVERSIONS = set("YmdHMSaAbBejyZzFTDRhIpu%")
-
-
-def _date(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
-    """The machine's clock (the same one `ls -l` shows), in UTC unless TZ says otherwise."""
-    if session.clock is None or session.env.get("TZ") not in (None, "", "UTC", "UTC0"):
-        raise _Unknown
-    now = session.clock.replace(tzinfo=UTC)
-    form = "%a %b %e %H:%M:%S %Z %Y"
-    for arg in args:
-        if arg in ("-u", "--utc", "--universal"):
-            continue
-        if arg in ("-I", "--iso-8601", "--iso-8601=date"):
-            form = "%Y-%m-%d"
-        elif arg.startswith("+") and set(re.findall(r"%(.)", arg[1:])) <= _DATE_CONVERSIONS:
-            form = arg[1:]
-        else:
-            raise _Unknown
-    return now.strftime(form) + "\n", "", 0
-
-
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
     "pwd": _pwd,
     "cd": _cd,
@@ -1554,7 +1532,6 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "whoami": lambda s, a, user, host: (user + "\n", "", 0),
     "hostname": lambda s, a, user, host: (host + "\n", "", 0),
     "uname": _uname,
-    "date": _date,
     "true": lambda s, a, user, host: ("", "", 0),
     "false": lambda s, a, user, host: ("", "", 1),
     ":": lambda s, a, user, host: ("", "", 0),
