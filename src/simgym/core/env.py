@@ -342,9 +342,8 @@ class SimEnv:
                 attempts, problems, strict = 0, [], {"problems": [], "action": "state"}
             else:
                 # When strict mode knows the whole answer, a format retry would only
-                # re-roll what the correction replaces anyway.
-                # An empty answer is no error when the state has the whole answer:
-                # strict mode corrects it like any other wrong one.
+                # re-roll what the correction replaces anyway, and an empty answer is no
+                # error: it is corrected like any other wrong one.
                 prediction, attempts, problems = await self._predict(
                     request,
                     parsed,
