@@ -206,8 +206,9 @@ def test_training_lowers_the_loss_and_resumes_from_the_last_checkpoint(tmp_path,
 
 
 def test_a_run_resumed_at_its_step_limit_mid_epoch_takes_no_step_more(tmp_path, tiny_base):
-    """transformers checks the limit only after a step; a run stopped right after its last
-    checkpoint (before its final weights) must not train a step past the limit."""
+    """A run stopped right after its last checkpoint (before its final weights) must not
+    train a step past the limit when resumed (TRL's GRPOTrainer does; see
+    simgym.train.resume)."""
     import shutil
 
     data = write_rows(tmp_path / "train.jsonl", [make_row(history=1)] * 12)  # 6 steps/epoch

@@ -1477,29 +1477,22 @@ def _sed(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
     return "", "", 0
 
 
-# uname's fields in the order GNU prints them; only those the scenario decides are answered
-# (the kernel's release and version and the machine's hardware are the model's to render).
-_UNAME_FIELDS = {"s": "kernel-name", "n": "nodename", "o": "operating-system"}
-_UNAME_UNKNOWN = set("rvmpia") | {
-    "kernel-release",
-    "kernel-version",
-    "machine",
-    "processor",
-    "hardware-platform",
-    "all",
-}
+# The uname fields the scenario decides, by short and long option; the kernel's release and
+# version and the machine's hardware are the model's to render.
+_UNAME_LONG = {"kernel-name": "s", "nodename": "n", "operating-system": "o"}
 
 
 def _uname(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     wanted: set[str] = set()
     for arg in args:
-        if arg.startswith("--") and arg[2:] in _UNAME_FIELDS.values():
-            wanted.add(next(k for k, v in _UNAME_FIELDS.items() if v == arg[2:]))
-        elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= set(_UNAME_FIELDS):
+        if arg.startswith("--") and arg[2:] in _UNAME_LONG:
+            wanted.add(_UNAME_LONG[arg[2:]])
+        elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= set("sno"):
             wanted.update(arg[1:])
         else:
             raise _Unknown  # a field the scenario does not decide, or an operand
     values = {"s": "Linux", "n": host, "o": "GNU/Linux"}
+    # GNU prints the fields in its own order, whatever the order of the options
     return " ".join(values[k] for k in "sno" if k in (wanted or {"s"})) + "\n", "", 0
 
 

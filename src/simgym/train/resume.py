@@ -1,8 +1,9 @@
-"""Resuming a transformers ``Trainer`` run that already reached its step limit.
+"""Resuming a trainer run that already reached its step limit.
 
-``Trainer.train(resume_from_checkpoint=...)`` checks the step limit only after a step: a
-run resumed mid-epoch from a checkpoint that already holds ``max_steps`` steps takes one
-step more. These helpers tell that case apart and load the checkpoint instead of training.
+TRL's ``GRPOTrainer``, resumed from a checkpoint that already holds ``max_steps`` steps,
+takes one step more (seen with TRL 1.16: 2 -> 3 steps; transformers' plain ``Trainer``
+in ``simgym train sft`` does not). These helpers tell that case apart and load the
+checkpoint instead of training.
 """
 
 from __future__ import annotations

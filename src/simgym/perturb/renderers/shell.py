@@ -52,8 +52,8 @@ _REDIRECT = re.compile(r">>?\s*([^\s;&|<>]+)")
 
 def _local_line(prog: str, args: list[str], command: str, error: str) -> str:
     """One local program's error line about the file it works on."""
-    written = _REDIRECT.search(command)
     if prog in ("echo", "printf"):
+        written = _REDIRECT.search(command)
         return (
             f"bash: {written.group(1)}: {error}"
             if written
