@@ -246,10 +246,89 @@ def test_uname_prints_what_the_scenario_decides_as_uname_does(line):
     assert result.output == real.stdout
 
 
-@pytest.mark.parametrize("line", ["uname -a", "uname -r", "uname -m", "date"])
-def test_what_the_scenario_does_not_decide_is_left_to_the_model(line):
-    """The kernel release and the hardware are not in the scenario; nor is the time a
-    real machine recorded beside the simulation shows (its clock is not the scenario's)."""
+def _real_uname() -> dict[str, str]:
+    """This machine's uname fields, by long option, as the scenario would declare them."""
+    options = ("kernel-release", "kernel-version", "machine", "processor", "hardware-platform")
+    return {
+        name: subprocess.run(["uname", f"--{name}"], capture_output=True, text=True).stdout.strip()
+        for name in options
+    }
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["uname -a", "uname --all", "uname -r", "uname -v", "uname -m", "uname -srm", "uname -p"],
+)
+def test_uname_prints_the_declared_kernel_as_uname_does(line):
+    """With the scenario declaring this machine's kernel, every field is exact, -a's
+    omission of an unknown processor included."""
+    host = subprocess.run(["uname", "-n"], capture_output=True, text=True).stdout.strip()
+    result = run_line(line, {}, cwd="/home/dev", home="/home/dev", host=host, uname=_real_uname())
+    real = subprocess.run(["bash", "-c", line], capture_output=True, text=True, check=True)
+    assert result.output == real.stdout
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["date", "date -u", "date -I", "date +%Y-%m-%d", "date '+%a %e %b %H:%M:%S %Z'", "date +%F_%T"],
+)
+def test_date_prints_the_machines_clock_as_gnu_date_does(line):
+    """The simulated clock (the one `ls -l` shows) in GNU date's formats, checked against
+    the real date given the same instant."""
     clock = datetime(2025, 3, 5, 9, 26)
     result = run_line(line, {}, cwd="/home/dev", home="/home/dev", clock=clock)
+    real = subprocess.run(
+        ["bash", "-c", line.replace("date", "date -d '2025-03-05 09:26:00'", 1)],
+        env={"TZ": "UTC", "LC_ALL": "C.UTF-8", "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.output == real.stdout
+
+
+@pytest.mark.parametrize(
+    "line, clock",
+    [("uname -a", CLOCK), ("uname -r", CLOCK), ("uname -m", CLOCK), ("date", None)],
+)
+def test_what_the_scenario_does_not_decide_is_left_to_the_model(line, clock):
+    """A kernel the scenario does not declare; a clock it does not know (a real machine
+    recorded beside the simulation runs at the real time, not the scenario's)."""
+    result = run_line(line, {}, cwd="/home/dev", home="/home/dev", clock=clock)
     assert result.output is None
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+@pytest.mark.parametrize(
+    "line",
+    [
+        "git status",
+        "git log --oneline",
+        "git add a.txt && echo added",
+        "git status || echo refused",
+    ],
+)
+def test_git_outside_a_repository_refuses_as_git_does(tmp_path, line):
+    """Outside any repository the screen is git's one-line refusal, with its status."""
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "a.txt").write_text("hi\n")
+    real = subprocess.run(
+        ["bash", "-c", line],
+        cwd=work,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"},
+        capture_output=True,
+        text=True,
+    )
+    files = {f"{HOME}/work/a.txt": "hi\n"}
+    result = run_line(line, files, cwd=f"{HOME}/work", home=HOME)
+    assert (result.output, result.status) == (real.stderr + real.stdout, real.returncode)
+
+
+def test_git_inside_or_maybe_inside_a_repository_is_left_to_the_model():
+    files = {f"{HOME}/repo/.git/": "", f"{HOME}/repo/src/a.py": "x = 1\n", f"{HOME}/b/": ""}
+    assert run_line("git status", files, cwd=f"{HOME}/repo/src", home=HOME).output is None
+    # a program simgym does not run wrote in b/: a .git may be there now
+    unknown = [f"{HOME}/b"]
+    assert run_line("git status", files, cwd=f"{HOME}/b", home=HOME, unknown=unknown).output is None
+    assert run_line("git init", files, cwd=f"{HOME}/b", home=HOME).output is None

@@ -21,7 +21,7 @@ import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from simgym.domains import textutils
@@ -156,9 +156,12 @@ class _Session:
         unknown: set[str],
         clock: datetime | None = None,
         system: set[str] | frozenset[str] = frozenset(),
+        uname: dict[str, str] | None = None,
     ) -> None:
         self.files = files
-        self.clock = clock  # every file's time in `ls -l`; None: long listings are unknown
+        # every file's time in `ls -l` and what `date` prints; None: both are unknown
+        self.clock = clock
+        self.uname = dict(uname or {})  # uname's fields beyond -s, -n and -o, by long option
         self.content = files.files()
         self.dirs = files.dirs()
         self.unknown = unknown  # files whose content, and directories whose listing, are unknown
@@ -258,18 +261,21 @@ def run_line(
     unknown: list[str] | tuple[str, ...] = (),
     clock: datetime | None = None,
     keyboard: bool = False,
+    uname: dict[str, str] | None = None,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
     directories of unknown listing): nothing certain is said about them. ``clock`` is the
-    machine's time, shown as every file's time by ``ls -l`` (without it a long listing is
-    left to the model). With ``keyboard`` (an interactive terminal), a command that reads
+    machine's time, shown as every file's time by ``ls -l`` and printed by ``date`` (without
+    it both are left to the model); ``uname`` holds what ``uname`` prints beyond the kernel
+    name, host name and OS, by long option (``kernel-release``, ``kernel-version``,
+    ``machine``, ``processor``, ``hardware-platform``). With ``keyboard`` (an interactive terminal), a command that reads
     its input with nothing feeding it waits for the keys: the output so far is certain and
     ``foreground`` names the program (no prompt comes back)."""
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
-    session = _Session(files, cwd, env or {}, home, set(given), clock, system)
+    session = _Session(files, cwd, env or {}, home, set(given), clock, system, uname)
     session.keyboard = keyboard
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
@@ -1477,23 +1483,99 @@ def _sed(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
     return "", "", 0
 
 
-# The uname fields the scenario decides, by short and long option; the kernel's release and
-# version and the machine's hardware are the model's to render.
-_UNAME_LONG = {"kernel-name": "s", "nodename": "n", "operating-system": "o"}
+# uname's fields in the order GNU prints them, by short and long option. -s, -n and -o come
+# from the scenario itself; the rest only when the scenario declares them (Session.uname).
+_UNAME_FIELDS = (
+    ("s", "kernel-name"),
+    ("n", "nodename"),
+    ("r", "kernel-release"),
+    ("v", "kernel-version"),
+    ("m", "machine"),
+    ("p", "processor"),
+    ("i", "hardware-platform"),
+    ("o", "operating-system"),
+)
+_UNAME_LONG = {long: short for short, long in _UNAME_FIELDS}
 
 
 def _uname(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     wanted: set[str] = set()
+    everything = False
     for arg in args:
-        if arg.startswith("--") and arg[2:] in _UNAME_LONG:
+        if arg in ("-a", "--all"):
+            everything = True
+        elif arg.startswith("--") and arg[2:] in _UNAME_LONG:
             wanted.add(_UNAME_LONG[arg[2:]])
-        elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= set("sno"):
-            wanted.update(arg[1:])
+        elif arg.startswith("-") and len(arg) > 1 and set(arg[1:]) <= set("asnrvmpio"):
+            everything |= "a" in arg
+            wanted.update(arg[1:].replace("a", ""))
         else:
-            raise _Unknown  # a field the scenario does not decide, or an operand
+            raise _Unknown  # an operand or an option uname does not have
     values = {"s": "Linux", "n": host, "o": "GNU/Linux"}
+    values |= {short: session.uname[long] for short, long in _UNAME_FIELDS if long in session.uname}
+    # -p and -i print "unknown" where the kernel does not say (Debian); -a leaves them out then
+    values.setdefault("p", "unknown")
+    values.setdefault("i", "unknown")
+    if everything:
+        shown = [k for k, _ in _UNAME_FIELDS if not (k in "pi" and values[k] == "unknown")]
+    else:
+        shown = [k for k, _ in _UNAME_FIELDS if k in (wanted or {"s"})]
+    if any(k not in values for k in shown):
+        raise _Unknown  # a field the scenario does not declare: the model's to render
     # GNU prints the fields in its own order, whatever the order of the options
-    return " ".join(values[k] for k in "sno" if k in (wanted or {"s"})) + "\n", "", 0
+    return " ".join(values[k] for k in shown) + "\n", "", 0
+
+
+# date +FORMAT conversions Python writes the way GNU date does (C.UTF-8 locale)
+_DATE_CONVERSIONS = set("YmdHMSaAbBejyZzFTDRhIpu%")
+
+
+def _date(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """The machine's clock (the same one `ls -l` shows), in UTC unless TZ says otherwise;
+    a scenario without a clock (a recording of a real machine) leaves it to the model."""
+    if session.clock is None or session.env.get("TZ") not in (None, "", "UTC", "UTC0"):
+        raise _Unknown
+    now = session.clock.replace(tzinfo=UTC)
+    form = "%a %b %e %H:%M:%S %Z %Y"
+    for arg in args:
+        if arg in ("-u", "--utc", "--universal"):
+            continue
+        if arg in ("-I", "--iso-8601", "--iso-8601=date"):
+            form = "%Y-%m-%d"
+        elif arg.startswith("+") and set(re.findall(r"%(.)", arg[1:])) <= _DATE_CONVERSIONS:
+            form = arg[1:]
+        else:
+            raise _Unknown
+    return now.strftime(form) + "\n", "", 0
+
+
+# git subcommands that need a repository: outside one, git refuses them in one line
+_GIT_IN_A_REPOSITORY = frozenset(
+    """status log add commit branch checkout switch show reset restore rm mv stash tag
+    merge rebase push pull fetch remote rev-parse ls-files blame grep describe
+    cherry-pick revert reflog""".split()
+)
+_NOT_A_REPOSITORY = "fatal: not a git repository (or any of the parent directories): .git\n"
+
+
+def _git(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """Outside any repository git refuses what needs one; inside one, or with its own
+    options before the subcommand, what it prints is the model's."""
+    if not args or args[0] not in _GIT_IN_A_REPOSITORY:
+        raise _Unknown
+    if any(key.startswith("GIT_") for key in session.env):
+        raise _Unknown  # GIT_DIR and friends point git elsewhere
+    path = session.cwd
+    if not session.is_dir(path):
+        raise _Unknown
+    while True:
+        # raises when a program simgym does not run may have made a .git here
+        if session.exists(posixpath.join(path, ".git")):
+            raise _Unknown
+        parent = posixpath.dirname(path)
+        if parent == path:
+            return "", _NOT_A_REPOSITORY, 128
+        path = parent
 
 
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
@@ -1525,6 +1607,8 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "whoami": lambda s, a, user, host: (user + "\n", "", 0),
     "hostname": lambda s, a, user, host: (host + "\n", "", 0),
     "uname": _uname,
+    "date": _date,
+    "git": _git,
     "true": lambda s, a, user, host: ("", "", 0),
     "false": lambda s, a, user, host: ("", "", 1),
     ":": lambda s, a, user, host: ("", "", 0),

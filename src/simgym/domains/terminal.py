@@ -81,11 +81,27 @@ class TerminalScenario(ScenarioBase):
     programs: list[str] = Field(default_factory=list, description="installed programs")
     services: list[str] = Field(default_factory=list, description="running services")
     env: dict[str, str] = Field(default_factory=dict, description="environment variables")
-    clock: datetime = Field(
+    clock: datetime | None = Field(
         datetime(2025, 3, 14, 9, 26),
-        description="the machine's time when the episode starts; `ls -l` shows it as every "
-        "file's time",
+        description="the machine's time when the episode starts (UTC); `ls -l` shows it as "
+        "every file's time and `date` prints it. None: the time is not known (a real machine "
+        "recorded beside the simulation), so both are left to the world model",
     )
+    uname: dict[str, str] = Field(
+        default_factory=dict,
+        description="what `uname` prints beyond the kernel name, host name and OS, by long "
+        "option: kernel-release, kernel-version, machine, processor, hardware-platform; "
+        "a field left out is the world model's to render",
+    )
+
+    @field_validator("uname")
+    @classmethod
+    def _uname_fields(cls, value: dict[str, str]) -> dict[str, str]:
+        known = ("kernel-release", "kernel-version", "machine", "processor", "hardware-platform")
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"unknown uname field(s) {unknown}; known: {', '.join(known)}")
+        return value
 
     @field_validator("user", "hostname")
     @classmethod
@@ -274,6 +290,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         unknown=state.get("unknown") or (),
         clock=scenario.clock,
         keyboard=True,
+        uname=scenario.uname,
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
@@ -349,6 +366,14 @@ def _default() -> dict:
             "/home/dev/project/README.md": "# project\nA small demo project.\n",
         },
         "programs": ["python3", "git", "vim", "curl"],
+        # the kernel an Ubuntu 22.04 machine of early 2025 runs, as its uname prints it
+        "uname": {
+            "kernel-release": "5.15.0-134-generic",
+            "kernel-version": "#145-Ubuntu SMP Wed Feb 12 20:08:39 UTC 2025",
+            "machine": "x86_64",
+            "processor": "x86_64",
+            "hardware-platform": "x86_64",
+        },
     }
 
 
