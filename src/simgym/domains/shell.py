@@ -269,9 +269,10 @@ def run_line(
     machine's time, shown as every file's time by ``ls -l`` and printed by ``date`` (without
     it both are left to the model); ``uname`` holds what ``uname`` prints beyond the kernel
     name, host name and OS, by long option (``kernel-release``, ``kernel-version``,
-    ``machine``, ``processor``, ``hardware-platform``). With ``keyboard`` (an interactive terminal), a command that reads
-    its input with nothing feeding it waits for the keys: the output so far is certain and
-    ``foreground`` names the program (no prompt comes back)."""
+    ``machine``, ``processor``, ``hardware-platform``). With ``keyboard`` (an interactive
+    terminal), a command that reads its input with nothing feeding it waits for the keys:
+    the output so far is certain and ``foreground`` names the program (no prompt comes
+    back)."""
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
