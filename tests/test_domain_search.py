@@ -475,3 +475,75 @@ async def test_examples_run_cleanly(path):
         if turn.in_history:
             assert turn.format_problems == [], (turn.action_text, turn.observation.text)
             assert SEARCH.check_observation(turn.observation.text, turn.action, scenario) == []
+
+
+# -- strict mode mends a results page the engine could not have written ------------------
+
+# What the embedded model wrote for two dev-set rows (a URL only inside the title line, an
+# entry with no URL at all; a page fetch answered with a results list).
+LOOSE_RESULTS = (
+    '## Results for "option parsing"\n\n'
+    "[1] option parsing: https://docs.python.org/3/library/getopt.html\n"
+    "  ... the default parser for command line options\n"
+    "[2] Counter.count() counts hashable items\n\n"
+    '## Results for "a query nobody asked"\n[1] x\nURL: https://example.org/x'
+)
+RESULTS_FOR_A_PAGE = (
+    '## Results for "web_extractor"\n'
+    "[1] calendar — Calendar class\n"
+    "URL: https://docs.python.org/3/library/calendar.html\n"
+    "Snippet: … The following classes are available in the module …"
+)
+
+
+def _call(name, **arguments):
+    return SEARCH.validate_action(Action.tool_call(name, arguments), SCENARIO)
+
+
+def test_repair_keeps_the_models_results_in_the_engines_layout():
+    action = _call("web_search", queries=["option parsing", "heap queue"])
+    assert SEARCH.check_observation(LOOSE_RESULTS, action, SCENARIO)  # broken as written
+    fixed = SEARCH.repair(LOOSE_RESULTS, action, SCENARIO)
+    assert fixed == (
+        '## Results for "option parsing"\n'
+        "[1] option parsing\n"
+        "URL: https://docs.python.org/3/library/getopt.html\n"
+        "Snippet: ... the default parser for command line options\n\n"
+        '## Results for "heap queue"\n'
+        'No results found for "heap queue".'
+    )
+    assert SEARCH.check_observation(fixed, action, SCENARIO) == []
+
+
+def test_repair_turns_a_results_list_for_a_page_into_the_page():
+    action = _call("web_extractor", url="https://docs.python.org/3/library/calendar.html")
+    fixed = SEARCH.repair(RESULTS_FOR_A_PAGE, action, SCENARIO)
+    assert fixed == (
+        "# calendar — Calendar class\n\nThe following classes are available in the module"
+    )
+    assert SEARCH.check_observation(fixed, action, SCENARIO) == []
+    # a page, an error and prose with no entries are left as they are
+    assert SEARCH.repair("# Calendar\n\ntext", action, SCENARIO) is None
+    assert SEARCH.repair("Error: 404 Not Found for URL x", action, SCENARIO) is None
+    assert SEARCH.repair("The calendar module prints calendars.", action, SCENARIO) is None
+
+
+@pytest.mark.parametrize(("grounding", "mended"), [("strict", True), ("facts", False)])
+async def test_strict_mode_mends_a_loose_results_page_and_records_the_models(grounding, mended):
+    answer = f"<predicted_observation>{LOOSE_RESULTS}</predicted_observation>"
+    env = simgym.make(
+        "search",
+        world_model=simgym.FunctionWorldModel(lambda messages: answer),
+        grounding=grounding,
+        validation_retries=0,
+    )
+    await env.reset("find the option parser")
+    result = await env.step({"name": "web_search", "arguments": {"queries": ["option parsing"]}})
+    turn = env.trajectory.turns[0]
+    if mended:
+        assert result.observation.text.startswith('## Results for "option parsing"\n[1] option')
+        assert turn.format_problems == []
+        assert turn.grounding["strict"]["repaired"] == LOOSE_RESULTS
+    else:
+        assert result.observation.text == LOOSE_RESULTS
+        assert turn.format_problems

@@ -54,8 +54,10 @@ from simgym.core.state import STRING_LIST, object_schema
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.search_ground import (
     RESULTS_HEADING,
+    Result,
     ground_search,
     observe_search,
+    results_section,
     results_sections,
 )
 
@@ -423,6 +425,74 @@ def _check(text: str, action: Action, scenario: SearchScenario | None) -> list[s
     return problems
 
 
+_ANY_URL = re.compile(r"https?://[^\s)\]>\"']+")
+_FIELD_NAMES = ("url", "snippet", "date")
+
+
+def _loose_entries(lines: list[str]) -> list[Result]:
+    """The entries of a results list the model wrote loosely: each ``[n] title`` line and
+    the lines after it, its URL wherever the entry names one (a ``URL:`` line first), its
+    snippet from a ``Snippet:`` line or else the entry's other text; an entry that names
+    no URL is no result and is left out."""
+    blocks: list[tuple[str, list[str]]] = []
+    for raw in lines:
+        line = raw.strip()
+        entry = _ENTRY.match(line)
+        if entry:
+            blocks.append((entry.group(2).strip(), []))
+        elif blocks and line and not RESULTS_HEADING.match(line):
+            blocks[-1][1].append(line)
+    out = []
+    for title, body in blocks:
+        fields = {}
+        for line in body:
+            name, _, value = line.partition(":")
+            if name.strip().lower() in _FIELD_NAMES and value.strip():
+                fields.setdefault(name.strip().lower(), value.strip())
+        urls = _ANY_URL.findall(fields.get("url", "") or " ".join([title, *body]))
+        title = _ANY_URL.sub("", title).strip(" :-|") or (urls[0] if urls else "")
+        if not urls or not title:
+            continue
+        other = [ln for ln in body if ln.partition(":")[0].strip().lower() not in _FIELD_NAMES]
+        snippet = fields.get("snippet") or " ".join(" ".join(other).split())[:200]
+        date = fields.get("date", "")
+        out.append(Result(title, urls[0], snippet, date if _is_date(date) else ""))
+    return out
+
+
+def _repair(text: str, action: Action, scenario: SearchScenario | None) -> str | None:
+    """Strict mode's mending of an answer in a layout the engine never writes, keeping
+    what the model wrote where the layout allows. A results page: one section per query,
+    in the call's order, with only the entries that name a URL, ranked from 1 and at most
+    ``results_per_query`` (a section left with none says so, as the engine does). A page
+    fetch answered with a results list: the first entry's title and snippet as the page.
+    None when there is nothing to mend with."""
+    call = _canonical(action)
+    if call is None or not text.strip() or _ERROR.match(text.strip()):
+        return None
+    lines = text.strip().splitlines()
+    if call.name == WEB_SEARCH.name:
+        limit = scenario.results_per_query if scenario is not None else None
+        _, sections = results_sections(lines)
+        found: dict[str, list[Result]] = {}
+        for query, section in sections:
+            found.setdefault(_norm(query), _loose_entries(section[1:]))
+        if not found:
+            return None  # no results page at all: nothing of the model's to keep
+        queries = call.arguments["queries"]
+        return "\n\n".join(results_section(q, found.get(_norm(q), [])[:limit]) for q in queries)
+    first_line = lines[0].strip()
+    if _PAGE_TITLE.match(first_line) and not RESULTS_HEADING.match(first_line):
+        return None  # already a page
+    titles = [m.group(2).strip() for m in map(_ENTRY.match, lines) if m and m.group(2).strip()]
+    if not titles:
+        return None
+    entries = _loose_entries(lines)
+    title = entries[0].title if entries else _ANY_URL.sub("", titles[0]).strip(" :-|")
+    body = (entries[0].snippet if entries else "").strip(" …") or title
+    return f"# {title}\n\n{body}"
+
+
 def _prefix(action: Action, scenario: SearchScenario, last_observation: str) -> str:
     """What the tool's output certainly starts with: the first results heading, or the
     title of a page the scenario describes."""
@@ -526,6 +596,7 @@ SEARCH = register_domain(
         render_action=_render,
         initial_observation=_initial,
         check_observation=_check,
+        repair=_repair,
         parse_input=_parse_input,
         prompt_slots=_slots,
         is_final=lambda action: action.kind == "text",
