@@ -41,8 +41,9 @@ from rich.table import Table
 import simgym
 from simgym.worldmodels.local import LocalWorldModel, adapter_prompt_style, unload_models
 
-# A terminal session as agents type it: mostly file work the state determines, and a
-# quarter that only the model can answer (programs, grep, git, the date).
+# A terminal session as agents type it: mostly file work the state determines (the date,
+# uname and git outside a repository included), and three commands only the model can
+# answer (a program, disk usage, the process list).
 ACTIONS = [
     "ls",
     "pwd",
@@ -63,6 +64,8 @@ ACTIONS = [
     "ls -la",
     "date",
     "git status",
+    "df -h",
+    "ps aux | head -3",
     "echo bye",
 ]
 
