@@ -15,7 +15,7 @@ from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Action
-from simgym.domains.shell import OpenQuote, _commands, reads_on, run_line
+from simgym.domains.shell import UNAME_DECLARED, OpenQuote, _commands, reads_on, run_line
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
 HOME = "/home/u"
@@ -248,7 +248,7 @@ def test_uname_prints_what_the_scenario_decides_as_uname_does(line):
 
 def _real_uname() -> dict[str, str]:
     """This machine's uname fields, by long option, as the scenario would declare them."""
-    options = ("kernel-release", "kernel-version", "machine", "processor", "hardware-platform")
+    options = UNAME_DECLARED
     return {
         name: subprocess.run(["uname", f"--{name}"], capture_output=True, text=True).stdout.strip()
         for name in options

@@ -1497,6 +1497,8 @@ _UNAME_FIELDS = (
     ("o", "operating-system"),
 )
 _UNAME_LONG = {long: short for short, long in _UNAME_FIELDS}
+# what a scenario may declare (Session.uname), by long option
+UNAME_DECLARED = tuple(long for short, long in _UNAME_FIELDS if short in "rvmpi")
 
 
 def _uname(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:

@@ -14,7 +14,7 @@ from simgym.core.errors import ActionError
 from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
-from simgym.domains.shell import reads_on, run_line
+from simgym.domains.shell import UNAME_DECLARED, reads_on, run_line
 
 TMUX_KEYS = frozenset(
     {
@@ -97,10 +97,11 @@ class TerminalScenario(ScenarioBase):
     @field_validator("uname")
     @classmethod
     def _uname_fields(cls, value: dict[str, str]) -> dict[str, str]:
-        known = ("kernel-release", "kernel-version", "machine", "processor", "hardware-platform")
-        unknown = sorted(set(value) - set(known))
+        unknown = sorted(set(value) - set(UNAME_DECLARED))
         if unknown:
-            raise ValueError(f"unknown uname field(s) {unknown}; known: {', '.join(known)}")
+            raise ValueError(
+                f"unknown uname field(s) {unknown}; known: {', '.join(UNAME_DECLARED)}"
+            )
         return value
 
     @field_validator("user", "hostname")
