@@ -106,6 +106,20 @@ def test_plans_are_valid_for_their_domain(context: F.FactoryContext, domain: str
     assert min(lengths) <= 8 and max(lengths) >= 18, "short and long horizons are both drawn"
 
 
+def test_terminal_plans_claim_no_clock(context: F.FactoryContext) -> None:
+    """The sandboxes run at the real time: the recorded rows' facts must not state the
+    scenario's clock as what `date` prints or `ls -l` shows."""
+    spec = simgym.get_domain("terminal")
+    plan = F.plan_episode("terminal", SEED, 0, context)
+    scenario = spec.scenario(plan.task.scenario)
+    assert scenario.clock is None
+    state = spec.initial_state(scenario)
+    for line in ("date +%F", "ls -l"):
+        action = spec.coerce_action(line, scenario, 16_000)
+        grounding = spec.ground(action, state, scenario)
+        assert grounding is None or grounding.observation is None, line
+
+
 def _unit_passes(unit: F._Unit, source: str) -> bool:
     """Run a unit's generated test file against ``source``, in this process."""
     package = types.ModuleType("factorypkg")
