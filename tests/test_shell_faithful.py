@@ -105,6 +105,17 @@ def test_swe_root_listing_shows_the_repositorys_git_directory():
     assert grounding.observation.split("\n")[0] == ".git/"
 
 
+@pytest.mark.parametrize("command", ["git status", "git branch --show-current"])
+def test_swe_git_in_the_repository_is_never_refused(command):
+    """The swe repository is a git checkout though its ledger lists no .git: git there is
+    the model's to answer, never the outside-a-repository refusal."""
+    spec = get_domain("swe")
+    scenario = spec.scenario_model.model_validate(spec.default_scenario())
+    ledger = spec.initial_state(scenario)
+    grounding = spec.ground(Action.tool_call("bash", {"command": command}), ledger, scenario)
+    assert grounding.observation is None
+
+
 LOG = """\
 2024-05-01 ERROR upstream timeout calling payments
 2024-05-01 WARN slow query

@@ -1572,6 +1572,8 @@ def _git(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
     if not session.is_dir(path):
         raise _Unknown
     while True:
+        if not session.files.in_scope(path):
+            raise _Unknown  # above a repository's root the ledger knows nothing (swe)
         # raises when a program simgym does not run may have made a .git here
         if session.exists(posixpath.join(path, ".git")):
             raise _Unknown
