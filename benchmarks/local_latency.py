@@ -54,7 +54,7 @@ ACTIONS = [
     "mkdir work",
     "cd work",
     "ls -la",
-    "python3 ../project/main.py",
+    "python3 -m pip --version",  # a program only the model answers
     "touch b.txt",
     "ls",
     "cd ..",

@@ -93,7 +93,7 @@ def test_shell_changes_become_a_merge_patch():
 @pytest.mark.parametrize(
     "line",
     [
-        "python3 project/main.py",
+        "python3 -c 'import sys; print(sys.version)'",
         "awk '{print $1}' notes.txt",
         "cat $(ls)",
         "ls -la",
@@ -107,7 +107,7 @@ def test_shell_leaves_programs_to_the_model_with_facts(line):
 
 
 def test_shell_facts_name_the_files_a_program_reads():
-    result = shell("python3 project/main.py")
+    result = shell("python3 -u project/main.py")  # an option simgym does not model
     assert any('print("hello from main")' in fact for fact in result.facts)
     listing = shell("ls -la")
     assert any("notes.txt (23 bytes)" in fact for fact in listing.facts)
@@ -301,7 +301,7 @@ def test_hidden_state_never_reaches_the_agent():
     env = simgym.make(
         "terminal", world_model=FunctionWorldModel(noise), scenario=scenario, grounding="strict"
     )
-    results = asyncio.run(play(env, ["ls", "pwd", "python3 app.py"]))
+    results = asyncio.run(play(env, ["ls", "pwd", "node app.js"]))
     for result in results:
         assert secret not in result.observation.text
         assert secret not in json.dumps(result.info)
@@ -349,7 +349,7 @@ def test_strict_swe_session_edit_is_visible_later():
 def test_what_an_unrun_program_may_have_changed_is_not_stated_as_certain():
     env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
     lines = [
-        "python3 gen.py > out.txt",
+        "node gen.js > out.txt",
         "cat out.txt",
         "ls",
         "cat notes.txt",

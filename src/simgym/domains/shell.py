@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from simgym.domains import textutils
+from simgym.domains import pyprint, textutils
 
 SCREEN_WIDTH = 80
 # Programs that take over the screen when started without a script or file argument.
@@ -1583,6 +1583,31 @@ def _git(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
         path = parent
 
 
+def _python(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """A program that only prints literals prints them; any other is the model's."""
+    if len(args) >= 2 and args[0] == "-c":
+        source = args[1]
+    elif args and not args[0].startswith("-"):
+        path = session.path(args[0])
+        session.check_scope(path)
+        if session.is_dir(path):
+            raise _Unknown  # a directory runs its __main__.py, or Python says it has none
+        if not session.has(path):
+            message = f"python3: can't open file '{path}': [Errno 2] No such file or directory\n"
+            return "", message, 2
+        source = session.read(path)
+    else:
+        raise _Unknown  # the interactive interpreter, or options simgym does not model
+    out = pyprint.literal_output(source)
+    if out is None:
+        raise _Unknown
+    return out, "", 0
+
+
+# Programs simgym runs only when what they do is certain; otherwise they are programs like
+# any other, which may have changed the directory they ran in.
+_RUN_WHEN_CERTAIN = frozenset({"python3"})
+
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
     "pwd": _pwd,
     "cd": _cd,
@@ -1614,6 +1639,7 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "uname": _uname,
     "date": _date,
     "git": _git,
+    "python3": _python,
     "true": lambda s, a, user, host: ("", "", 0),
     "false": lambda s, a, user, host: ("", "", 1),
     ":": lambda s, a, user, host: ("", "", 0),
@@ -1675,7 +1701,8 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
         session.unknown.add(path)
     programs = {w for w in re.split(r"[;&|]+", text) if w.strip()}
     names = {p.split()[0] for p in programs if p.split()}
-    if names - READ_ONLY - set(_COMMANDS) - {"git", "sudo"} or "sudo" in names:
+    run = set(_COMMANDS) - _RUN_WHEN_CERTAIN
+    if names - READ_ONLY - run - {"git", "sudo"} or "sudo" in names:
         session.unknown.add(session.cwd)
     if WRITING_OPTIONS.search(text):
         # it may delete or rewrite any file below the directories it walks, not only add
