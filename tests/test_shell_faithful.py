@@ -166,9 +166,10 @@ def test_what_the_file_system_orders_is_certain_only_once_sorted():
 needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash to compare with")
 
 
-def _bash(script: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``script`` run by the real bash, as a tool call runs it (``bash -c``)."""
-    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+def _bash(script: str, cwd: Path, home: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``script`` run by the real bash, as a tool call runs it (``bash -c``); with ``home``,
+    the programs read their settings there (git's config) rather than the real user's."""
+    env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C"} | ({"HOME": str(home)} if home else {})
     return subprocess.run(
         ["bash", "-c", script], cwd=cwd, env=env, capture_output=True, text=True, timeout=10
     )
@@ -324,13 +325,7 @@ def test_git_outside_a_repository_refuses_as_git_does(tmp_path, line):
     work = tmp_path / "work"
     work.mkdir()
     (work / "a.txt").write_text("hi\n")
-    real = subprocess.run(
-        ["bash", "-c", line],
-        cwd=work,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"},
-        capture_output=True,
-        text=True,
-    )
+    real = _bash(line, work, home=tmp_path)
     files = {f"{HOME}/work/a.txt": "hi\n"}
     result = run_line(line, files, cwd=f"{HOME}/work", home=HOME)
     assert (result.output, result.status) == (real.stderr + real.stdout, real.returncode)
@@ -373,13 +368,7 @@ def test_a_program_that_prints_literals_prints_as_python_does(tmp_path, line):
     work.mkdir()
     for name, source in PRINTING_PROGRAMS.items():
         (work / name).write_text(source)
-    real = subprocess.run(
-        ["bash", "-c", line],
-        cwd=work,
-        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LC_ALL": "C.UTF-8"},
-        capture_output=True,
-        text=True,
-    )
+    real = _bash(line, work, home=tmp_path)
     files = {f"{HOME}/work/{name}": source for name, source in PRINTING_PROGRAMS.items()}
     result = run_line(line, files, cwd=f"{HOME}/work", home=HOME)
     expected = (real.stderr + real.stdout).replace(str(work), f"{HOME}/work")

@@ -7,9 +7,6 @@ model's to render."""
 from __future__ import annotations
 
 import ast
-from typing import Any
-
-_NO = object()  # the statement is not one whose effect is certain
 
 
 def literal_output(source: str) -> str | None:
@@ -38,7 +35,7 @@ def _run(body: list[ast.stmt], out: list[str]) -> bool:
             continue  # the else branch never runs when the file is the program
         if isinstance(statement, ast.Expr):
             printed = _printed(statement.value)
-            if printed is _NO:
+            if printed is None:
                 return False
             out.append(printed)
             continue
@@ -57,21 +54,21 @@ def _is_main_guard(test: ast.expr) -> bool:
     return len(names) == 1 and len(mains) == 1
 
 
-def _printed(call: ast.expr) -> Any:
-    """The text a ``print(...)`` of literals writes, or ``_NO``."""
+def _printed(call: ast.expr) -> str | None:
+    """The text a ``print(...)`` of literals writes, or None for any other expression."""
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
-        return _NO
+        return None
     if call.func.id != "print" or any(isinstance(a, ast.Starred) for a in call.args):
-        return _NO
+        return None
     try:
         values = [ast.literal_eval(a) for a in call.args]
         options = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
         if set(options) - {"sep", "end", "flush"}:
-            return _NO  # file= writes elsewhere; **kwargs is not a literal
+            return None  # file= writes elsewhere; **kwargs is not a literal
         sep = " " if options.get("sep") is None else options["sep"]
         end = "\n" if options.get("end") is None else options["end"]
         if not isinstance(sep, str) or not isinstance(end, str):
-            return _NO  # Python raises TypeError; its traceback is the model's
+            return None  # Python raises TypeError; its traceback is the model's
         return sep.join(str(v) for v in values) + end
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-        return _NO  # not a literal, or too large to print as text
+        return None  # not a literal, or too large to print as text

@@ -1604,10 +1604,6 @@ def _python(session: _Session, args: list[str], user: str, host: str) -> tuple[s
     return out, "", 0
 
 
-# Programs simgym runs only when what they do is certain; otherwise they are programs like
-# any other, which may have changed the directory they ran in.
-_RUN_WHEN_CERTAIN = frozenset({"python3"})
-
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
     "pwd": _pwd,
     "cd": _cd,
@@ -1646,6 +1642,10 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "truncate": _truncate,
     "shred": _shred,
 }
+
+# The commands simgym always runs itself. python3 it runs only when what the program does is
+# certain; otherwise it is a program like any other, which may have changed its directory.
+_ALWAYS_RUN = frozenset(_COMMANDS) - {"python3"}
 
 
 def _describe_unknown(session: _Session, text: str) -> None:
@@ -1701,8 +1701,7 @@ def _mark_unknown(session: _Session, text: str, words: list[str]) -> None:
         session.unknown.add(path)
     programs = {w for w in re.split(r"[;&|]+", text) if w.strip()}
     names = {p.split()[0] for p in programs if p.split()}
-    run = set(_COMMANDS) - _RUN_WHEN_CERTAIN
-    if names - READ_ONLY - run - {"git", "sudo"} or "sudo" in names:
+    if names - READ_ONLY - _ALWAYS_RUN - {"git", "sudo"} or "sudo" in names:
         session.unknown.add(session.cwd)
     if WRITING_OPTIONS.search(text):
         # it may delete or rewrite any file below the directories it walks, not only add
