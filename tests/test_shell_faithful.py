@@ -406,3 +406,23 @@ def test_the_default_scenarios_program_prints_its_line():
         "python3", scenario["files"], cwd="/home/dev", home="/home/dev", keyboard=True
     )
     assert interactive.output is None and interactive.foreground == "python3"
+
+
+@pytest.mark.parametrize(
+    ("programs", "answered"),
+    [(None, True), (["python3", "git"], True), (["git", "vim"], False)],
+)
+def test_a_program_the_scenario_does_not_list_is_the_models(programs, answered):
+    """A scenario that lists its programs without python3 may still have it (the list can be
+    incomplete), so simgym neither runs it nor claims it is missing."""
+    spec = get_domain("terminal")
+    raw = spec.default_scenario() | ({"programs": programs} if programs is not None else {})
+    scenario = spec.scenario_model.model_validate(raw)
+    ledger = spec.initial_state(scenario)
+    command = Action.keys("python3 project/main.py\n")
+    grounding = spec.ground(command, ledger, scenario)
+    observation = grounding.observation if grounding is not None else None
+    if answered:
+        assert observation is not None and "hello from main" in observation
+    else:
+        assert observation is None

@@ -19,7 +19,7 @@ import fnmatch
 import posixpath
 import re
 import shlex
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -157,8 +157,11 @@ class _Session:
         clock: datetime | None = None,
         system: set[str] | frozenset[str] = frozenset(),
         uname: dict[str, str] | None = None,
+        programs: Iterable[str] | None = None,
     ) -> None:
         self.files = files
+        # the installed programs the scenario declares; None: undeclared, taken as present
+        self.programs = None if programs is None else frozenset(programs)
         # every file's time in `ls -l` and what `date` prints; None: both are unknown
         self.clock = clock
         self.uname = dict(uname or {})  # uname's fields beyond -s, -n and -o, by long option
@@ -177,6 +180,12 @@ class _Session:
         self.unordered = False  # the output follows the file system's listing order
         self.to_terminal = True  # where the running command's output goes (ls's layout)
         self.result = ShellResult()
+
+    def require(self, program: str) -> None:
+        """Leave ``program`` to the model when the scenario lists programs without it: a
+        list that leaves it out may be incomplete, so "command not found" would be a guess."""
+        if self.programs is not None and program not in self.programs:
+            raise _Unknown
 
     # -- paths --------------------------------------------------------------------
 
@@ -262,6 +271,7 @@ def run_line(
     clock: datetime | None = None,
     keyboard: bool = False,
     uname: dict[str, str] | None = None,
+    programs: Iterable[str] | None = None,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
@@ -269,14 +279,16 @@ def run_line(
     machine's time, shown as every file's time by ``ls -l`` and printed by ``date`` (without
     it both are left to the model); ``uname`` holds what ``uname`` prints beyond the kernel
     name, host name and OS, by long option (``kernel-release``, ``kernel-version``,
-    ``machine``, ``processor``, ``hardware-platform``). With ``keyboard`` (an interactive
+    ``machine``, ``processor``, ``hardware-platform``). ``programs``, when given, lists
+    the installed programs: one it leaves out (git, python3) is the model's to render. With
+    ``keyboard`` (an interactive
     terminal), a command that reads its input with nothing feeding it waits for the keys:
     the output so far is certain and ``foreground`` names the program (no prompt comes
     back)."""
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
-    session = _Session(files, cwd, env or {}, home, set(given), clock, system, uname)
+    session = _Session(files, cwd, env or {}, home, set(given), clock, system, uname, programs)
     session.keyboard = keyboard
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
@@ -1564,6 +1576,7 @@ _NOT_A_REPOSITORY = "fatal: not a git repository (or any of the parent directori
 def _git(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     """Outside any repository git refuses what needs one; inside one, or with its own
     options before the subcommand, what it prints is the model's."""
+    session.require("git")
     if not args or args[0] not in _GIT_IN_A_REPOSITORY:
         raise _Unknown
     if any(key.startswith("GIT_") for key in session.env):
@@ -1585,6 +1598,7 @@ def _git(session: _Session, args: list[str], user: str, host: str) -> tuple[str,
 
 def _python(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     """A program that only prints literals prints them; any other is the model's."""
+    session.require("python3")
     if len(args) >= 2 and args[0] == "-c":
         source = args[1]
     elif args and not args[0].startswith("-"):

@@ -292,6 +292,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         clock=scenario.clock,
         keyboard=True,
         uname=scenario.uname,
+        programs=scenario.programs or None,
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
