@@ -11,6 +11,7 @@ reset) and bad configuration (unknown domain, invalid scenario) raise.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import itertools
 import json
@@ -23,6 +24,7 @@ from pydantic import BaseModel
 
 from simgym.core import contract
 from simgym.core.domain import Domain, get_domain
+from simgym.core.execution import CommandRunner, RunResult, resolve_runner
 from simgym.core.errors import ActionError, EpisodeStateError, ScenarioError, WorldModelError
 from simgym.core.grounding import (
     MODES,
@@ -126,6 +128,10 @@ class SimEnv:
             ``strict.action == "state"``), which is what strict mode would keep anyway.
             Default: the backend's ``render_known``, else True (a benchmark of the model
             wants to see its answers).
+        execution: how commands whose every input the state knows are run for real
+            (:mod:`simgym.core.execution`): ``"sandbox"`` (default: a throwaway
+            bubblewrap sandbox, where this host can make one; a one-line notice and the
+            model otherwise), ``"off"``, or a runner object.
         experience: recorded real transitions to retrieve from (``simgym.experience``);
             the ``experience_k`` most similar ones, within ``experience_chars``
             characters, are shown with each action (not with ``grounding="off"``). A
@@ -159,6 +165,7 @@ class SimEnv:
         experience_chars: int = 1200,
         render_known: bool | None = None,
         prompt_style: str | None = None,
+        execution: str | CommandRunner | None = "sandbox",
     ) -> None:
         if context not in ("history", "state"):
             raise ValueError(f"context must be 'history' or 'state', not {context!r}")
@@ -197,6 +204,8 @@ class SimEnv:
         self.experience_k = max(0, experience_k)
         self.experience_chars = experience_chars
         self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
+        self.runner = None if self._executes else resolve_runner(execution)
+        self._run_session: str | None = None  # the runner's warm sandbox of this episode
         self._ledger: StateLedger | None = None
         self._episodes = itertools.count()
         self._trajectory: Trajectory | None = None
@@ -315,6 +324,7 @@ class SimEnv:
             control = "\n".join(c for c in (control, fault.instruction(self.domain.name)) if c)
         # A faulted turn is not grounded: the fault decides what happens, not the state.
         grounding = self._ground(parsed) if fault is None else None
+        grounding = await self._execute(grounding)
         blocks = self._grounding_blocks(grounding, action_text, parsed)
         history_turns = (len(self._messages) - 1) // 2
         user = contract.user_message(
@@ -449,6 +459,32 @@ class SimEnv:
             self._notes["grounding_error"] = f"{type(exc).__name__}: {exc}"
             return None
         return None if grounding is None or grounding.is_empty() else grounding
+
+    async def _execute(self, grounding: Grounding | None) -> Grounding | None:
+        """Run the command the grounding asks for (execution grounding); what it did
+        replaces the grounding. A run that fails leaves the grounding as it was."""
+        if grounding is None or grounding.run is None or grounding.settle is None:
+            return grounding
+        if self.runner is None:
+            return grounding
+        if self._run_session is None:
+            self._run_session = new_id("run-")
+        request = dataclasses.replace(grounding.run, session=self._run_session)
+        try:
+            result = await self.runner.run(request)
+        except Exception as exc:  # a broken runner costs this turn its execution only
+            result = RunResult([], -1, problem=f"{type(exc).__name__}: {exc}")
+        if result.problem is not None:
+            self._notes["execution"] = {"ran": False, "problem": result.problem}
+            return grounding
+        try:
+            settled = grounding.settle(result)
+        except Exception as exc:
+            self._notes["execution"] = {"ran": False, "problem": f"{type(exc).__name__}: {exc}"}
+            return grounding
+        self._notes["execution"] = {"ran": True, "status": result.status,
+                                    "seconds": round(result.seconds, 4)}
+        return settled
 
     def _grounding_blocks(
         self, grounding: Grounding | None, action_text: str, action: Action | None
@@ -620,6 +656,9 @@ class SimEnv:
 
     async def _release(self) -> None:
         """Let a real executor tear its world down once the episode is over."""
+        if self._finished and self._run_session is not None and self.runner is not None:
+            session, self._run_session = self._run_session, None
+            await self.runner.close(session)
         if self._started and self._finished:
             self._started = False
             if self._live:

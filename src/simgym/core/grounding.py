@@ -39,6 +39,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
+from simgym.core.execution import Run, RunResult
 from simgym.core.safeload import loads_json
 
 GroundingMode = Literal["off", "facts", "strict"]
@@ -59,9 +60,13 @@ class Grounding:
     expect: list[str] = field(default_factory=list)
     forbid: list[str] = field(default_factory=list)
     reshape: Callable[[str], str | None] | None = None  # None: nothing to rewrite
+    run: Run | None = None
+    settle: Callable[[RunResult], Grounding] | None = None
 
     def is_empty(self) -> bool:
-        return not (self.facts or self.effects or self.observation is not None or self.expect)
+        return not (
+            self.facts or self.effects or self.observation is not None or self.expect or self.run
+        )
 
     def problems(self, observation: str) -> list[str]:
         """Where ``observation`` disagrees with the grounded facts (empty when it agrees)."""

@@ -175,6 +175,7 @@ class _Session:
         self.system = set(system)
         self.dirs |= self.system
         self.unknown |= self.system
+        self.modes: dict[str, int] = {}  # permission bits where not 0o644 (absolute paths)
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
         self.keyboard = False  # a terminal's keyboard is the input when nothing feeds it
         self.unordered = False  # the output follows the file system's listing order
@@ -239,6 +240,7 @@ class _Session:
     def write(self, path: str, content: str) -> None:
         self.content[path] = content
         self.result.changes[path] = content
+        self.unknown.discard(path)  # a certain write: what is there is known again
 
     def remove(self, path: str) -> None:
         for existing in [p for p in self.content if p == path or p.startswith(path + "/")]:
@@ -272,6 +274,8 @@ def run_line(
     keyboard: bool = False,
     uname: dict[str, str] | None = None,
     programs: Iterable[str] | None = None,
+    modes: dict[str, int] | None = None,
+    certain: bool = True,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
@@ -284,12 +288,15 @@ def run_line(
     ``keyboard`` (an interactive
     terminal), a command that reads its input with nothing feeding it waits for the keys:
     the output so far is certain and ``foreground`` names the program (no prompt comes
-    back)."""
+    back). ``modes`` holds permission bits by ledger key where they are not 0o644 (``ls
+    -l`` shows them). ``certain=False``: nothing of the line is run (a pasted block the
+    shell does not read here), only what it may touch is marked unknown."""
     files = Files(entries, root)
     given = {files.abs(k) for k in unknown}
     system = {d for d in SYSTEM_DIRS if root == "/" and home != d and not home.startswith(d + "/")}
     session = _Session(files, cwd, env or {}, home, set(given), clock, system, uname, programs)
     session.keyboard = keyboard
+    session.modes = {files.abs(k): v for k, v in (modes or {}).items()}
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -297,9 +304,11 @@ def run_line(
     outputs: list[str] = []
     certain = True
     try:
-        commands = _commands(text)
+        commands = _commands(text) if certain else None
     except (_Unknown, ValueError):
-        commands, certain = None, False
+        commands = None
+    if commands is None:
+        certain = False
     if commands is None:
         _describe_unknown(session, text)
     else:
@@ -780,8 +789,7 @@ def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: 
         else:
             content = session.read(path)
             size = len(content.encode("utf-8"))
-            # a script with a #! line is placed executable (as the real sandbox does)
-            mode = "-rwxr-xr-x" if content.startswith("#!") else "-rw-r--r--"
+            mode = "-" + _permissions(session.modes.get(path, 0o644))
             links = 1
         blocks += -(-size // 4096) * 4
         owner = user if path == home or path.startswith(home + "/") else "root"
@@ -795,6 +803,13 @@ def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: 
             f"{size:>{widths[4]}} {when} {shown}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _permissions(mode: int) -> str:
+    """``rwxr-xr-x`` for 0o755."""
+    return "".join(
+        letter if mode & (1 << (8 - i)) else "-" for i, letter in enumerate("rwxrwxrwx")
+    )
 
 
 def _columns(names: list[str], one_per_line: bool) -> str:
@@ -819,10 +834,10 @@ def _columns(names: list[str], one_per_line: bool) -> str:
     return ""
 
 
-def _ls_key(name: str) -> tuple[str, str]:
-    """GNU ls sorts by locale collation: case and leading dots mostly ignored."""
-    bare = name.lstrip(".")
-    return (re.sub(r"[^0-9a-z]", "", bare.lower()) or bare, name)
+def _ls_key(name: str) -> bytes:
+    """GNU ls sorts by the locale's collation; in C.UTF-8, the locale the machines run,
+    that is byte order (``README`` before ``inventory.csv``)."""
+    return name.encode("utf-8", errors="surrogateescape")
 
 
 def _cat(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:

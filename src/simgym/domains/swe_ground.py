@@ -10,11 +10,15 @@ from __future__ import annotations
 import difflib
 import hashlib
 import posixpath
+import shlex
+from collections.abc import Callable
 from typing import Any
 
+from simgym.core.execution import Repository, Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
 from simgym.domains.shell import file_fact, run_line
+from simgym.domains.shell_run import why_not
 
 CONTEXT_LINES = 3  # lines shown around an edit
 MAX_PLAIN_CHANGES = 3  # replaced lines a file may have for the submitted diff to be exact
@@ -180,6 +184,14 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
     name = action.name
     path = args.get("path", ".")
     unknown = set(state.get("unknown") or ())
+    if name == "write_file" and _uncertain(path, files, unknown, listing=False):
+        # what was there is unknown (so is the verb), what is there now is certain
+        return Grounding(
+            facts=[f"{path} may have been changed by an earlier command"],
+            effects={"files": {path: args["content"]},
+                     "unknown": sorted(u for u in unknown if u != path)},
+            expect=[f"{path} ({len(split_lines(args['content']))} lines)"],
+        )
     if name in ("read_file", "list_dir", "write_file", "edit_file") and _uncertain(
         path, files, unknown, listing=name == "list_dir"
     ):
@@ -227,7 +239,11 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
     if name == "bash":
         return _bash(args["command"], files, state, scenario)
     if name == "run_tests":
-        return _tests(files, state, scenario, args.get("target"))
+        command = scenario.test_command
+        if args.get("target"):
+            command += " " + shlex.quote(args["target"])
+        return with_run(_tests(files, state, scenario, args.get("target")), command, state,
+                        scenario, with_exit)
     if name == "submit":
         original = {k: v for k, v in scenario.files.items() if not k.endswith("/")}
         current = {k: v for k, v in files.items() if not k.endswith("/")}
@@ -243,10 +259,24 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
             if original.get(p) != current.get(p)
         ]
         if unknown or not _plain_diff(original, current):
-            return Grounding(facts=facts, expect=expect or ["No changes."])
+            return with_run(
+                Grounding(facts=facts, expect=expect or ["No changes."]),
+                "git add -A && git diff --cached --no-color",
+                state,
+                scenario,
+                _submitted,
+            )
         # every file is known and the diff is one git writes the same: the exact answer
         return Grounding(facts=facts, observation=f"{changes or 'No changes.'}\n[submitted]")
     return None
+
+
+def _submitted(output: str, status: int) -> str:
+    """``submit``'s observation from its ``git add -A && git diff --cached``."""
+    if status != 0:
+        first = next((line.strip() for line in output.splitlines() if line.strip()), "")
+        return f"Error: {first or 'git diff failed'}\n[submitted]"
+    return f"{output.rstrip(chr(10)) or 'No changes.'}\n[submitted]"
 
 
 def _uncertain(path: str, files: dict[str, str], unknown: set[str], *, listing: bool) -> bool:
@@ -286,7 +316,7 @@ def _bash(
         effects = effects or None
     if result.output is None:
         facts = result.facts or [f"the command runs in {root}"]
-        return Grounding(facts=facts, effects=effects)
+        return with_run(Grounding(facts=facts, effects=effects), command, state, scenario, with_exit)
     text = with_exit(result.output, result.status)
     return Grounding(
         facts=[f"`{command}` prints exactly:\n```\n{text}\n```"],
@@ -321,3 +351,80 @@ def _tests(
     for path in dict.fromkeys([*changed, *tests[:2]]):
         facts.append(file_fact(path, files[path], limit=1200))
     return Grounding(facts=facts)
+
+
+# -- execution grounding (simgym.core.execution) -------------------------------------
+
+# The real swe backend's shell: root in a sandbox named "sandbox", no bytecode caches
+# (they would show in the diff), `python` for `python3` (Debian's python-is-python3).
+_SWE_ENV = {"PYTHONDONTWRITEBYTECODE": "1"}
+_PYTHON_LINK = {"/usr/local/bin/python": "/usr/bin/python3"}
+
+
+def with_run(
+    grounding: Grounding,
+    command: str,
+    state: dict[str, Any],
+    scenario: Any,
+    shape: Callable[[str, int], str],
+) -> Grounding:
+    """``grounding`` with the run of ``command`` in the repository, where every input is
+    known; ``shape(output, status)`` makes the tool's observation of what it printed."""
+    root = scenario.root
+    files: dict[str, str] = state.get("files") or {}
+    absolute = {posixpath.join(root, k) + ("/" if k.endswith("/") else ""): v
+                for k, v in files.items()}
+    absolute.setdefault(root + "/", "")
+    unknown = [posixpath.join(root, u) for u in state.get("unknown") or ()]
+    problem = why_not(
+        command, cwd=root, home="/root", files=absolute, unknown=unknown,
+        programs=None, also=frozenset(("python",)),
+    )
+    if problem is not None:
+        return grounding
+    modes = {posixpath.join(root, p): m for p, m in (state.get("modes") or {}).items()}
+    initial = {posixpath.join(root, p): 0o755 for p, c in scenario.files.items()
+               if not p.endswith("/") and c.startswith("#!")}
+    run = Run(
+        chunks=(command,),
+        files=absolute,
+        cwd=root,
+        home="/root",
+        user="root",
+        host="sandbox",
+        env=dict(_SWE_ENV),
+        modes={**initial, **modes},
+        scope=root,
+        terminal=False,
+        repository=Repository(
+            files=dict(scenario.files),
+            branch=scenario.branch,
+            message=scenario.head().partition(" ")[2] or "Initial commit",
+        ),
+        links=dict(_PYTHON_LINK),
+        timeout_s=30.0,
+    )
+
+    def settle(result: RunResult) -> Grounding:
+        effects: dict[str, Any] = {}
+        if result.changes:
+            effects["files"] = {_relative(p, root): v for p, v in result.changes.items()}
+        if result.modes:
+            effects["modes"] = {_relative(p, root): m for p, m in result.modes.items()}
+        left = [u for u in state.get("unknown") or () if u not in effects.get("files", {})]
+        if left != list(state.get("unknown") or ()):
+            effects["unknown"] = left
+        text = shape(result.output, result.status)
+        return Grounding(
+            facts=[f"`{command}` prints exactly:\n```\n{text}\n```"],
+            effects=effects or None,
+            observation=text,
+        )
+
+    grounding.run, grounding.settle = run, settle
+    return grounding
+
+
+def _relative(path: str, root: str) -> str:
+    rel = posixpath.relpath(path.rstrip("/"), root)
+    return rel + "/" if path.endswith("/") else rel

@@ -15,6 +15,8 @@ from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
 from simgym.domains.shell import UNAME_DECLARED, reads_on, run_line
+from simgym.domains.shell_run import chunks
+from simgym.domains.terminal_exec import initial_modes, with_run
 
 TMUX_KEYS = frozenset(
     {
@@ -258,7 +260,11 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
             effects={"continued": None},
             observation=f"> ^C\n{prompt}",
         )
-    if not typed.endswith("\n") or "\n" in typed[:-1]:
+    if not typed.endswith("\n"):
+        return None
+    if "\n" in typed[:-1] and continued is None:
+        return _pasted(typed[:-1], state, scenario, cwd, prompt)
+    if "\n" in typed[:-1]:
         return None
     line = typed[:-1]
     before = prompt if continued is None else ">"
@@ -293,12 +299,23 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         keyboard=True,
         uname=scenario.uname,
         programs=scenario.programs or None,
+        modes=state.get("modes"),
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
     if result.output is None:
-        return Grounding(facts=facts, effects=effects or None, expect=result.expect)
+        grounding = Grounding(facts=facts, effects=effects or None, expect=result.expect)
+        return with_run(
+            grounding,
+            lines=[whole],
+            shown=[line],
+            before=before,
+            state=state,
+            scenario=scenario,
+            cwd=cwd,
+            extra_effects={"continued": None} if continued is not None else None,
+        )
     shown = (
         result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
     )
@@ -316,6 +333,37 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     if not result.foreground:
         facts.append(f"the next prompt is `{after}`")
     return Grounding(facts=facts, effects=effects or None, observation=screen)
+
+
+def _pasted(
+    text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt: str
+) -> Grounding:
+    """Several lines typed at once (a here-document, a pasted script): bash reads them as
+    command lines one after another; each shows after its prompt, its continuation lines
+    after ``>``. Nothing of it is certain unless it runs for real: until then, whatever it
+    may have written is unknown."""
+    lines = chunks(text)
+    shown = [chunk.replace("\n", "\n> ") for chunk in lines]
+    files = state.get("files") or {}
+    result = run_line(
+        text,
+        files,
+        cwd=cwd,
+        home=scenario.home,
+        env=state.get("env") or {},
+        user=scenario.user,
+        host=scenario.hostname,
+        unknown=state.get("unknown") or (),
+        clock=scenario.clock,
+        uname=scenario.uname,
+        programs=scenario.programs or None,
+        certain=False,
+    )
+    facts = list(result.facts) or [f"working directory: {cwd}"]
+    grounding = Grounding(facts=facts, effects=result.patch_for(files) or None)
+    return with_run(
+        grounding, lines=lines, shown=shown, before=prompt, state=state, scenario=scenario, cwd=cwd
+    )
 
 
 def _slots(scenario: TerminalScenario) -> dict[str, str]:
@@ -421,6 +469,7 @@ TERMINAL = register_domain(
             "files": dict(s.files),
             "env": dict(s.env),
             "services": list(s.services),
+            "modes": initial_modes(s.files),
         },
         state_schema=object_schema(
             required=["cwd", "files"],

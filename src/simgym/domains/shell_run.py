@@ -1,0 +1,237 @@
+"""Which command lines may run for real, and the :class:`~simgym.core.execution.Run` each
+becomes (execution grounding, :mod:`simgym.core.execution`).
+
+The shell over the ledger (:mod:`simgym.domains.shell`) decides what it can in
+microseconds. A line it cannot decide runs for real when everything it may read is known:
+its programs are on this host and neither reach the network nor report on the machine
+itself (processes, disks, the kernel's log), every path it names is a file or directory
+of the state (or the host's read-only system, or ``/tmp``), and no earlier program the
+model rendered has left the directory it works in unknown. Otherwise the world model
+renders it, as before.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+import shutil
+from collections.abc import Iterable
+
+from simgym.domains.shell import INTERACTIVE, PAGERS_AND_EDITORS, SYSTEM_DIRS
+
+# Programs whose output comes from other machines or from the machine itself, not from
+# files: the model (or a declared machine) answers them.
+NETWORK = frozenset(
+    """curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping ping6 traceroute tracepath
+    dig nslookup host whois apt apt-get aptitude snap pip pip3 npm npx yarn pnpm gem cargo
+    go docker podman kubectl helm aws gcloud az brew conda mail sendmail git-lfs""".split()
+)
+MACHINE = frozenset(
+    """ps top htop atop kill killall pkill pgrep free df uptime w who last lastlog lsof
+    netstat ss ip ifconfig route arp hostnamectl timedatectl lscpu lsblk lsusb lspci dmesg
+    vmstat iostat mpstat sar nproc systemctl service journalctl mount umount fdisk blkid
+    sudo su passwd useradd userdel usermod groupadd chown chgrp reboot shutdown halt
+    poweroff crontab at screen tmux nohup disown bg fg jobs wait dpkg rpm lsb_release
+    getent id groups users logname tty stty""".split()
+)
+# git subcommands that reach another machine.
+GIT_NETWORK = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote"})
+# Paths of the host's system that every machine has the same (read-only in the sandbox).
+SHARED_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/tmp/", "/var/tmp/")
+SHARED_PATHS = frozenset(
+    {"/dev/null", "/dev/zero", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/urandom",
+     "/dev/random", "/tmp", "/var/tmp", "/usr", "/bin"}
+)
+_COMMAND_AFTER = frozenset(
+    {";", "&&", "||", "|", "&", "(", "then", "do", "else", "elif", "if", "while", "until",
+     "!", "time", "{", "xargs", "exec", "nohup", "command", "builtin", "\n"}
+)
+_KEYWORDS = frozenset(
+    """if then else elif fi for in do done while until case esac function select time
+    { } ! [[ ]]""".split()
+)
+_BUILTINS = frozenset(
+    """cd echo printf read export unset set shift test [ true false : . source alias unalias
+    type hash pwd local declare typeset readonly return exit let eval trap umask
+    getopts exec command builtin shopt ulimit history popd pushd dirs""".split()
+)
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+
+
+def chunks(text: str) -> list[str]:
+    """A pasted text as the command lines bash reads from it, one after another (a
+    here-document's body and lines inside an open quote belong to their command)."""
+    from simgym.domains.shell import reads_on
+
+    out: list[str] = []
+    current: list[str] = []
+    until: list[str] = []
+    for line in text.split("\n"):
+        current.append(line)
+        if until:
+            if line.strip() == until[0]:
+                until.pop(0)
+        else:
+            until.extend(m.group(2) for m in _HEREDOC.finditer(line))
+        if not until and not reads_on("\n".join(current)):
+            if "".join(current).strip():
+                out.append("\n".join(current))
+            current = []
+    if current and "".join(current).strip():
+        out.append("\n".join(current))
+    return out
+
+
+def _without_heredoc_bodies(text: str) -> str:
+    kept: list[str] = []
+    until: list[str] = []
+    for line in text.split("\n"):
+        if until:
+            if line.strip() == until[0]:
+                until.pop(0)
+            continue
+        kept.append(line)
+        until.extend(m.group(2) for m in _HEREDOC.finditer(line))
+    return "\n".join(kept)
+
+
+def _tokens(text: str) -> list[str]:
+    lexer = shlex.shlex(text.replace("\n", " \n "), posix=True, punctuation_chars=";&|()<>")
+    lexer.whitespace = " \t\r"
+    lexer.whitespace_split = False
+    lexer.commenters = "#"
+    out: list[str] = []
+    try:
+        for token in lexer:
+            # a command substitution's first word is a command: split at $( and backquotes
+            for part in re.split(r"(\$\(|`)", token):
+                if part in ("$(", "`"):
+                    out.append("(")
+                elif part:
+                    out.append(part)
+    except ValueError:  # a quote left open: bash would not run it as it stands
+        raise
+    return out
+
+
+def why_not(
+    text: str,
+    *,
+    cwd: str,
+    home: str,
+    files: Iterable[str],
+    unknown: Iterable[str] = (),
+    programs: Iterable[str] | None = None,
+    also: frozenset[str] = frozenset(),
+) -> str | None:
+    """Why ``text`` must not run for real (None: it may). ``files`` are the state's
+    absolute paths (directories end in ``/``), ``unknown`` those an unrun program may
+    have changed, ``programs`` the scenario's declared programs (None: undeclared),
+    ``also`` programs the run provides beyond the host's (``python`` for ``python3``)."""
+    try:
+        tokens = _tokens(_without_heredoc_bodies(text))
+    except ValueError:
+        return "a quote is left open"
+    if not tokens:
+        return "nothing to run"
+    known = set(files)
+    dirs = {p.rstrip("/") for p in known if p.endswith("/")}
+    for path in [p for p in known if not p.endswith("/")] + sorted(dirs):
+        parent = posixpath.dirname(path.rstrip("/"))
+        while parent not in dirs and parent != "/":
+            dirs.add(parent)
+            parent = posixpath.dirname(parent)
+    dirs.add("/")
+    declared = None if programs is None else set(programs)
+    at_command = True
+    for i, token in enumerate(tokens):
+        word = token
+        if word in NETWORK or word in MACHINE:
+            return f"{word} reports on other machines or on the machine itself"
+        if word == "git" and i + 1 < len(tokens) and tokens[i + 1] in GIT_NETWORK:
+            return "git reaches another machine"
+        if re.match(r"^[a-z][\w+.-]*://", word):
+            return "a URL: the network"
+        if at_command and word not in _KEYWORDS and not re.match(r"^\w+=", word):
+            problem = None if word in also else _program(word, tokens[i + 1 :], cwd, known, declared)
+            if problem:
+                return problem
+        at_command = word in _COMMAND_AFTER or (at_command and re.match(r"^\w+=", word))
+        problem = _path(word, cwd, home, known, dirs)
+        if problem:
+            return problem
+    return _touches_unknown(tokens, cwd, home, unknown)
+
+
+def _program(
+    word: str, rest: list[str], cwd: str, known: set[str], declared: set[str] | None
+) -> str | None:
+    if word in _BUILTINS or word in _KEYWORDS or word in ("(", ")"):
+        return None
+    if "/" in word:
+        path = posixpath.normpath(posixpath.join(cwd, word))
+        if path in known or path.startswith(("/usr/", "/bin/")):
+            return None
+        return f"{word} is not a file the state knows"
+    args = [w for w in rest[:1] if w not in _COMMAND_AFTER]
+    if word in PAGERS_AND_EDITORS or (word in INTERACTIVE and not args):
+        return f"{word} takes over the screen"
+    if declared is not None and word not in declared and word not in BASE_SYSTEM:
+        return f"{word} is not among the scenario's programs"
+    if _which(word) is None:
+        return f"{word} is not installed on this host"
+    return None
+
+
+def _which(word: str) -> str | None:
+    return shutil.which(word, path="/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin")
+
+
+def _path(word: str, cwd: str, home: str, known: set[str], dirs: set[str]) -> str | None:
+    candidate = word.split("=", 1)[1] if word.startswith("-") and "=" in word else word
+    if not (candidate.startswith(("/", "~/")) or candidate == "~"):
+        return None  # a relative path stays under the working directory (checked below)
+    if any(c in candidate for c in "*?[$"):
+        candidate = re.split(r"[*?\[$]", candidate, maxsplit=1)[0]
+    path = posixpath.normpath(home + candidate[1:] if candidate.startswith("~") else candidate)
+    if path in SHARED_PATHS or path.startswith(SHARED_PREFIXES):
+        return None
+    if path in known or path in dirs or posixpath.dirname(path) in dirs - {"/"}:
+        top = "/" + path.lstrip("/").split("/", 1)[0]
+        if top in SYSTEM_DIRS and path not in known and path + "/" not in known:
+            if not any(k.startswith(path.rstrip("/") + "/") for k in known):
+                return f"{path} is part of the machine the state does not describe"
+        return None
+    return f"{path} is not in the state"
+
+
+def _touches_unknown(tokens: list[str], cwd: str, home: str, unknown: Iterable[str]) -> str | None:
+    """An unrun program left something unknown where this line works: nothing certain."""
+    doubtful = [u.rstrip("/") for u in unknown if u.rstrip("/") not in SYSTEM_DIRS]
+    if not doubtful:
+        return None
+    places = {cwd}
+    for token in tokens:
+        if "/" in token or token.startswith("~"):
+            raw = home + token[1:] if token.startswith("~") else token
+            places.add(posixpath.normpath(posixpath.join(cwd, raw)))
+    for place in places:
+        for path in doubtful:
+            if place == path or place.startswith(path + "/") or path.startswith(place + "/"):
+                return f"{path} was changed by a program no code ran"
+    return None
+
+
+# Programs every Debian machine has (coreutils, findutils, grep, sed, gawk/mawk, tar,
+# gzip, diffutils, bash, util-linux's basics): a scenario's `programs` list need not name
+# them.
+BASE_SYSTEM = frozenset(
+    """ls cat echo printf cp mv rm mkdir rmdir touch ln chmod head tail wc sort uniq cut tr
+    sed awk gawk mawk grep egrep fgrep find xargs tee diff cmp comm join paste split csplit
+    fold fmt nl od expand unexpand tac rev seq yes basename dirname realpath readlink stat
+    du sha1sum sha256sum sha512sum md5sum base64 base32 cksum sum tar gzip gunzip zcat
+    bzip2 xz unxz date sleep env printenv true false test expr factor numfmt shuf tsort
+    column file which whoami hostname uname mktemp install truncate shred sync bash sh
+    dash timeout nice strings hexdump xxd iconv locale getconf""".split()
+)

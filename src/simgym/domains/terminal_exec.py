@@ -1,0 +1,115 @@
+"""The terminal's execution grounding: a typed line the shell over the ledger cannot decide
+runs for real (:mod:`simgym.domains.shell_run`), and its output becomes the screen."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simgym.core.execution import Run, RunResult
+from simgym.core.grounding import Grounding
+from simgym.domains.shell_run import why_not
+
+
+def initial_modes(files: dict[str, str]) -> dict[str, int]:
+    """Permission bits the scenario's files start with (where not 0o644): a script with a
+    ``#!`` line is placed executable, as the real sandbox places it."""
+    return {p: 0o755 for p, c in files.items() if not p.endswith("/") and c.startswith("#!")}
+
+
+def with_run(
+    grounding: Grounding,
+    *,
+    lines: list[str],
+    shown: list[str],
+    before: str,
+    state: dict[str, Any],
+    scenario: Any,
+    cwd: str,
+    extra_effects: dict[str, Any] | None = None,
+) -> Grounding:
+    """``grounding`` (what the model would be told) with the run that replaces it where
+    the lines may run for real. ``lines`` are the command lines bash reads, ``shown``
+    how each appears on the screen after its prompt; ``before`` is the first prompt."""
+    files = state.get("files") or {}
+    problem = why_not(
+        "\n".join(lines),
+        cwd=cwd,
+        home=scenario.home,
+        files=files,
+        unknown=state.get("unknown") or (),
+        programs=scenario.programs or None,
+    )
+    if problem is not None:
+        return grounding
+    env = {
+        "HOME": scenario.home,
+        "USER": scenario.user,
+        "LOGNAME": scenario.user,
+        "HOSTNAME": scenario.hostname,
+        **(state.get("env") or {}),
+    }
+    run = Run(
+        chunks=tuple(lines),
+        files=dict(files),
+        cwd=cwd,
+        home=scenario.home,
+        user=scenario.user,
+        host=scenario.hostname,
+        env=env,
+        modes={**initial_modes(scenario.files), **(state.get("modes") or {})},
+        scope="/",
+        terminal=True,
+        clock=scenario.clock,
+    )
+
+    def settle(result: RunResult) -> Grounding:
+        return _settled(result, shown, before, state, scenario, cwd, extra_effects)
+
+    grounding.run, grounding.settle = run, settle
+    return grounding
+
+
+def _settled(
+    result: RunResult,
+    shown: list[str],
+    before: str,
+    state: dict[str, Any],
+    scenario: Any,
+    cwd: str,
+    extra_effects: dict[str, Any] | None,
+) -> Grounding:
+    def prompt_at(where: str) -> str:
+        return scenario.model_copy(update={"cwd": where}).prompt().rstrip()
+
+    screen = ""
+    here = before
+    cwds = result.cwds or [result.cwd or cwd] * len(result.outputs)
+    for typed, out, after in zip(shown, result.outputs, cwds, strict=False):
+        screen += f"{here} {typed}\n{out}"
+        here = prompt_at(after or cwd)
+    final = result.cwd or cwd
+    screen += prompt_at(final)
+    effects: dict[str, Any] = dict(extra_effects or {})
+    if result.changes:
+        effects["files"] = dict(result.changes)
+    if result.modes:
+        effects["modes"] = dict(result.modes)
+    if result.cwd:
+        effects["cwd"] = result.cwd
+    if result.env:
+        effects["env"] = dict(result.env)
+    unknown = list(state.get("unknown") or ())
+    if unknown and result.changes:
+        left = [u for u in unknown if u not in result.changes]
+        if left != unknown:
+            effects["unknown"] = left
+    text = "\n".join(shown)
+    output = result.output
+    facts = [f"working directory: {cwd}"]
+    facts.append(
+        f"`{text}` prints exactly:\n```\n{output if output.endswith(chr(10)) else output + chr(10)}```"
+        if output.strip()
+        else f"`{text}` prints nothing"
+    )
+    facts.append(f"the next prompt is `{prompt_at(final)}`")
+    return Grounding(facts=facts, effects=effects or None, observation=screen)
