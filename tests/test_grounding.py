@@ -47,8 +47,8 @@ def shell(line: str, files=FILES, cwd=HOME, env=None):
         ("cat ~/notes.txt", "buy milk\ncall the bank\n"),
         ("ls", "notes.txt  project\n"),
         ("ls -a", ".  ..  notes.txt  project\n"),
-        ("ls project", "main.py  README.md\n"),
-        ("ls -1 project", "main.py\nREADME.md\n"),
+        ("ls project", "README.md  main.py\n"),  # C.UTF-8: byte order, as the real ls
+        ("ls -1 project", "README.md\nmain.py\n"),
         ("cat nope.txt", "cat: nope.txt: No such file or directory\n"),
         ("cat project", "cat: project: Is a directory\n"),
         ("head -n 1 notes.txt", "buy milk\n"),
@@ -181,7 +181,10 @@ def test_an_empty_answer_is_corrected_when_the_state_knows_the_whole_answer():
     def empty(messages):
         return "<predicted_observation>\n</predicted_observation>"
 
-    env = simgym.make("swe", world_model=FunctionWorldModel(empty), grounding="strict")
+    # execution off: the tests' output is the model's (with execution they run for real)
+    env = simgym.make(
+        "swe", world_model=FunctionWorldModel(empty), grounding="strict", execution="off"
+    )
     results = asyncio.run(play(env, [call("list_dir", path="."), call("run_tests")]))
     listing, tests = env.trajectory.turns
     # the state knows the listing: the empty answer is replaced, the episode goes on
@@ -369,7 +372,9 @@ def test_what_an_unrun_program_may_have_changed_is_not_stated_as_certain():
 
 
 def test_swe_paths_a_script_may_have_written_are_left_to_the_model():
-    env = simgym.make("swe", world_model=FunctionWorldModel(noise), grounding="strict")
+    env = simgym.make(
+        "swe", world_model=FunctionWorldModel(noise), grounding="strict", execution="off"
+    )
     actions = [
         call("bash", command="python scripts/gen.py"),
         call("list_dir"),
@@ -412,7 +417,9 @@ def test_shell_destructive_commands_a_real_machine_runs_the_same_way():
 
 
 def test_find_delete_makes_the_files_it_walks_uncertain():
-    env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
+    env = simgym.make(
+        "terminal", world_model=FunctionWorldModel(noise), grounding="strict", execution="off"
+    )
     results = asyncio.run(play(env, ["find . -mtime +7 -delete", "cat notes.txt", "ls", "pwd"]))
     # a find simgym cannot run exactly (-mtime: file times are not in the state) may have
     # deleted notes.txt: neither its content nor the listing is certain now

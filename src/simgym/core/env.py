@@ -482,6 +482,10 @@ class SimEnv:
         except Exception as exc:
             self._notes["execution"] = {"ran": False, "problem": f"{type(exc).__name__}: {exc}"}
             return grounding
+        if settled is None:  # the host lacks what the scenario says the machine has
+            self._notes["execution"] = {"ran": True, "used": False,
+                                        "problem": "a program the scenario has is missing here"}
+            return grounding
         self._notes["execution"] = {"ran": True, "status": result.status,
                                     "seconds": round(result.seconds, 4)}
         return settled

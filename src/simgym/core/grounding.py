@@ -61,7 +61,8 @@ class Grounding:
     forbid: list[str] = field(default_factory=list)
     reshape: Callable[[str], str | None] | None = None  # None: nothing to rewrite
     run: Run | None = None
-    settle: Callable[[RunResult], Grounding] | None = None
+    # None from settle: the run does not stand for the world (the host lacks a program)
+    settle: Callable[[RunResult], Grounding | None] | None = None
 
     def is_empty(self) -> bool:
         return not (

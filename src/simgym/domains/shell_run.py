@@ -235,3 +235,24 @@ BASE_SYSTEM = frozenset(
     column file which whoami hostname uname mktemp install truncate shred sync bash sh
     dash timeout nice strings hexdump xxd iconv locale getconf""".split()
 )
+
+
+_MISSING = re.compile(
+    r"(?:^|\n)(?:bash: (?:line \d+: )?(\S+): command not found"
+    r"|\S*python[\d.]*: No module named (\S+))"
+)
+
+
+def missing_program(output: str, status: int, declared: Iterable[str] = ()) -> str | None:
+    """The program or Python module the run found missing where the scenario's machine
+    has it (a declared program, or a module run with ``-m``): then the host, not the
+    world, answered, and the run does not stand for it."""
+    if status not in (1, 127):
+        return None
+    for match in _MISSING.finditer(output):
+        program, module = match.group(1), match.group(2)
+        if module:
+            return module
+        if program in set(declared):
+            return program
+    return None

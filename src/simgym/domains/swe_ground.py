@@ -18,7 +18,7 @@ from simgym.core.execution import Repository, Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
 from simgym.domains.shell import file_fact, run_line
-from simgym.domains.shell_run import why_not
+from simgym.domains.shell_run import missing_program, why_not
 
 CONTEXT_LINES = 3  # lines shown around an edit
 MAX_PLAIN_CHANGES = 3  # replaced lines a file may have for the submitted diff to be exact
@@ -405,7 +405,9 @@ def with_run(
         timeout_s=30.0,
     )
 
-    def settle(result: RunResult) -> Grounding:
+    def settle(result: RunResult) -> Grounding | None:
+        if missing_program(result.output, result.status):
+            return None  # `python -m pytest` on a host without pytest: not the repository's
         effects: dict[str, Any] = {}
         if result.changes:
             effects["files"] = {_relative(p, root): v for p, v in result.changes.items()}

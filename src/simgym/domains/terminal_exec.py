@@ -7,7 +7,7 @@ from typing import Any
 
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
-from simgym.domains.shell_run import why_not
+from simgym.domains.shell_run import missing_program, why_not
 
 
 def initial_modes(files: dict[str, str]) -> dict[str, int]:
@@ -62,7 +62,9 @@ def with_run(
         clock=scenario.clock,
     )
 
-    def settle(result: RunResult) -> Grounding:
+    def settle(result: RunResult) -> Grounding | None:
+        if missing_program(result.output, result.status, scenario.programs):
+            return None  # the scenario's machine has it, this host does not
         return _settled(result, shown, before, state, scenario, cwd, extra_effects)
 
     grounding.run, grounding.settle = run, settle

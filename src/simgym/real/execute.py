@@ -361,6 +361,8 @@ def _host(sandbox: Sandbox, path: str) -> Path:
 
 def _writable(path: str) -> bool:
     probe = path.rstrip("/") + "/"
+    if probe.startswith("/usr/local/"):
+        return True  # the sandbox's own, as on the real backends
     return not probe.startswith(("/usr/", "/bin/", "/sbin/", "/lib", "/proc/", "/sys/", "/dev/"))
 
 

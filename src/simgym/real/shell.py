@@ -435,12 +435,12 @@ class ShellSession:
 
     async def _type(self, keys: str) -> None:
         if _KEY.fullmatch(keys):
-            await self._tmux("send-keys", "-t", "main", keys)
+            await self._tmux("send-keys", "-t", "main", _tmux_word(keys))
             return
         parts = keys.split("\n")
         for i, part in enumerate(parts):
             if part:
-                await self._tmux("send-keys", "-t", "main", "-l", "--", part)
+                await self._tmux("send-keys", "-t", "main", "-l", "--", _tmux_word(part))
             if i < len(parts) - 1:
                 await self._tmux("send-keys", "-t", "main", "Enter")
 
@@ -490,6 +490,15 @@ class ShellSession:
             except (ProcessLookupError, PermissionError):
                 pass
         self.killed_commands += 1
+
+
+def _tmux_word(text: str) -> str:
+    """``text`` as one argument of a tmux command given on tmux's own command line. tmux
+    reads an argument that ends in ``;`` as the end of a command (``-l`` does not change
+    that): ``find . -exec wc -l {} \\;`` would lose its ``;`` and ``\\`` (tmux turns a final
+    ``\\;`` into ``;``), a ``case`` arm's ``;;`` one ``;``. A final ``;`` written ``\\;`` is
+    typed as ``;``, and the text before it is left as it is."""
+    return text[:-1] + "\\;" if text.endswith(";") else text
 
 
 def _trim(text: str) -> list[str]:
