@@ -206,6 +206,32 @@ async def test_a_command_past_its_cpu_limit_is_killed() -> None:
         await session.close()
 
 
+async def test_a_line_ending_in_a_semicolon_is_typed_whole() -> None:
+    """tmux reads a final ';' of a send-keys argument as its own command separator: find's
+    `\\;` and a case arm's `;;` must still reach the shell whole."""
+    session = ShellSession(Sandbox(files={"/home/dev/a.txt": "a\n"}, user="dev"))
+    try:
+        await session.start()
+        found = await session.send([("find . -name a.txt -exec echo found {} \\;\n", 3)])
+        assert found.splitlines() == [
+            "dev@sandbox:~$ find . -name a.txt -exec echo found {} \\;",
+            "found ./a.txt",
+            "dev@sandbox:~$",
+        ]
+        case = await session.send([("case x in x) echo yes;; esac\n", 3)])
+        assert case.splitlines() == [
+            "dev@sandbox:~$ case x in x) echo yes;; esac",
+            "yes",
+            "dev@sandbox:~$",
+        ]
+        # a line typed without Enter, ending in ';', then its Enter as a key
+        split = await session.send([("echo one;", 0.2), ("Enter", 2)])
+        assert split.splitlines()[-2:] == ["one", "dev@sandbox:~$"]
+        assert "dev@sandbox:~$ echo one;" in split
+    finally:
+        await session.close()
+
+
 def test_scenario_paths_stay_inside_the_root() -> None:
     localtime = Path("/etc/localtime")
     before = localtime.read_bytes() if localtime.exists() else None
