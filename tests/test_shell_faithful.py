@@ -433,3 +433,24 @@ def test_a_program_the_scenario_does_not_list_is_the_models(programs, answered):
         assert observation is not None and "hello from main" in observation
     else:
         assert observation is None
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="needs bubblewrap (scripts/setup.sh)")
+def test_with_execution_the_dev_set_is_answered_exactly_and_truly():
+    """Execution grounding on the dev set: most turns exact, every exact one equal to the
+    real machine's recording (run times masked)."""
+    import asyncio
+
+    from simgym.bench.exact_replay import replay
+    from simgym.real.execute import SandboxRunner
+
+    runner = SandboxRunner()
+    try:
+        tallies = asyncio.run(replay(DEVSET, ["terminal", "swe"], runner, keep=3))
+    finally:
+        runner.close_all()
+    for domain, floor in (("terminal", 110), ("swe", 85)):
+        tally = tallies[domain]
+        assert tally.exact >= floor, (domain, tally.exact)
+        assert tally.equal == tally.exact, tally.mismatches
+        assert tally.executed > 0

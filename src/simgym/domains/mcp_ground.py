@@ -55,7 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action, ToolSpec
-from simgym.domains import mcp_rules, mcp_style
+from simgym.domains import mcp_rules, mcp_schema, mcp_style
 from simgym.domains.mcp_rules import ToolRules, collections
 
 if TYPE_CHECKING:
@@ -201,6 +201,15 @@ class Call:
     layout: mcp_style.Layout | None = None  # the answer's declared layout, for a list
     unknown: list[str] = field(default_factory=list)  # what of the call was not understood
     arguments: dict[str, Any] = field(default_factory=dict)  # as the agent passed them
+    # other ways the server may compare an inferred search's query (see infer_search):
+    # the search is decided only where they all find the same records
+    variants: list[dict[str, str]] = field(default_factory=list)
+    inferred: str | None = None  # where an inferred search's fields came from, for facts
+    # a list's order: (field, newest first) where the tool's description says it, "?"
+    # where it says an order simgym cannot map to a field, None: the collection's
+    order: tuple[str, bool] | str | None = None
+    prefix: str | None = None  # what the server writes before an error (SDK's, if built so)
+    notes: list[str] = field(default_factory=list)  # inferences made, for the facts
 
     @property
     def sure(self) -> bool:
@@ -217,22 +226,67 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     tool = scenario.tool(action.name or "")
     if tool is None:
         return None
+    fmt = scenario.output_format
+    # the server validates the arguments against the tool's schema before the tool runs
+    verdict = mcp_schema.check(tool, action.arguments)
+    if verdict.refused:
+        return schema_refusal(tool, verdict, state, fmt)
+    arguments = {**action.arguments, **(verdict.values or {})}  # as the tool receives them
     binding = scenario.tool_map.get(tool.name)
     if binding is not None and binding.rules is not None:
-        ruled = ground_ruled(tool, action.arguments, state, binding, scenario.output_format)
+        ruled = ground_ruled(tool, arguments, state, binding, fmt)
         if ruled is not None:
             return ruled
     if binding is not None and binding.op == "none":
         return None
     skip = set(binding.context) if binding is not None else set()
-    args = {k: v for k, v in action.arguments.items() if v is not None and k not in skip}
+    args = {k: v for k, v in arguments.items() if v is not None and k not in skip}
     call = resolve(tool, args, state, binding)
     if call is None:
-        return related_facts(args, state)
+        return _not_understood(tool, args, state)
     records = collections(state)[call.collection]
     if not call.sure:
         return _unsure(call, records)
-    return OPS[call.op](call, records, state, scenario.output_format)
+    return OPS[call.op](call, records, state, fmt)
+
+
+def schema_refusal(
+    tool: ToolSpec, verdict: mcp_schema.Verdict, state: dict[str, Any], fmt: str
+) -> Grounding:
+    """A call its tool's input schema refuses: the SDK's validation error (its exact text
+    where :mod:`.mcp_schema` rebuilt the check and the server's errors, as far as the
+    episode showed them, are worded the SDK's way), and nothing changes."""
+    why = "; ".join(verdict.reasons[:5])
+    facts = [f"the server's input validation refuses this call ({why}); nothing changes"]
+    message = verdict.message
+    shown = mcp_style.error_prefix(state)
+    if shown is not None and shown != mcp_schema.SDK_PREFIX:
+        message = None  # this server words its errors otherwise: not the Python SDK's
+    observation = None
+    if message is not None and fmt == "mcp":
+        observation = _answer(message, fmt, error=True)
+    elif message is not None and fmt == "json":
+        # simgym's real backend shows an SDK server's failed call as {"error": {"message"}}
+        if mcp_style.error_fields(state) in (None, ["message"]):
+            observation = compact({"error": {"message": message}})
+    if observation is not None:
+        return Grounding(facts=facts, observation=observation)
+    expect = {"mcp": ['"isError": true'], "json": ['"error"']}.get(fmt, [])
+    if message is not None and fmt == "text":
+        expect = [message.splitlines()[0]]
+    return Grounding(facts=facts, expect=expect)
+
+
+def _not_understood(tool: ToolSpec, args: dict[str, Any], state: dict[str, Any]) -> Grounding:
+    """A declared tool simgym cannot read as an operation on the records: what it does is
+    the world model's to say, and the record of the turn says so; the records its
+    arguments name go along as facts."""
+    note = (
+        f"what {tool.name} reads or changes is not known from the records (simgym could "
+        "not read it as a lookup, list, create, update or delete): the server decides"
+    )
+    related = related_facts(args, state)
+    return Grounding(facts=[note, *(related.facts if related is not None else [])])
 
 
 def ground_ruled(
@@ -351,6 +405,7 @@ def resolve(
     call = Call(
         tool.name, op, name, noun, key, fuzzy=bool(FUZZY_VERBS & set(words)), arguments=args
     )
+    call.prefix = mcp_schema.SDK_PREFIX if mcp_schema.sdk_built(tool) else None
     if id_arg is not None and id_arg in args:
         call.id_value = args[id_arg]
     if binding is not None:
@@ -361,6 +416,12 @@ def resolve(
     if binding is None:
         call.unknown += _odd_words(words, call, record_fields(records))
     _read_arguments(call, tool, {k: v for k, v in args.items() if k != id_arg}, records, binding)
+    if call.op == "list" and call.queries and call.search is None:
+        infer_search(call, tool, records)
+    if call.op == "list":
+        call.order = infer_order(tool, records)
+    if call.op == "create":
+        _schema_defaults(call, tool, records, args)
     if call.op in ("update", "delete") and call.id_value is None:
         call.unknown.append("no id argument")
     if call.op == "update" and not call.values:
@@ -435,11 +496,24 @@ def _has_field(records: list[dict[str, Any]], name: str) -> bool:
 
 
 def key_field(records: list[dict[str, Any]], noun: str) -> str:
-    """The field that identifies a record: ``id``, else ``<noun>_id`` / ``<noun>Id``."""
+    """The field that identifies a record: ``id``, else ``<noun>_id`` / ``<noun>Id``,
+    else the first field every record has with a value no other record shares (``sku``
+    of ``{"sku": "SKU-0001", "name": ...}``)."""
     for name in ("id", f"{noun}_id", f"{noun}Id", "uuid", "key"):
         if _has_field(records, name):
             return name
+    if len(records) >= 2:
+        for name in ordered_fields(records):
+            values = [r.get(name) for r in records]
+            scalar = all(isinstance(v, str | int) and not isinstance(v, bool) for v in values)
+            if scalar and len(set(map(str, values))) == len(values):
+                return name
     return "id"
+
+
+def ordered_fields(records: list[dict[str, Any]]) -> list[str]:
+    """Every field any record of a collection has, in the records' own order."""
+    return list(dict.fromkeys(k for record in records for k in record))
 
 
 def id_argument(args: dict[str, Any], noun: str, key: str) -> str | None:
@@ -546,6 +620,110 @@ def _default_limit(tool: ToolSpec) -> int | None:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+# -- what a tool's description says: which fields a search covers, the order of a list ---
+
+SPACED_NUMBER = re.compile(r"[+(]?\d[\d\s().\-/]*\d")
+LIKE_WILDCARDS = ("%", "_")
+
+
+def described_words(tool: ToolSpec, args: list[str]) -> set[str]:
+    """The words of the tool's description and of the given arguments' descriptions
+    (singular forms too)."""
+    props = tool.parameters.get("properties")
+    texts = [tool.description]
+    if isinstance(props, dict):
+        texts += [
+            str(props[a].get("description") or "")
+            for a in args
+            if isinstance(props.get(a), dict)
+        ]
+    words = {w for text in texts for w in split_words(text)}
+    return words | {singular(w) for w in words}
+
+
+def infer_search(call: Call, tool: ToolSpec, records: list[dict[str, Any]]) -> None:
+    """A free-text search the scenario did not declare: the fields its description names
+    (``Find customers whose name, email or phone contains the query``) are the ones it
+    searches, each compared the way typical servers compare, the query stripped and
+    found anywhere in the field's text, ignoring case. Where a server could as well
+    compare otherwise (spaces inside a phone number, ``%``/``_`` as SQL ``LIKE``
+    wildcards, case folded beyond ASCII) the alternatives go to ``call.variants``: the
+    search is decided only where they all find the same records. A description that
+    names no field leaves the search the server's."""
+    asked = [a for a in call.arguments if a in QUERY_ARGS]
+    words = described_words(tool, asked)
+    named = [
+        name
+        for name in ordered_fields(records)
+        if split_words(name) and all(singular(w) in words for w in split_words(name))
+    ]
+    if not named:
+        return
+    call.search = {name: "contains" for name in named}
+    call.inferred = "as the tool's description says"
+    spaced = [name for name in named if _spaced_numbers(records, name)]
+    if spaced:
+        call.variants.append(
+            {n: "contains_ignoring_spaces" if n in spaced else "contains" for n in named}
+        )
+    if any(mark in q for q in call.queries for mark in LIKE_WILDCARDS):
+        call.variants.append({name: "like" for name in named})
+    if not all(q.isascii() for q in call.queries):
+        call.variants.append({name: "contains_ascii_case" for name in named})
+
+
+def _spaced_numbers(records: list[dict[str, Any]], name: str) -> bool:
+    """Whether a field holds numbers written with spaces (``+351 913 671 955``), which
+    some servers search with the spaces left out and others as written."""
+    values = [r.get(name) for r in records if isinstance(r.get(name), str)]
+    return any(" " in v and SPACED_NUMBER.fullmatch(v.strip()) for v in values)
+
+
+NEWEST = ("newest", "latest", "recent")
+OLDEST = ("oldest", "earliest")
+DATED = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?")
+
+
+def infer_order(tool: ToolSpec, records: list[dict[str, Any]]) -> tuple[str, bool] | str | None:
+    """The order a list tool's description promises (``oldest first``, ``most recent
+    first``): ``(field, newest first)`` by the records' one date field (or the one the
+    description names), ``"?"`` when it promises an order simgym cannot place, None
+    when it says nothing (the collection's own order, the server's when the state was
+    read from it)."""
+    text = " ".join(split_words(tool.description))
+    newest = re.search(r"\b(newest|latest|most recent|recent)( ones?)? first\b", text)
+    oldest = re.search(r"\b(oldest|earliest)( ones?)? first\b", text)
+    if bool(newest) == bool(oldest):
+        return None if not newest else "?"
+    dated = [n for n in ordered_fields(records) if _dated(records, n)]
+    words = set(split_words(tool.description))
+    named = [n for n in dated if all(w in words for w in split_words(n))]
+    pick = named if len(named) == 1 else dated
+    return (pick[0], bool(newest)) if len(pick) == 1 else "?"
+
+
+def _dated(records: list[dict[str, Any]], name: str) -> bool:
+    values = [r.get(name) for r in records if r.get(name) is not None]
+    return bool(values) and all(isinstance(v, str) and DATED.fullmatch(v) for v in values)
+
+
+def _schema_defaults(
+    call: Call, tool: ToolSpec, records: list[dict[str, Any]], args: dict[str, Any]
+) -> None:
+    """A create leaves out an argument whose schema has a default: the server stores
+    that default in the record's field of the same name (``priority: normal``)."""
+    props = tool.parameters.get("properties")
+    fields = record_fields(records)
+    if not isinstance(props, dict):
+        return
+    for name, schema in props.items():
+        if name in args or not isinstance(schema, dict) or "default" not in schema:
+            continue
+        if name in fields and name not in call.values and schema["default"] is not None:
+            call.values[name] = schema["default"]
+            call.notes.append(f"{name} takes the schema's default {compact(schema['default'])}")
 
 
 # -- what each operation reads, changes and answers ---------------------------------------
@@ -707,6 +885,18 @@ def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
 
 def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
     found = [r for r in records if matches(r, call)]
+    # an inferred search the server may compare otherwise: decided where every way agrees
+    sure, maybe = _search_variants(call, records, found)
+    found = sure
+    order_known = True
+    if isinstance(call.order, tuple):
+        name, newest = call.order
+        if all(isinstance(r.get(name), str) for r in found):
+            found = sorted(found, key=lambda r: r[name], reverse=newest)
+        else:
+            order_known = len(found) <= 1
+    elif call.order == "?":
+        order_known = len(found) <= 1
     what = describe_filter(call)
     cut = call.limit is not None and len(found) > call.limit
     if not found:
@@ -719,34 +909,40 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
         facts += [_record_fact(call, r) for r in found[:MAX_FACT_RECORDS]]
         if len(found) > MAX_FACT_RECORDS:
             facts.append(f"... and {len(found) - MAX_FACT_RECORDS} more")
+    facts += _list_notes(call, maybe, order_known)
     shown = found if call.limit is None else found[: call.limit]
     # free-text search is matched the server's own way (spaces, accents, words): a
     # record without the text may still match (a phone number found without its spaces),
-    # unless the scenario declared how it matches (then only text filters of a search
-    # verb, compared as substrings, are left to the server)
+    # unless the scenario declared how it matches or the tool's description names the
+    # fields it searches (then only text filters of a search verb, compared as
+    # substrings, are left to the server)
     loose = call.fuzzy and any(isinstance(v, str) for v in call.values.values())
     plain = not loose if call.search is not None else not call.queries and not call.fuzzy
-    # which records a limit leaves in is the server's order; a declared search lists
-    # them in the collection's order (the order the scenario's records are in)
-    decided = not cut or (plain and call.search is not None)
+    # which records a limit leaves in is the server's order; a declared or inferred
+    # search lists them in the collection's order (the order the scenario's records are
+    # in), or the one the tool's description promises
+    decided = not cut or (plain and call.search is not None and order_known)
     if decided and found and cut:
         facts.append(f"the answer lists the first {call.limit} of them, in this order")
     expect = []
     if decided:
         expect = [shown_value(r[call.key], fmt) for r in shown[:MAX_FACT_RECORDS] if call.key in r]
-    others = [r.get(call.key) for r in records if r not in found] if plain else []
+    listed = {id(r) for r in [*found, *maybe]}
+    others = [r.get(call.key) for r in records if id(r) not in listed] if plain else []
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
     # a record the server completed itself may match or show fields the ledger lacks
     known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
-    complete = known and plain and decided
+    # with an id that names nothing the server may answer an error, or list nothing
+    refused = not found and bool(missing_parents(call, state))
+    if refused:
+        facts.append(f"(the server may refuse this call, or list no {call.collection})")
+    complete = known and plain and decided and order_known and not maybe and not refused
     answer = None
     if complete:
         answer = mcp_style.list_answer(
             call.tool, shown, call.arguments, state, call.layout, len(found)
         )
-    # with an id that names nothing the server answers an error, not a list to reshape
-    refused = not found and bool(missing_parents(call, state))
     reshape = None
     if answer is None and not refused:
         reshape = _list_reshaper(call, records, state, fmt, len(found))
@@ -758,6 +954,45 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
         reshape=reshape,
     )
+
+
+def _search_variants(
+    call: Call, records: list[dict], found: list[dict]
+) -> tuple[list[dict], list[dict]]:
+    """The records an inferred search finds whichever way the server compares (see
+    :func:`infer_search`), and those only some ways find."""
+    if not call.variants:
+        return found, []
+    ways = [{id(r) for r in records if matches(r, call, v)} for v in call.variants]
+    ways.append({id(r) for r in found})
+    sure = [r for r in records if all(id(r) in w for w in ways)]
+    maybe = [r for r in records if id(r) not in {id(s) for s in sure} and any(id(r) in w for w in ways)]
+    return sure, maybe
+
+
+def _list_notes(call: Call, maybe: list[dict], order_known: bool) -> list[str]:
+    """What the facts of a list must say of its inferences and of what stays unknown."""
+    notes = []
+    if call.inferred is not None and call.search is not None:
+        fields = ", ".join(call.search)
+        notes.append(f"({call.tool} searches {fields}, {call.inferred}, ignoring case)")
+    elif call.queries and call.search is None:
+        notes.append(
+            f"(which fields {call.tool} searches is not known: the server may list fewer)"
+        )
+    if maybe:
+        notes.append(
+            "whether these match too depends on how the server compares the query "
+            "(spaces, wildcards, case): not known"
+        )
+        notes += [_record_fact(call, r) for r in maybe[:MAX_FACT_RECORDS]]
+    if isinstance(call.order, tuple):
+        name, newest = call.order
+        first = "newest" if newest else "oldest"
+        notes.append(f"({call.tool} lists them by {name}, {first} first, as its description says)")
+    if not order_known:
+        notes.append(f"(the order {call.tool} lists them in is not known)")
+    return notes
 
 
 def _list_reshaper(
@@ -968,8 +1203,9 @@ def find_record(records: list[dict[str, Any]], key: str, value: Any) -> dict[str
     return next((r for r in records if key in r and str(r[key]) == str(value)), None)
 
 
-def matches(record: dict[str, Any], call: Call) -> bool:
-    """Whether a record passes a list call's filters: fields equal, queries contained."""
+def matches(record: dict[str, Any], call: Call, search: dict[str, str] | None = None) -> bool:
+    """Whether a record passes a list call's filters: fields equal, queries contained
+    (``search``: compared this way instead of the call's own)."""
     for name, wanted in call.values.items():
         have = record.get(name)
         if call.fuzzy and isinstance(wanted, str) and isinstance(have, str):
@@ -982,8 +1218,9 @@ def matches(record: dict[str, Any], call: Call) -> bool:
             return False
     if call.id_value is not None and str(record.get(call.key)) != str(call.id_value):
         return False
-    if call.search is not None:
-        return all(searched(record, q, call.search) for q in call.queries)
+    search = search if search is not None else call.search
+    if search is not None:
+        return all(searched(record, q, search) for q in call.queries)
     texts = [str(v).lower() for v in record.values() if isinstance(v, str | int | float)]
     return all(any(q.strip().lower() in t for t in texts) for q in call.queries)
 
@@ -998,13 +1235,31 @@ def searched(record: dict[str, Any], query: str, search: dict[str, str]) -> bool
         if not isinstance(value, str | int | float) or isinstance(value, bool):
             continue  # an absent or empty (null) field matches nothing, as in SQL
         text = str(value).lower()
-        if mode == "contains_ignoring_spaces":
+        if mode == "like":  # SQL: '%' + query + '%', its own % and _ wildcards too
+            if _like(query.strip(), str(value)):
+                return True
+            continue
+        if mode == "contains_ascii_case":  # case folded in ASCII only (SQLite's lower)
+            text, wanted = _ascii_lower(str(value)), _ascii_lower(query.strip())
+        elif mode == "contains_ignoring_spaces":
             text, wanted = text.replace(" ", ""), needle.replace(" ", "")
         else:
             wanted = needle
         if wanted in text:
             return True
     return False
+
+
+def _ascii_lower(text: str) -> str:
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def _like(query: str, text: str) -> bool:
+    """SQL ``text LIKE '%query%'`` (ASCII case ignored)."""
+    pattern = "".join(
+        ".*" if c == "%" else "." if c == "_" else re.escape(c) for c in _ascii_lower(query)
+    )
+    return re.search(pattern, _ascii_lower(text), re.DOTALL) is not None
 
 
 def describe_filter(call: Call) -> str:

@@ -65,10 +65,22 @@ def arrange(record: dict[str, Any], collection: str, state: dict[str, Any] | Non
     return {**first, **{k: v for k, v in record.items() if k not in first}}
 
 
-def error_text(message: str, tool: str, state: dict[str, Any] | None) -> str:
-    """An error message as this server words its errors."""
-    prefix = _style(state).get("error_prefix")
+def error_text(
+    message: str, tool: str, state: dict[str, Any] | None, default: str | None = None
+) -> str:
+    """An error message as this server words its errors: with the prefix its errors
+    showed, else ``default`` (``{tool}`` stands for the tool's name; the Python SDK's
+    servers write ``Error executing tool {tool}: ``)."""
+    prefix = error_prefix(state)
+    prefix = prefix if prefix is not None else default
     return prefix.replace("{tool}", tool) + message if isinstance(prefix, str) else message
+
+
+def error_prefix(state: dict[str, Any] | None) -> str | None:
+    """What this server's errors showed before their message (``{tool}`` for the tool's
+    name), None until one did."""
+    prefix = _style(state).get("error_prefix")
+    return prefix if isinstance(prefix, str) else None
 
 
 PARTIAL = "_partial"  # ledger key: {collection: {id: [fields the server fills in]}}

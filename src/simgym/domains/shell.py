@@ -108,6 +108,7 @@ class ShellResult:
     forbid: list[str] = field(default_factory=list)
     foreground: str | None = None  # an interactive program the line started
     unknown: list[str] | None = None  # the new list of uncertain paths, when it grew
+    local_vars: list[str] | None = None  # the shell's variables not exported, when changed
     status: int = 0  # the exit status of the last command that ran
 
     def patch_for(self, entries: dict[str, str], root: str = "/") -> dict[str, Any]:
@@ -132,6 +133,8 @@ class ShellResult:
             out["foreground"] = self.foreground
         if self.unknown is not None:
             out["unknown"] = [files.key(p) for p in self.unknown]
+        if self.local_vars is not None:
+            out["local_vars"] = self.local_vars
         return out
 
 
@@ -176,6 +179,7 @@ class _Session:
         self.dirs |= self.system
         self.unknown |= self.system
         self.modes: dict[str, int] = {}  # permission bits where not 0o644 (absolute paths)
+        self.local: set[str] = set()  # variables set but not exported (children miss them)
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
         self.keyboard = False  # a terminal's keyboard is the input when nothing feeds it
         self.unordered = False  # the output follows the file system's listing order
@@ -276,6 +280,7 @@ def run_line(
     programs: Iterable[str] | None = None,
     modes: dict[str, int] | None = None,
     certain: bool = True,
+    local_vars: Iterable[str] = (),
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
@@ -297,6 +302,7 @@ def run_line(
     session = _Session(files, cwd, env or {}, home, set(given), clock, system, uname, programs)
     session.keyboard = keyboard
     session.modes = {files.abs(k): v for k, v in (modes or {}).items()}
+    session.local = set(local_vars)
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -333,6 +339,8 @@ def run_line(
         result.unknown = sorted(session.unknown - (system - given))
     if session.cwd != cwd:
         result.cwd = session.cwd
+    if session.local != set(local_vars):
+        result.local_vars = sorted(session.local)
     if certain:
         result.output = "".join(outputs)
     return result
@@ -637,6 +645,8 @@ def _run(
     name, args = words[0], words[1:]
     if "=" in name and not args and re.fullmatch(r"\w+=.*", name):
         key, _, value = name.partition("=")
+        if key not in session.env or key in session.local:
+            session.local.add(key)  # a new variable is the shell's own until exported
         session.env[key] = value
         session.result.env[key] = value
         return "", "", 0
@@ -1105,6 +1115,7 @@ def _export(session: _Session, args: list[str], user: str, host: str) -> tuple[s
         raise _Unknown
     for arg in args:
         key, sep, value = arg.partition("=")
+        session.local.discard(key)
         if not sep:
             continue
         session.env[key] = value
@@ -1115,6 +1126,7 @@ def _export(session: _Session, args: list[str], user: str, host: str) -> tuple[s
 def _unset(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     for key in args:
         session.env.pop(key, None)
+        session.local.discard(key)
         session.result.env[key] = None
     return "", "", 0
 
@@ -1122,7 +1134,7 @@ def _unset(session: _Session, args: list[str], user: str, host: str) -> tuple[st
 def _printenv(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
     if not args:
         raise _Unknown  # the full environment holds variables the state does not list
-    values = [session.env[a] for a in args if a in session.env]
+    values = [session.env[a] for a in args if a in session.env and a not in session.local]
     return "".join(v + "\n" for v in values), "", 0 if len(values) == len(args) else 1
 
 

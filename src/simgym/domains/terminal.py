@@ -300,6 +300,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         uname=scenario.uname,
         programs=scenario.programs or None,
         modes=state.get("modes"),
+        local_vars=state.get("local_vars") or (),
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})

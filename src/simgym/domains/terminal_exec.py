@@ -3,6 +3,7 @@ runs for real (:mod:`simgym.domains.shell_run`), and its output becomes the scre
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from simgym.core.execution import Run, RunResult
@@ -41,15 +42,21 @@ def with_run(
     )
     if problem is not None:
         return grounding
+    local = set(state.get("local_vars") or ())
+    exported = {k: v for k, v in (state.get("env") or {}).items() if k not in local}
     env = {
         "HOME": scenario.home,
         "USER": scenario.user,
         "LOGNAME": scenario.user,
         "HOSTNAME": scenario.hostname,
-        **(state.get("env") or {}),
+        **exported,
     }
+    # the shell's own variables, set again before the first line (on its own line 1)
+    own = "".join(
+        f"{k}={shlex.quote(v)}; " for k, v in (state.get("env") or {}).items() if k in local
+    )
     run = Run(
-        chunks=tuple(lines),
+        chunks=(own + lines[0], *lines[1:]),
         files=dict(files),
         cwd=cwd,
         home=scenario.home,
@@ -100,6 +107,9 @@ def _settled(
         effects["cwd"] = result.cwd
     if result.env:
         effects["env"] = dict(result.env)
+        local = [v for v in state.get("local_vars") or () if v not in result.env]
+        if local != list(state.get("local_vars") or ()):
+            effects["local_vars"] = local
     unknown = list(state.get("unknown") or ())
     if unknown and result.changes:
         left = [u for u in unknown if u not in result.changes]

@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import os
 import posixpath
+import re
 import secrets
 import shlex
 import shutil
@@ -59,6 +60,7 @@ class _Warm:
     sandbox: Sandbox
     laid: dict[str, str] = field(default_factory=dict)  # absolute path -> content
     modes: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
 
 
 class SandboxRunner:
@@ -317,17 +319,24 @@ async def _on_terminal(
     return text, (128 - code if code < 0 else code), None
 
 
+# What tmux's capture leaves out of a screen: colours and other escape sequences.
+_ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78cDEHMNOZ])")
+
+
 def _as_shown(text: str, terminal: bool) -> str:
-    """What the agent sees: a terminal's CR LF as LF; an interactive shell names no line
-    in its errors (``bash: foo: command not found``), where ``bash -c`` says ``line 1``."""
+    """What the agent sees. On a terminal, as the real backend's tmux screen shows it: CR LF
+    as LF, escape sequences (colours, a pager's keypad mode) dropped, tabs at 8-column
+    stops, no blanks at line ends; and an interactive shell names no line in its errors
+    (``bash: foo: command not found``), where ``bash -c`` says ``line 1``."""
     if not terminal:
         return text
-    text = text.replace("\r\n", "\n").replace("\r", "")
+    text = _ESCAPES.sub("", text).replace("\r\n", "\n").replace("\r", "")
+    text = "".join(c for c in text if c in "\n\t" or c >= " " or c > "\x7f")
     lines = text.split("\n")
     return "\n".join(
-        "bash: " + line.split(": ", 2)[2]
-        if line.startswith("bash: line ") and line.count(": ") >= 2
-        else line
+        ("bash: " + line.split(": ", 2)[2]
+         if line.startswith("bash: line ") and line.count(": ") >= 2
+         else line).expandtabs(8).rstrip()
         for line in lines
     )
 
@@ -373,7 +382,7 @@ def _lay_files(
     laid last time, delete what the state no longer has, set the permission bits."""
     sandbox = warm.sandbox
     wanted = {p: c for p, c in files.items() if _writable(p)}
-    stamp = None if clock is None else clock.replace(tzinfo=clock.tzinfo or UTC).timestamp()
+    stamp = _machine_time(warm, clock)
     for path in sorted(set(warm.laid) - set(wanted), key=len, reverse=True):
         target = _host(sandbox, path)
         if path.endswith("/"):
@@ -401,6 +410,15 @@ def _lay_files(
         if warm.modes.get(path) != mode:
             target.chmod(mode)
             warm.modes[path] = mode
+
+
+def _machine_time(warm: _Warm, clock: datetime | None) -> float | None:
+    """The scenario's clock, run on since the sandbox was made: a file written later is
+    newer (``make`` depends on it), and every time is near the clock ``date`` shows."""
+    if clock is None:
+        return None
+    start = clock.replace(tzinfo=clock.tzinfo or UTC).timestamp()
+    return start + (time.monotonic() - warm.started)
 
 
 def _inside(sandbox: Sandbox, target: Path) -> None:
@@ -450,10 +468,7 @@ def _compare(
 ) -> None:
     """Fill ``result`` with what the run changed, and remember it as laid."""
     root = warm.sandbox.root
-    stamp = None
-    if request.clock is not None:
-        clock = request.clock
-        stamp = clock.replace(tzinfo=clock.tzinfo or UTC).timestamp()
+    stamp = _machine_time(warm, request.clock)
     for path in sorted(set(before) - set(after)):
         result.changes[path] = None
         warm.laid.pop(path, None)
