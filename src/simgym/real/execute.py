@@ -203,8 +203,11 @@ class SandboxRunner:
         self, sandbox: Sandbox, argv: list[str], cwd: str, env: dict[str, str], request: Run
     ) -> tuple[str, int, str | None]:
         """Run one shell; (output, status, why it did not finish or None)."""
-        script = sandbox.limits_script() + 'exec "$@"'
-        full = ["/bin/bash", "-c", script, "bash", *argv]
+        # the limits go on the command's own first line: one shell fewer to start, and
+        # bash's "line N" in error messages still counts the agent's lines
+        *head, chunk = argv
+        limits = "; ".join(line for line in sandbox.limits_script().splitlines() if line)
+        full = [*head, f"{limits}; {chunk}"]
         run_env = dict(env)
         if request.terminal:
             run_env.setdefault("COLUMNS", str(COLUMNS))
@@ -291,9 +294,12 @@ async def _on_terminal(
         if data:
             chunks.append(data)
             if sum(map(len, chunks)) > (4 << 20) and not closed.done():
+                loop.remove_reader(master)
                 closed.set_result("flood")
-        elif not closed.done():
-            closed.set_result(None)
+        else:  # the end: stop watching at once (a closed terminal stays readable)
+            loop.remove_reader(master)
+            if not closed.done():
+                closed.set_result(None)
 
     loop.add_reader(master, readable)
     try:
