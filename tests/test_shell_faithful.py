@@ -15,8 +15,8 @@ from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Action
-from simgym.domains.terminal_exec import initial_modes
 from simgym.domains.shell import UNAME_DECLARED, OpenQuote, _commands, reads_on, run_line
+from simgym.domains.terminal_exec import initial_modes
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
 HOME = "/home/u"
@@ -94,7 +94,12 @@ def test_a_programs_output_file_exists_with_unknown_content():
 def test_modes_scripts_are_executable_and_chmod_is_not_guessed():
     files = {f"{HOME}/run.sh": "#!/bin/sh\necho hi\n"}
     listed = run_line(
-        "ls -l run.sh", files, cwd=HOME, home=HOME, user="u", clock=CLOCK,
+        "ls -l run.sh",
+        files,
+        cwd=HOME,
+        home=HOME,
+        user="u",
+        clock=CLOCK,
         modes=initial_modes(files),
     )
     assert listed.output.startswith("-rwxr-xr-x 1 u u 18 Mar 14 09:26")

@@ -189,8 +189,21 @@ ExperienceOption = Annotated[
 ]
 
 
+ExecutionOption = Annotated[
+    str,
+    typer.Option(
+        help="sandbox: commands whose every input the state knows run for real in a "
+        "throwaway bubblewrap sandbox (no network) and their output is exact; off: the "
+        "world model renders them",
+    ),
+]
+
+
 def grounding_options(
-    grounding: str | None, experience: Path | None, world: Path | None = None
+    grounding: str | None,
+    experience: Path | None,
+    world: Path | None = None,
+    execution: str = "sandbox",
 ) -> dict[str, Any]:
     """SimEnv options for --grounding and --experience, checked early. With --world and
     no --experience, the world's own store (``experience.db``, written by ``logs
@@ -204,7 +217,11 @@ def grounding_options(
     if experience is None and world is not None and grounding != "off":
         own = world / "experience.db"
         experience = own if own.is_file() else None
-    options: dict[str, Any] = {}
+    from simgym.core.execution import EXECUTION_MODES
+
+    if execution not in EXECUTION_MODES:
+        raise SimgymError(f"--execution takes {', '.join(EXECUTION_MODES)}, not {execution!r}")
+    options: dict[str, Any] = {"execution": execution}
     if grounding is not None:
         options["grounding"] = grounding
     if experience is not None:

@@ -15,6 +15,7 @@ import simgym
 from simgym.cli.console import make_console
 from simgym.cli.errors import errors, friendly_errors
 from simgym.cli.options import (
+    ExecutionOption,
     ExperienceOption,
     GroundingOption,
     WorldModelOptions,
@@ -51,6 +52,7 @@ def play(
     ] = None,
     show_reasoning: Annotated[bool, typer.Option(help="print the model's reasoning")] = False,
     grounding: GroundingOption = None,
+    execution: ExecutionOption = "sandbox",
     experience: ExperienceOption = None,
     world: WorldOption = None,
     *,
@@ -78,7 +80,7 @@ def play(
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
         writer=writer,
-        **grounding_options(grounding, experience, world),
+        **grounding_options(grounding, experience, world, execution),
     ).sync()
     interactive = sys.stdin.isatty()
     if isinstance(sys.stdin, io.TextIOWrapper):

@@ -16,6 +16,7 @@ from rich.table import Table
 import simgym
 from simgym.cli.errors import errors, friendly_errors
 from simgym.cli.options import (
+    ExecutionOption,
     ExperienceOption,
     GroundingOption,
     WorldModelOptions,
@@ -118,6 +119,7 @@ def run(
         ),
     ] = None,
     grounding: GroundingOption = None,
+    execution: ExecutionOption = "sandbox",
     experience: ExperienceOption = None,
     world: WorldOption = None,
     *,
@@ -229,7 +231,7 @@ def run(
                     "context": context,
                     "context_turns": context_turns,
                     "state_updates": state_updates,
-                    **grounding_options(grounding, experience, world),
+                    **grounding_options(grounding, experience, world, execution),
                     **({"perturbations": plan} if plan else {}),
                 },
             )

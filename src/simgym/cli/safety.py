@@ -17,6 +17,7 @@ import typer
 
 from simgym.cli.errors import errors, friendly_errors
 from simgym.cli.options import (
+    ExecutionOption,
     GroundingOption,
     WorldModelOptions,
     agent_options,
@@ -84,6 +85,7 @@ def run(
     concurrency: Annotated[int, typer.Option()] = 4,
     max_turns: Annotated[int, typer.Option()] = 12,
     grounding: GroundingOption = None,
+    execution: ExecutionOption = "sandbox",
     perturb: Annotated[
         Path | None,
         typer.Option(help="faults on top of the temptations: a YAML/JSON perturbation spec"),
@@ -150,7 +152,7 @@ def run(
         _write_markdown(report, out)
         return
     wm_name, wm_options = wm.spec()
-    env_options = grounding_options(grounding, None)
+    env_options = grounding_options(grounding, None, execution=execution)
     plan = env_perturbations(perturb, None, None, 0, seed=seed)
     if plan:  # simgym's faults (timeouts, rate limits, ...) on top, same seed same faults
         env_options["perturbations"] = plan
@@ -199,6 +201,7 @@ def agree(
     real_concurrency: Annotated[int, typer.Option(help="real worlds at once")] = 2,
     max_turns: Annotated[int, typer.Option()] = 12,
     grounding: GroundingOption = None,
+    execution: ExecutionOption = "sandbox",
     *,
     wm: WorldModelOptions,
 ) -> None:
@@ -220,7 +223,7 @@ def agree(
             seed=seed,
             world_model=wm_name,
             world_model_options=wm_options,
-            env_options=grounding_options(grounding, None),
+            env_options=grounding_options(grounding, None, execution=execution),
             concurrency=concurrency,
             real_concurrency=real_concurrency,
             max_turns=max_turns,

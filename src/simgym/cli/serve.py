@@ -28,6 +28,7 @@ from rich.markup import escape
 import simgym
 from simgym.cli.errors import errors, friendly_errors
 from simgym.cli.options import (
+    ExecutionOption,
     ExperienceOption,
     GroundingOption,
     WorldModelOptions,
@@ -185,6 +186,7 @@ def serve(
     ] = None,
     world: WorldOption = None,
     grounding: GroundingOption = None,
+    execution: ExecutionOption = "sandbox",
     experience: ExperienceOption = None,
     *,
     wm: WorldModelOptions,
@@ -220,7 +222,7 @@ def serve(
         served = load_world(domain, scenario, task)
     env_options: dict[str, Any] = {
         "max_turns": max_turns,
-        **grounding_options(grounding, experience),
+        **grounding_options(grounding, experience, execution=execution),
     }
     for key, value in (
         ("seed", seed),

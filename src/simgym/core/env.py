@@ -24,8 +24,8 @@ from pydantic import BaseModel
 
 from simgym.core import contract
 from simgym.core.domain import Domain, get_domain
-from simgym.core.execution import CommandRunner, RunResult, resolve_runner
 from simgym.core.errors import ActionError, EpisodeStateError, ScenarioError, WorldModelError
+from simgym.core.execution import CommandRunner, RunResult, resolve_runner
 from simgym.core.grounding import (
     MODES,
     ExperienceSource,
@@ -483,11 +483,17 @@ class SimEnv:
             self._notes["execution"] = {"ran": False, "problem": f"{type(exc).__name__}: {exc}"}
             return grounding
         if settled is None:  # the host lacks what the scenario says the machine has
-            self._notes["execution"] = {"ran": True, "used": False,
-                                        "problem": "a program the scenario has is missing here"}
+            self._notes["execution"] = {
+                "ran": True,
+                "used": False,
+                "problem": "a program the scenario has is missing here",
+            }
             return grounding
-        self._notes["execution"] = {"ran": True, "status": result.status,
-                                    "seconds": round(result.seconds, 4)}
+        self._notes["execution"] = {
+            "ran": True,
+            "status": result.status,
+            "seconds": round(result.seconds, 4),
+        }
         return settled
 
     def _grounding_blocks(

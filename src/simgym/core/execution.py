@@ -20,7 +20,7 @@ import importlib
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import cache
 from typing import Literal, Protocol, runtime_checkable
 
 ExecutionMode = Literal["sandbox", "off"]
@@ -73,8 +73,8 @@ class RunResult:
     """What a :class:`Run` did. ``outputs`` holds each chunk's output (stdout and stderr
     as the terminal or pipe showed them); ``changes`` maps absolute paths to new content
     (None: deleted; a key ending in ``/`` is a new directory); ``modes`` the new
-    permission bits of changed paths; ``cwd`` (None: unchanged) and ``env`` the shell's after the last
-    chunk (``env`` values None: unset). ``problem`` says why it did not run to its end
+    permission bits of changed paths; ``cwd`` (None: unchanged) and ``env`` the shell's
+    after the last chunk (``env`` values None: unset). ``problem`` says why it did not run to its end
     (a time limit, a sandbox that could not start): then nothing of it is certain."""
 
     outputs: list[str]
@@ -117,11 +117,13 @@ def resolve_runner(execution: str | CommandRunner | None) -> CommandRunner | Non
     if not isinstance(execution, str):
         return execution
     if execution not in RUNNERS:
-        raise ValueError(f"execution must be one of {', '.join(EXECUTION_MODES)}, not {execution!r}")
+        raise ValueError(
+            f"execution must be one of {', '.join(EXECUTION_MODES)}, not {execution!r}"
+        )
     return _named_runner(execution)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _named_runner(name: str) -> CommandRunner | None:
     module, _, attr = RUNNERS[name].partition(":")
     runner = getattr(importlib.import_module(module), attr)()

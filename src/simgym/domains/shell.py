@@ -817,9 +817,7 @@ def _long(session: _Session, rows: list[tuple[str, str]], user: str, directory: 
 
 def _permissions(mode: int) -> str:
     """``rwxr-xr-x`` for 0o755."""
-    return "".join(
-        letter if mode & (1 << (8 - i)) else "-" for i, letter in enumerate("rwxrwxrwx")
-    )
+    return "".join(letter if mode & (1 << (8 - i)) else "-" for i, letter in enumerate("rwxrwxrwx"))
 
 
 def _columns(names: list[str], one_per_line: bool) -> str:

@@ -40,12 +40,45 @@ GIT_NETWORK = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodu
 # Paths of the host's system that every machine has the same (read-only in the sandbox).
 SHARED_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib64/", "/tmp/", "/var/tmp/")
 SHARED_PATHS = frozenset(
-    {"/dev/null", "/dev/zero", "/dev/stdin", "/dev/stdout", "/dev/stderr", "/dev/urandom",
-     "/dev/random", "/tmp", "/var/tmp", "/usr", "/bin"}
+    {
+        "/dev/null",
+        "/dev/zero",
+        "/dev/stdin",
+        "/dev/stdout",
+        "/dev/stderr",
+        "/dev/urandom",
+        "/dev/random",
+        "/tmp",
+        "/var/tmp",
+        "/usr",
+        "/bin",
+    }
 )
 _COMMAND_AFTER = frozenset(
-    {";", "&&", "||", "|", "&", "(", "then", "do", "else", "elif", "if", "while", "until",
-     "!", "time", "{", "xargs", "exec", "nohup", "command", "builtin", "\n"}
+    {
+        ";",
+        "&&",
+        "||",
+        "|",
+        "&",
+        "(",
+        "then",
+        "do",
+        "else",
+        "elif",
+        "if",
+        "while",
+        "until",
+        "!",
+        "time",
+        "{",
+        "xargs",
+        "exec",
+        "nohup",
+        "command",
+        "builtin",
+        "\n",
+    }
 )
 _KEYWORDS = frozenset(
     """if then else elif fi for in do done while until case esac function select time
@@ -154,7 +187,9 @@ def why_not(
         if re.match(r"^[a-z][\w+.-]*://", word):
             return "a URL: the network"
         if at_command and word not in _KEYWORDS and not re.match(r"^\w+=", word):
-            problem = None if word in also else _program(word, tokens[i + 1 :], cwd, known, declared)
+            problem = (
+                None if word in also else _program(word, tokens[i + 1 :], cwd, known, declared)
+            )
             if problem:
                 return problem
         at_command = word in _COMMAND_AFTER or (at_command and re.match(r"^\w+=", word))

@@ -188,8 +188,10 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         # what was there is unknown (so is the verb), what is there now is certain
         return Grounding(
             facts=[f"{path} may have been changed by an earlier command"],
-            effects={"files": {path: args["content"]},
-                     "unknown": sorted(u for u in unknown if u != path)},
+            effects={
+                "files": {path: args["content"]},
+                "unknown": sorted(u for u in unknown if u != path),
+            },
             expect=[f"{path} ({len(split_lines(args['content']))} lines)"],
         )
     if name in ("read_file", "list_dir", "write_file", "edit_file") and _uncertain(
@@ -242,8 +244,9 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         command = scenario.test_command
         if args.get("target"):
             command += " " + shlex.quote(args["target"])
-        return with_run(_tests(files, state, scenario, args.get("target")), command, state,
-                        scenario, with_exit)
+        return with_run(
+            _tests(files, state, scenario, args.get("target")), command, state, scenario, with_exit
+        )
     if name == "submit":
         original = {k: v for k, v in scenario.files.items() if not k.endswith("/")}
         current = {k: v for k, v in files.items() if not k.endswith("/")}
@@ -316,7 +319,9 @@ def _bash(
         effects = effects or None
     if result.output is None:
         facts = result.facts or [f"the command runs in {root}"]
-        return with_run(Grounding(facts=facts, effects=effects), command, state, scenario, with_exit)
+        return with_run(
+            Grounding(facts=facts, effects=effects), command, state, scenario, with_exit
+        )
     text = with_exit(result.output, result.status)
     return Grounding(
         facts=[f"`{command}` prints exactly:\n```\n{text}\n```"],
@@ -372,19 +377,28 @@ def with_run(
     known; ``shape(output, status)`` makes the tool's observation of what it printed."""
     root = scenario.root
     files: dict[str, str] = state.get("files") or {}
-    absolute = {posixpath.join(root, k) + ("/" if k.endswith("/") else ""): v
-                for k, v in files.items()}
+    absolute = {
+        posixpath.join(root, k) + ("/" if k.endswith("/") else ""): v for k, v in files.items()
+    }
     absolute.setdefault(root + "/", "")
     unknown = [posixpath.join(root, u) for u in state.get("unknown") or ()]
     problem = why_not(
-        command, cwd=root, home="/root", files=absolute, unknown=unknown,
-        programs=None, also=frozenset(("python",)),
+        command,
+        cwd=root,
+        home="/root",
+        files=absolute,
+        unknown=unknown,
+        programs=None,
+        also=frozenset(("python",)),
     )
     if problem is not None:
         return grounding
     modes = {posixpath.join(root, p): m for p, m in (state.get("modes") or {}).items()}
-    initial = {posixpath.join(root, p): 0o755 for p, c in scenario.files.items()
-               if not p.endswith("/") and c.startswith("#!")}
+    initial = {
+        posixpath.join(root, p): 0o755
+        for p, c in scenario.files.items()
+        if not p.endswith("/") and c.startswith("#!")
+    }
     run = Run(
         chunks=(command,),
         files=absolute,

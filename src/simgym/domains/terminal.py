@@ -336,9 +336,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     return Grounding(facts=facts, effects=effects or None, observation=screen)
 
 
-def _pasted(
-    text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt: str
-) -> Grounding:
+def _pasted(text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt: str) -> Grounding:
     """Several lines typed at once (a here-document, a pasted script): bash reads them as
     command lines one after another; each shows after its prompt, its continuation lines
     after ``>``. Nothing of it is certain unless it runs for real: until then, whatever it

@@ -117,9 +117,10 @@ def _settled(
             effects["unknown"] = left
     text = "\n".join(shown)
     output = result.output
+    ended = output if output.endswith("\n") else output + "\n"
     facts = [f"working directory: {cwd}"]
     facts.append(
-        f"`{text}` prints exactly:\n```\n{output if output.endswith(chr(10)) else output + chr(10)}```"
+        f"`{text}` prints exactly:\n```\n{ended}```"
         if output.strip()
         else f"`{text}` prints nothing"
     )

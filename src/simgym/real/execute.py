@@ -132,8 +132,10 @@ class SandboxRunner:
         _clock_files(sandbox, request.clock)
         for path, target in request.links.items():
             link = _host(sandbox, path)
-            if _writable(path) and not link.exists() and not os.path.exists(
-                "/usr/bin/" + posixpath.basename(path)
+            if (
+                _writable(path)
+                and not link.exists()
+                and not os.path.exists("/usr/bin/" + posixpath.basename(path))
             ):
                 link.parent.mkdir(parents=True, exist_ok=True)
                 link.symlink_to(target)
@@ -326,7 +328,11 @@ async def _on_terminal(
 
 
 # What tmux's capture leaves out of a screen: colours and other escape sequences.
-_ESCAPES = re.compile(r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-Za-z]|[=>78cDEHMNOZ])")
+_ESCAPES = re.compile(
+    r"\x1b(?:\[[0-9;?]*[ -/]*[@-~]"  # CSI: colours, cursor, modes
+    r"|\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: window titles
+    r"|[()][0-9A-Za-z]|[=>78cDEHMNOZ])"  # character sets, keypad modes
+)
 
 
 def _as_shown(text: str, terminal: bool) -> str:
@@ -340,9 +346,13 @@ def _as_shown(text: str, terminal: bool) -> str:
     text = "".join(c for c in text if c in "\n\t" or c >= " " or c > "\x7f")
     lines = text.split("\n")
     return "\n".join(
-        ("bash: " + line.split(": ", 2)[2]
-         if line.startswith("bash: line ") and line.count(": ") >= 2
-         else line).expandtabs(8).rstrip()
+        (
+            "bash: " + line.split(": ", 2)[2]
+            if line.startswith("bash: line ") and line.count(": ") >= 2
+            else line
+        )
+        .expandtabs(8)
+        .rstrip()
         for line in lines
     )
 
@@ -444,11 +454,7 @@ def _walk(root: Path, scope: str) -> dict[str, Entry]:
     for directory, dirs, names in os.walk(top):
         here = "/" + Path(directory).relative_to(root).as_posix().lstrip(".").lstrip("/")
         here = posixpath.normpath(here)
-        dirs[:] = [
-            d
-            for d in dirs
-            if d != ".git" and posixpath.join(here, d) not in _PRUNED
-        ]
+        dirs[:] = [d for d in dirs if d != ".git" and posixpath.join(here, d) not in _PRUNED]
         for name in [*dirs, *names]:
             path = posixpath.join(here, name)
             try:
