@@ -13,11 +13,13 @@ if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openen
 # Real environments (simgym record, real-terminal/real-swe backends) sandbox commands with
 # bubblewrap and keep shells in tmux; both come from Debian. Simulation works without them.
 # libseccomp2 compiles the sandboxes' seccomp filter (Debian ships it; minimal images may not).
+# faketime (libfaketime) gives commands that execution grounding runs the scenario's clock.
 if ! command -v bwrap >/dev/null || ! command -v tmux >/dev/null \
+    || ! command -v faketime >/dev/null \
     || ! ldconfig -p 2>/dev/null | grep -q libseccomp.so.2; then
   if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
-    echo "installing bubblewrap and tmux..." >&2
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap tmux libseccomp2) >&2 \
+    echo "installing bubblewrap, tmux and faketime..." >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap tmux libseccomp2 faketime) >&2 \
       || echo "warning: could not install bubblewrap/tmux; real environments will be unavailable" >&2
   else
     echo "note: install bubblewrap and tmux (as root) for real environments" >&2
