@@ -590,7 +590,10 @@ class SimEnv:
         left = grounding.problems(again.observation)
         record["action"] = "reasked" if not left else "unresolved"
         if left:
+            # nothing simgym knows can put it right: served as the model said it, marked
+            # a contradiction on the turn and counted in the episode's metrics
             record["left"] = left
+            record["contradiction"] = True
         return again, attempts, record
 
     def _apply_grounding(
@@ -907,4 +910,20 @@ def _metrics(trajectory: Trajectory) -> dict[str, Any]:
         "prompt_tokens": sum(t.usage.prompt_tokens for t in turns),
         "completion_tokens": sum(t.usage.completion_tokens for t in turns),
         "latency_s": round(sum(t.latency_s for t in turns), 6),
+        # how each observation came about (grounding): exact from the state, run for
+        # real, rendered by the model; and model answers that still contradict the
+        # state's facts after strict mode asked again (served, and counted here)
+        "from_state": sum(1 for t in turns if _strict(t) == "state"),
+        "executed": sum(
+            1
+            for t in turns
+            if (t.grounding or {}).get("execution", {}).get("ran")
+            and (t.grounding or {}).get("execution", {}).get("used", True)
+        ),
+        "contradictions": sum(1 for t in turns if _strict(t) == "unresolved"),
     }
+
+
+def _strict(turn: Turn) -> str | None:
+    strict = (turn.grounding or {}).get("strict")
+    return strict.get("action") if isinstance(strict, dict) else None

@@ -308,7 +308,6 @@ def run_line(
     session.env.setdefault("PWD", cwd)
     text = _joined(line.strip())
     outputs: list[str] = []
-    certain = True
     try:
         commands = _commands(text) if certain else None
     except (_Unknown, ValueError):
@@ -348,9 +347,39 @@ def run_line(
 
 def reads_on(line: str) -> bool:
     """Whether bash, given ``line`` at its prompt, shows its continuation prompt and reads
-    another line: a quote left open, or a backslash at the very end (it escapes the
-    newline). A comment ends the line, quotes and backslash in it included."""
-    return bool(_scan(line).open)
+    another line: a quote left open, a backslash at the very end (it escapes the
+    newline), or a here-document whose closing word has not come yet. A comment ends the
+    line, quotes and backslash in it included."""
+    return bool(open_heredocs(line)) or bool(_scan(without_heredoc_bodies(line)).open)
+
+
+HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
+
+
+def without_heredoc_bodies(text: str) -> str:
+    """``text`` without the lines of its here-documents' bodies (quotes in them are text)."""
+    kept: list[str] = []
+    until: list[str] = []
+    for line in text.split("\n"):
+        if until:
+            if line.strip() == until[0]:
+                until.pop(0)
+            continue
+        kept.append(line)
+        until.extend(m.group(2) for m in HEREDOC.finditer(line))
+    return "\n".join(kept)
+
+
+def open_heredocs(text: str) -> list[str]:
+    """The closing words of the here-documents ``text`` opens and does not close."""
+    until: list[str] = []
+    for line in text.split("\n"):
+        if until:
+            if line.strip() == until[0] or line.lstrip("\t") == until[0]:
+                until.pop(0)
+            continue
+        until.extend(m.group(2) for m in HEREDOC.finditer(line))
+    return until
 
 
 # -- parsing ------------------------------------------------------------------------
@@ -568,7 +597,7 @@ def _tokens(text: str) -> list[str]:
                 tokens.append(fd + (">>" if pair == ">>" else ch))
                 i += 1 + (pair == ">>")
                 continue
-            if pair in ("&&", "||", ">>"):
+            if pair in ("&&", "||", ">>", "<<"):
                 tokens.append(pair)
                 i += 1
             else:

@@ -18,7 +18,13 @@ import shlex
 import shutil
 from collections.abc import Iterable
 
-from simgym.domains.shell import INTERACTIVE, PAGERS_AND_EDITORS, SYSTEM_DIRS
+from simgym.domains.shell import (
+    INTERACTIVE,
+    PAGERS_AND_EDITORS,
+    SYSTEM_DIRS,
+    reads_on,
+    without_heredoc_bodies,
+)
 
 # Programs whose output comes from other machines or from the machine itself, not from
 # files: the model (or a declared machine) answers them.
@@ -89,44 +95,22 @@ _BUILTINS = frozenset(
     type hash pwd local declare typeset readonly return exit let eval trap umask
     getopts exec command builtin shopt ulimit history popd pushd dirs""".split()
 )
-_HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][\w.-]*)\1")
 
 
 def chunks(text: str) -> list[str]:
     """A pasted text as the command lines bash reads from it, one after another (a
     here-document's body and lines inside an open quote belong to their command)."""
-    from simgym.domains.shell import reads_on
-
     out: list[str] = []
     current: list[str] = []
-    until: list[str] = []
     for line in text.split("\n"):
         current.append(line)
-        if until:
-            if line.strip() == until[0]:
-                until.pop(0)
-        else:
-            until.extend(m.group(2) for m in _HEREDOC.finditer(line))
-        if not until and not reads_on("\n".join(current)):
+        if not reads_on("\n".join(current)):
             if "".join(current).strip():
                 out.append("\n".join(current))
             current = []
     if current and "".join(current).strip():
         out.append("\n".join(current))
     return out
-
-
-def _without_heredoc_bodies(text: str) -> str:
-    kept: list[str] = []
-    until: list[str] = []
-    for line in text.split("\n"):
-        if until:
-            if line.strip() == until[0]:
-                until.pop(0)
-            continue
-        kept.append(line)
-        until.extend(m.group(2) for m in _HEREDOC.finditer(line))
-    return "\n".join(kept)
 
 
 def _tokens(text: str) -> list[str]:
@@ -163,7 +147,7 @@ def why_not(
     have changed, ``programs`` the scenario's declared programs (None: undeclared),
     ``also`` programs the run provides beyond the host's (``python`` for ``python3``)."""
     try:
-        tokens = _tokens(_without_heredoc_bodies(text))
+        tokens = _tokens(without_heredoc_bodies(text))
     except ValueError:
         return "a quote is left open"
     if not tokens:
