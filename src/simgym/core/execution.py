@@ -74,8 +74,8 @@ class RunResult:
     as the terminal or pipe showed them); ``changes`` maps absolute paths to new content
     (None: deleted; a key ending in ``/`` is a new directory); ``modes`` the new
     permission bits of changed paths; ``cwd`` (None: unchanged) and ``env`` the shell's
-    after the last chunk (``env`` values None: unset). ``problem`` says why it did not run to its end
-    (a time limit, a sandbox that could not start): then nothing of it is certain."""
+    after the last chunk (``env`` values None: unset). ``problem`` says why it did not run
+    to its end (a time limit, a sandbox that could not start): then nothing is certain."""
 
     outputs: list[str]
     status: int
