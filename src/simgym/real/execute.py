@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import base64
 import contextlib
 import fcntl
+import json
 import os
 import posixpath
 import re
@@ -38,7 +40,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from simgym.core.execution import Run, RunResult
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, bwrap_problem, reap
+from simgym.real.sandbox import (
+    CONTROL_DIR,
+    Limits,
+    Sandbox,
+    SandboxError,
+    bwrap_problem,
+    reap,
+)
 from simgym.real.seccomp_filter import filter_fd
 from simgym.real.snapshot import read_text
 
@@ -61,6 +70,8 @@ class _Warm:
     laid: dict[str, str] = field(default_factory=dict)  # absolute path -> content
     modes: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+    server: asyncio.subprocess.Process | None = None  # exec_server.py, started on first use
+    no_server: bool = False  # it could not start: every run starts its own sandboxed shell
 
 
 class SandboxRunner:
@@ -104,12 +115,13 @@ class SandboxRunner:
     async def close(self, session: str) -> None:
         warm = self._warm.pop(session, None)
         if warm is not None:
-            warm.sandbox.destroy()
+            await _stop(warm)
 
     def close_all(self) -> None:
         """Delete every warm sandbox (needs no event loop)."""
         while self._warm:
             _, warm = self._warm.popitem()
+            _kill_server(warm)
             warm.sandbox.destroy()
 
     # -- the sandbox --------------------------------------------------------------------
@@ -121,6 +133,7 @@ class SandboxRunner:
             return warm
         while len(self._warm) >= self.max_sessions:
             _, old = self._warm.popitem(last=False)
+            _kill_server(old)
             old.sandbox.destroy()
         sandbox = Sandbox(
             user=request.user,
@@ -184,7 +197,7 @@ class SandboxRunner:
                     " EXIT; "
                 )
                 argv = ["bash", "--norc", "--noprofile", "-c", trap + chunk]
-                out, status, problem = await self._one(sandbox, argv, cwd, env, request)
+                out, status, problem = await self._one(warm, argv, cwd, env, request)
                 if problem is not None:
                     return RunResult(outputs, status, problem=problem)
                 outputs.append(_as_shown(out, request.terminal))
@@ -202,9 +215,10 @@ class SandboxRunner:
         )
 
     async def _one(
-        self, sandbox: Sandbox, argv: list[str], cwd: str, env: dict[str, str], request: Run
+        self, warm: _Warm, argv: list[str], cwd: str, env: dict[str, str], request: Run
     ) -> tuple[str, int, str | None]:
         """Run one shell; (output, status, why it did not finish or None)."""
+        sandbox = warm.sandbox
         # the limits go on the command's own first line: one shell fewer to start, and
         # bash's "line N" in error messages still counts the agent's lines
         *head, chunk = argv
@@ -214,16 +228,116 @@ class SandboxRunner:
         if request.terminal:
             run_env.setdefault("COLUMNS", str(COLUMNS))
             run_env.setdefault("LINES", str(LINES))
-        fd = filter_fd()
+        limit = min(request.timeout_s, self.limits.command_s)
         saved, sandbox.env = sandbox.env, run_env  # runs of a session never overlap
+        try:
+            environment = sandbox.environment()
+        finally:
+            sandbox.env = saved
+        if not warm.no_server:
+            answer = await _ask(warm, full, environment, cwd, request.terminal, limit)
+            if answer is not None:
+                return answer
+        fd = filter_fd()
+        saved, sandbox.env = sandbox.env, run_env
         try:
             command = sandbox.bwrap_command(full, chdir=cwd, seccomp_fd=fd)
         finally:
             sandbox.env = saved
-        limit = min(request.timeout_s, self.limits.command_s)
         if request.terminal:
             return await _on_terminal(command, fd, limit)
         return await _on_pipes(command, fd, limit, self.limits.output_chars)
+
+
+_SERVER = Path(__file__).with_name("exec_server.py")
+_CAP = 4 << 20  # bytes of output a run may print before it is stopped
+
+
+async def _start_server(warm: _Warm) -> asyncio.subprocess.Process | None:
+    sandbox = warm.sandbox
+    (sandbox.control / "exec_server.py").write_text(_SERVER.read_text())
+    limits = "; ".join(line for line in sandbox.limits_script().splitlines() if line)
+    script = f"{limits}; exec /usr/bin/python3 -I -S {CONTROL_DIR}/exec_server.py"
+    fd = filter_fd()
+    command = sandbox.bwrap_command(["/bin/bash", "-c", script], chdir="/", seccomp_fd=fd)
+    try:
+        return await asyncio.create_subprocess_exec(
+            *command,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            start_new_session=True,
+            pass_fds=() if fd is None else (fd,),
+            limit=_CAP * 2,
+        )
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+async def _ask(
+    warm: _Warm, argv: list[str], env: dict[str, str], cwd: str, terminal: bool, limit: float
+) -> tuple[str, int, str | None] | None:
+    """Run through the sandbox's own helper; None when it is not there (then the caller
+    starts a sandboxed shell for this run)."""
+    if warm.server is None or warm.server.returncode is not None:
+        warm.server = await _start_server(warm)
+    server = warm.server
+    if server is None or server.stdin is None or server.stdout is None:
+        warm.no_server = True
+        return None
+    request = {
+        "argv": argv,
+        "env": env,
+        "cwd": cwd,
+        "terminal": terminal,
+        "limit": limit,
+        "cap": _CAP,
+        "columns": COLUMNS,
+        "lines": LINES,
+    }
+    try:
+        server.stdin.write(json.dumps(request).encode() + b"\n")
+        async with asyncio.timeout(limit + 10):
+            await server.stdin.drain()
+            line = await server.stdout.readline()
+        answer = json.loads(line)
+    except (TimeoutError, OSError, ValueError, asyncio.LimitOverrunError):
+        await _stop_server(warm)
+        warm.no_server = True
+        return None
+    why = answer.get("why")
+    if why == "timeout":
+        return "", 124, f"the command ran past {limit:g} s (or waits for the keyboard)"
+    if why == "flood":
+        return "", 0, "the command printed more than the runner keeps"
+    if why:
+        await _stop_server(warm)
+        warm.no_server = True
+        return None
+    text = base64.b64decode(answer["out"]).decode("utf-8", errors="replace")
+    code = int(answer["status"])
+    return text, (128 - code if code < 0 else code), None
+
+
+async def _stop_server(warm: _Warm) -> None:
+    server, warm.server = warm.server, None
+    if server is not None and server.returncode is None:
+        if server.stdin is not None:
+            server.stdin.close()
+        await reap(server)
+
+
+async def _stop(warm: _Warm) -> None:
+    await _stop_server(warm)
+    warm.sandbox.destroy()
+
+
+def _kill_server(warm: _Warm) -> None:
+    server, warm.server = warm.server, None
+    if server is not None and server.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(server.pid, 9)
 
 
 # Variables bash sets itself in every shell: never the agent's changes.
