@@ -98,6 +98,8 @@ def _settled(
         here = prompt_at(after or cwd)
     final = result.cwd or cwd
     screen += prompt_at(final)
+    # a terminal shows no blanks at a line's end (an empty line of a here-document: ">")
+    screen = "\n".join(line.rstrip() for line in screen.split("\n"))
     effects: dict[str, Any] = dict(extra_effects or {})
     if result.changes:
         effects["files"] = dict(result.changes)
