@@ -14,6 +14,7 @@ from simgym.core.errors import ActionError
 from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
+from simgym.domains.machine import Machine, default_profile, default_uname
 from simgym.domains.shell import UNAME_DECLARED, reads_on, run_line
 from simgym.domains.shell_run import chunks
 from simgym.domains.terminal_exec import initial_modes, with_run
@@ -94,6 +95,11 @@ class TerminalScenario(ScenarioBase):
         description="what `uname` prints beyond the kernel name, host name and OS, by long "
         "option: kernel-release, kernel-version, machine, processor, hardware-platform; "
         "a field left out is the world model's to render",
+    )
+    machine: Machine | None = Field(
+        None,
+        description="the machine's processes, disks, memory and packages, which ps, df, "
+        "free, which and dpkg -l print (simgym.domains.machine); None: the world model's",
     )
 
     @field_validator("uname")
@@ -405,6 +411,7 @@ def _initial(scenario: TerminalScenario) -> str:
 
 
 def _default() -> dict:
+    machine = default_profile()
     return {
         "user": "dev",
         "hostname": "devbox",
@@ -415,14 +422,11 @@ def _default() -> dict:
             "/home/dev/project/README.md": "# project\nA small demo project.\n",
         },
         "programs": ["python3", "git", "vim", "curl"],
-        # the kernel an Ubuntu 22.04 machine of early 2025 runs, as its uname prints it
-        "uname": {
-            "kernel-release": "5.15.0-134-generic",
-            "kernel-version": "#145-Ubuntu SMP Wed Feb 12 20:08:39 UTC 2025",
-            "machine": "x86_64",
-            "processor": "x86_64",
-            "hardware-platform": "x86_64",
-        },
+        # a small Debian 12 server recorded on a real machine (its kernel, os-release,
+        # disks, memory and packages; see the profile's notes for what was chosen)
+        "os": machine.os_name,
+        "uname": default_uname(),
+        "machine": machine.model_dump(mode="json"),
     }
 
 
