@@ -109,6 +109,7 @@ class ShellResult:
     foreground: str | None = None  # an interactive program the line started
     unknown: list[str] | None = None  # the new list of uncertain paths, when it grew
     local_vars: list[str] | None = None  # the shell's variables not exported, when changed
+    modes: dict[str, int | None] = field(default_factory=dict)  # new permission bits
     status: int = 0  # the exit status of the last command that ran
 
     def patch_for(self, entries: dict[str, str], root: str = "/") -> dict[str, Any]:
@@ -135,6 +136,8 @@ class ShellResult:
             out["unknown"] = [files.key(p) for p in self.unknown]
         if self.local_vars is not None:
             out["local_vars"] = self.local_vars
+        if self.modes:
+            out["modes"] = {files.key(p): m for p, m in self.modes.items()}
         return out
 
 
@@ -246,10 +249,20 @@ class _Session:
         self.result.changes[path] = content
         self.unknown.discard(path)  # a certain write: what is there is known again
 
+    def set_mode(self, path: str, mode: int | None) -> None:
+        """A file's permission bits change (None: back to none recorded)."""
+        if self.modes.get(path) != mode:
+            if mode is None:
+                self.modes.pop(path, None)
+            else:
+                self.modes[path] = mode
+            self.result.modes[path] = mode
+
     def remove(self, path: str) -> None:
         for existing in [p for p in self.content if p == path or p.startswith(path + "/")]:
             del self.content[existing]
             self.result.changes[existing] = None
+            self.set_mode(existing, None)
         for directory in [d for d in self.dirs if d == path or d.startswith(path + "/")]:
             self.dirs.discard(directory)
             self.result.changes[directory.rstrip("/") + "/"] = None
@@ -1039,8 +1052,13 @@ def _copy_or_move(move: bool) -> Callable[[_Session, list[str], str, str], tuple
                 status = 1
                 continue
             content = session.read(source)
+            mode = session.modes.get(source)
+            existed = session.has(dest)
             if move:
                 session.remove(source)
+                session.set_mode(dest, mode)  # a moved file keeps its permission bits
+            elif not existed:  # a new copy: the source's bits less the umask (022)
+                session.set_mode(dest, None if mode is None else mode & ~0o022)
             session.write(dest, content)
         return "", "".join(err), status
 

@@ -162,8 +162,17 @@ def why_not(
     dirs.add("/")
     declared = None if programs is None else set(programs)
     at_command = True
+    skip = 0
     for i, token in enumerate(tokens):
         word = token
+        if skip:
+            skip -= 1
+            continue
+        if at_command and i and tokens[i - 1] == "xargs" or at_command and word.startswith("-"):
+            # xargs's own options before the command it runs (-n 1, -I {})
+            if word.startswith("-"):
+                skip = 1 if word in _XARGS_VALUED else 0
+                continue
         if word in NETWORK or word in MACHINE:
             return f"{word} reports on other machines or on the machine itself"
         if word == "git" and i + 1 < len(tokens) and tokens[i + 1] in GIT_NETWORK:
@@ -172,7 +181,9 @@ def why_not(
             return "a URL: the network"
         if at_command and word not in _KEYWORDS and not re.match(r"^\w+=", word):
             problem = (
-                None if word in also else _program(word, tokens[i + 1 :], cwd, known, declared)
+                None
+                if word in also
+                else _program(word, tokens[i + 1 :], cwd, known, dirs, declared)
             )
             if problem:
                 return problem
@@ -184,13 +195,21 @@ def why_not(
 
 
 def _program(
-    word: str, rest: list[str], cwd: str, known: set[str], declared: set[str] | None
+    word: str,
+    rest: list[str],
+    cwd: str,
+    known: set[str],
+    dirs: set[str],
+    declared: set[str] | None,
 ) -> str | None:
-    if word in _BUILTINS or word in _KEYWORDS or word in ("(", ")"):
-        return None
+    if word in _BUILTINS or word in _KEYWORDS or set(word) <= set(";&|()<>\n"):
+        return None  # the shell's own, or an operator (xargs with nothing to run)
     if "/" in word:
         path = posixpath.normpath(posixpath.join(cwd, word))
+        # a file of the state, or none in a directory the state knows (bash says so)
         if path in known or path.startswith(("/usr/", "/bin/")):
+            return None
+        if posixpath.dirname(path) in dirs - {"/"} and path + "/" not in known:
             return None
         return f"{word} is not a file the state knows"
     args = [w for w in rest[:1] if w not in _COMMAND_AFTER]
@@ -275,3 +294,7 @@ def missing_program(output: str, status: int, declared: Iterable[str] = ()) -> s
         if program in set(declared):
             return program
     return None
+
+
+# xargs options that take a value as the next word
+_XARGS_VALUED = frozenset({"-n", "-I", "-L", "-P", "-d", "-s", "-E", "-a", "-i"})

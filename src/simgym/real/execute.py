@@ -28,10 +28,12 @@ import os
 import posixpath
 import re
 import secrets
+import select
 import shlex
 import shutil
 import stat
 import struct
+import subprocess
 import termios
 import time
 from collections import OrderedDict
@@ -70,7 +72,7 @@ class _Warm:
     laid: dict[str, str] = field(default_factory=dict)  # absolute path -> content
     modes: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
-    server: asyncio.subprocess.Process | None = None  # exec_server.py, started on first use
+    server: subprocess.Popen[bytes] | None = None  # exec_server.py, started on first use
     no_server: bool = False  # it could not start: every run starts its own sandboxed shell
 
 
@@ -253,7 +255,9 @@ _SERVER = Path(__file__).with_name("exec_server.py")
 _CAP = 4 << 20  # bytes of output a run may print before it is stopped
 
 
-async def _start_server(warm: _Warm) -> asyncio.subprocess.Process | None:
+async def _start_server(warm: _Warm) -> subprocess.Popen[bytes] | None:
+    """Start the sandbox's helper. A plain process, not an asyncio one: its pipes belong
+    to no event loop, so a session outlives the loop that started it."""
     sandbox = warm.sandbox
     (sandbox.control / "exec_server.py").write_text(_SERVER.read_text())
     limits = "; ".join(line for line in sandbox.limits_script().splitlines() if line)
@@ -261,18 +265,38 @@ async def _start_server(warm: _Warm) -> asyncio.subprocess.Process | None:
     fd = filter_fd()
     command = sandbox.bwrap_command(["/bin/bash", "-c", script], chdir="/", seccomp_fd=fd)
     try:
-        return await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL,
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
             start_new_session=True,
             pass_fds=() if fd is None else (fd,),
-            limit=_CAP * 2,
         )
     finally:
         if fd is not None:
             os.close(fd)
+
+
+def _exchange(server: subprocess.Popen[bytes], request: bytes, timeout: float) -> bytes:
+    """Send one request line and read the answer line (blocking; run in a thread)."""
+    assert server.stdin is not None and server.stdout is not None
+    server.stdin.write(request)
+    server.stdin.flush()
+    out = server.stdout.fileno()
+    data = bytearray()
+    deadline = time.monotonic() + timeout
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([out], [], [], left)[0]:
+            raise TimeoutError("the sandbox's helper did not answer")
+        piece = os.read(out, 1 << 20)
+        if not piece:
+            raise OSError("the sandbox's helper stopped")
+        data += piece
+        if len(data) > _CAP * 2:
+            raise ValueError("the helper's answer is too long")
+    return bytes(data)
 
 
 async def _ask(
@@ -280,10 +304,10 @@ async def _ask(
 ) -> tuple[str, int, str | None] | None:
     """Run through the sandbox's own helper; None when it is not there (then the caller
     starts a sandboxed shell for this run)."""
-    if warm.server is None or warm.server.returncode is not None:
+    if warm.server is None or warm.server.poll() is not None:
         warm.server = await _start_server(warm)
     server = warm.server
-    if server is None or server.stdin is None or server.stdout is None:
+    if server is None:
         warm.no_server = True
         return None
     request = {
@@ -296,14 +320,11 @@ async def _ask(
         "columns": COLUMNS,
         "lines": LINES,
     }
+    line = json.dumps(request).encode() + b"\n"
     try:
-        server.stdin.write(json.dumps(request).encode() + b"\n")
-        async with asyncio.timeout(limit + 10):
-            await server.stdin.drain()
-            line = await server.stdout.readline()
-        answer = json.loads(line)
-    except (TimeoutError, OSError, ValueError, asyncio.LimitOverrunError):
-        await _stop_server(warm)
+        answer = json.loads(await asyncio.to_thread(_exchange, server, line, limit + 10))
+    except (TimeoutError, OSError, ValueError):
+        _kill_server(warm)
         warm.no_server = True
         return None
     why = answer.get("why")
@@ -312,7 +333,7 @@ async def _ask(
     if why == "flood":
         return "", 0, "the command printed more than the runner keeps"
     if why:
-        await _stop_server(warm)
+        _kill_server(warm)
         warm.no_server = True
         return None
     text = base64.b64decode(answer["out"]).decode("utf-8", errors="replace")
@@ -320,24 +341,23 @@ async def _ask(
     return text, (128 - code if code < 0 else code), None
 
 
-async def _stop_server(warm: _Warm) -> None:
-    server, warm.server = warm.server, None
-    if server is not None and server.returncode is None:
-        if server.stdin is not None:
-            server.stdin.close()
-        await reap(server)
-
-
 async def _stop(warm: _Warm) -> None:
-    await _stop_server(warm)
+    _kill_server(warm)
     warm.sandbox.destroy()
 
 
 def _kill_server(warm: _Warm) -> None:
     server, warm.server = warm.server, None
-    if server is not None and server.returncode is None:
+    if server is not None and server.poll() is None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(server.pid, 9)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            server.wait(timeout=5)
+    if server is not None:
+        for pipe in (server.stdin, server.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
 
 
 # Variables bash sets itself in every shell: never the agent's changes.
