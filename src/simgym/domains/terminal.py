@@ -282,7 +282,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
                 "bash shows `>` and reads another line"
             ],
             effects={"continued": whole},
-            observation=f"{before} {line}\n>",
+            observation=f"{before} {line}".rstrip() + "\n>",
         )
     if continued is None and _is_final(action):
         # bash says which way it leaves; the session (and the screen) ends there
