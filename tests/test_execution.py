@@ -234,3 +234,42 @@ def test_a_heredoc_typed_line_by_line_waits_then_runs():
     assert screens[1] == "> print('don''t panic')\n>"
     assert screens[2].splitlines() == ["> EOF", "dev@devbox:~$"]
     assert body(screens[3]) == "dont panic"
+
+
+def test_the_readme_main_job_prints_what_the_debian_machine_prints():
+    """`simgym play terminal` on the embedded default (offline): the declared Debian 12
+    machine answers ps and df, the agent's script and python3 run for real."""
+    import sys
+
+    from simgym.domains.machine import answer, default_profile
+
+    lines = [
+        "ps aux",
+        "df -h",
+        "printf '#!/bin/sh\\necho hello from s\\n' > s.sh; chmod +x s.sh; ./s.sh",
+        "python3 -c 'print(2**10)'",
+        "id",
+        "exit",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "simgym", "play", "terminal"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    screen = done.stdout
+    machine = default_profile()
+    clock = simgym.get_domain("terminal").scenario(None).clock
+    for argv in (["ps", "aux"], ["df", "-h"]):
+        printed, _, _ = answer(
+            argv, machine, user="dev", cwd="/home/dev", now=clock, width=160, height=48
+        )
+        assert printed.splitlines()[0] in screen  # the header, as procps / coreutils print it
+        assert printed.splitlines()[-1] in screen
+    assert "ps aux" in screen.split("$ df -h")[0].splitlines()[-2]  # ps lists itself, last
+    real = bash_oracle([lines[2], lines[3]], {})
+    assert f"./s.sh\n{real[0]}" in screen and real[0] == "hello from s\n"
+    assert f"print(2**10)'\n{real[1]}" in screen and real[1] == "1024\n"
+    assert "uid=1000(dev) gid=1000(dev) groups=1000(dev)" in screen

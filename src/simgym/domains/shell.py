@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from simgym.domains import machine as declared
 from simgym.domains import pyprint, textutils
 
 SCREEN_WIDTH = 80
@@ -183,6 +184,8 @@ class _Session:
         self.unknown |= self.system
         self.modes: dict[str, int] = {}  # permission bits where not 0o644 (absolute paths)
         self.local: set[str] = set()  # variables set but not exported (children miss them)
+        self.machine: declared.Machine | None = None  # processes, disks, memory, packages
+        self.pipeline: list[list[str]] = []  # the running pipe's commands (ps lists them)
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
         self.keyboard = False  # a terminal's keyboard is the input when nothing feeds it
         self.unordered = False  # the output follows the file system's listing order
@@ -294,6 +297,7 @@ def run_line(
     modes: dict[str, int] | None = None,
     certain: bool = True,
     local_vars: Iterable[str] = (),
+    machine: declared.Machine | None = None,
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
@@ -316,6 +320,7 @@ def run_line(
     session.keyboard = keyboard
     session.modes = {files.abs(k): v for k, v in (modes or {}).items()}
     session.local = set(local_vars)
+    session.machine = machine
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -662,8 +667,9 @@ def _pipeline(session: _Session, stages: list[str], *, user: str, host: str) -> 
     stage that writes errors before the last makes the interleaving uncertain."""
     session.unordered = False
     shown, status, data = "", 0, None
-    for position, stage in enumerate(stages):
-        words, redirects = _stage(stage, session.env)
+    parsed = [_stage(stage, session.env) for stage in stages]
+    session.pipeline = [words for words, _ in parsed]
+    for position, (words, redirects) in enumerate(parsed):
         session.stdin = data
         session.to_terminal = position == len(stages) - 1
         try:
@@ -1690,6 +1696,66 @@ def _python(session: _Session, args: list[str], user: str, host: str) -> tuple[s
     return out, "", 0
 
 
+# The terminal of the real backend (simgym.real.shell): what ps cuts its lines to.
+TERMINAL_COLUMNS, TERMINAL_LINES = 160, 48
+
+
+def _declared(name: str) -> Callable[[_Session, list[str], str, str], tuple[str, str, int]]:
+    """A program that reports on the machine, answered from the scenario's declared
+    machine (:mod:`simgym.domains.machine`); the model's without one."""
+
+    def run(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+        if session.machine is None:
+            raise _Unknown
+        others = [w for w in session.pipeline if not (w and w[0] == name and w[1:] == args)]
+        got = declared.answer(
+            [name, *args],
+            session.machine,
+            user=user,
+            cwd=session.cwd,
+            now=session.clock,
+            width=TERMINAL_COLUMNS if session.to_terminal else None,
+            height=TERMINAL_LINES if session.to_terminal else None,
+            env=session.env,
+            pipeline=others,
+            path_kind=lambda path: _path_kind(session, path),
+        )
+        if got is None:
+            raise _Unknown
+        return got
+
+    return run
+
+
+def _path_kind(session: _Session, path: str) -> str | None:
+    """What the state says is at ``path``: "dir", "exec", "file", "missing" or None."""
+    path = session.path(path)
+    if path in session.unknown:
+        return None
+    if path in session.dirs:
+        return "dir"
+    if path in session.content:
+        return "exec" if session.modes.get(path, 0o644) & 0o111 else "file"
+    parent = posixpath.dirname(path)
+    if parent in session.dirs and parent not in session.unknown:
+        return "missing"
+    return None
+
+
+def _id(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    """The account as the sandboxes make it (the real backends' machines): the user in a
+    group of its own, uid and gid 1000, or root."""
+    number = 0 if user == "root" else 1000
+    flags = "".join(a.lstrip("-") for a in args)
+    if any(not a.startswith("-") for a in args) or set(flags) - set("ugGn"):
+        raise _Unknown  # another user's ids, or options simgym does not model
+    if not flags:
+        return f"uid={number}({user}) gid={number}({user}) groups={number}({user})\n", "", 0
+    if len(set(flags) & set("ugG")) != 1:
+        raise _Unknown
+    return (user if "n" in flags else str(number)) + "\n", "", 0
+
+
 _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, int]]] = {
     "pwd": _pwd,
     "cd": _cd,
@@ -1717,6 +1783,7 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     "unset": _unset,
     "printenv": _printenv,
     "whoami": lambda s, a, user, host: (user + "\n", "", 0),
+    "id": _id,
     "hostname": lambda s, a, user, host: (host + "\n", "", 0),
     "uname": _uname,
     "date": _date,
@@ -1727,11 +1794,24 @@ _COMMANDS: dict[str, Callable[[_Session, list[str], str, str], tuple[str, str, i
     ":": lambda s, a, user, host: ("", "", 0),
     "truncate": _truncate,
     "shred": _shred,
+    **{
+        name: _declared(name)
+        for name in ("ps", "df", "free", "which", "dpkg", "dpkg-query", "nproc")
+    },
 }
 
 # The commands simgym always runs itself. python3 it runs only when what the program does is
 # certain; otherwise it is a program like any other, which may have changed its directory.
-_ALWAYS_RUN = frozenset(_COMMANDS) - {"python3"}
+_ALWAYS_RUN = frozenset(_COMMANDS) - {
+    "python3",
+    "ps",
+    "df",
+    "free",
+    "which",
+    "dpkg",
+    "dpkg-query",
+    "nproc",
+}
 
 
 def _describe_unknown(session: _Session, text: str) -> None:

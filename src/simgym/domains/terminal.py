@@ -307,6 +307,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         programs=scenario.programs or None,
         modes=state.get("modes"),
         local_vars=state.get("local_vars") or (),
+        machine=scenario.machine,
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
@@ -469,7 +470,8 @@ TERMINAL = register_domain(
         ground=_ground,
         initial_state=lambda s: {
             "cwd": s.working_dir,
-            "files": dict(s.files),
+            # the files the declared machine fixes (/etc/os-release), then the scenario's
+            "files": {**(s.machine.files() if s.machine else {}), **s.files},
             "env": dict(s.env),
             "services": list(s.services),
             "modes": initial_modes(s.files),
