@@ -273,3 +273,23 @@ def test_the_readme_main_job_prints_what_the_debian_machine_prints():
     assert f"./s.sh\n{real[0]}" in screen and real[0] == "hello from s\n"
     assert f"print(2**10)'\n{real[1]}" in screen and real[1] == "1024\n"
     assert "uid=1000(dev) gid=1000(dev) groups=1000(dev)" in screen
+
+
+def test_swe_after_an_unknown_program_what_is_written_is_read_back_exactly():
+    """The poisoning path seen on unseen episodes: after a program no code ran, every later
+    write_file/read_file/list_dir went to the model. A write is certain; reading it back is
+    exact; only what the program may have touched stays the model's."""
+    env = simgym.make(
+        "swe", world_model=FunctionWorldModel(noise), grounding="strict", execution="off"
+    )
+    actions = [
+        call("bash", command="some-generator --all"),
+        call("write_file", path="tests/test_merge.py", content="def test_ok():\n    pass\n"),
+        call("read_file", path="tests/test_merge.py"),
+        call("read_file", path="invoicing/totals.py"),  # not written since: the model's
+    ]
+    results = asyncio.run(play(env, actions))
+    assert results[2].observation.text == "     1  def test_ok():\n     2      pass"
+    assert env.trajectory.turns[2].grounding["strict"]["action"] in ("state", "corrected")
+    assert env.state["files"]["tests/test_merge.py"] == "def test_ok():\n    pass\n"
+    assert results[3].observation.text.startswith(NOISE)  # the program may have changed it
