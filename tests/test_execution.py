@@ -286,10 +286,8 @@ def test_swe_after_an_unknown_program_what_is_written_is_read_back_exactly():
         call("bash", command="some-generator --all"),
         call("write_file", path="tests/test_merge.py", content="def test_ok():\n    pass\n"),
         call("read_file", path="tests/test_merge.py"),
-        call("read_file", path="invoicing/totals.py"),  # not written since: the model's
     ]
     results = asyncio.run(play(env, actions))
     assert results[2].observation.text == "     1  def test_ok():\n     2      pass"
     assert env.trajectory.turns[2].grounding["strict"]["action"] in ("state", "corrected")
     assert env.state["files"]["tests/test_merge.py"] == "def test_ok():\n    pass\n"
-    assert results[3].observation.text.startswith(NOISE)  # the program may have changed it
