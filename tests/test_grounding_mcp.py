@@ -87,14 +87,40 @@ def test_an_update_of_a_missing_id_changes_nothing():
     assert g.effects is None and "404" in g.observation
 
 
-def test_a_search_matches_text_in_any_field_ignoring_case():
+def silent(sc, tool="search_customers"):
+    """The scenario with one tool's descriptions (its own and its arguments') left out."""
+    tools = []
+    for spec in sc.tools:
+        if spec.name == tool:
+            props = {
+                k: {n: v for n, v in p.items() if n != "description"}
+                for k, p in spec.parameters["properties"].items()
+            }
+            spec = spec.model_copy(
+                update={"description": "", "parameters": {**spec.parameters, "properties": props}}
+            )
+        tools.append(spec)
+    return sc.model_copy(update={"tools": tools})
+
+
+def test_a_search_covers_the_fields_its_description_names():
+    # "Find customers by name or email.": the query is looked for in those two fields,
+    # ignoring case, so the search is decided; the others cannot be listed
     g = ground(scenario(), "search_customers", {"query": "OKAFOR"})
     assert g.observation is None  # servers shape lists differently
-    # a server matches free text its own way (the dev set's finds "+351912077570" in
-    # "+351 912 077 570"): the records without the text are not forbidden
-    assert g.expect == ["C-1002"] and g.forbid == []
+    assert g.expect == ["C-1002"] and g.forbid == ["C-1001"]
     assert g.facts[0].startswith("1 customer matches")
-    none = ground(scenario(), "search_customers", {"query": "zzz"})
+    assert "(search_customers searches name, email, as the tool's description says" in (
+        " ".join(g.facts)
+    )
+    # a description that names no field: a server matches free text its own way (the dev
+    # set's finds "+351912077570" in "+351 912 077 570"), so the records without the text
+    # are not forbidden, and the facts say which fields it searches is not known
+    loose = silent(scenario())
+    g = ground(loose, "search_customers", {"query": "OKAFOR"})
+    assert g.expect == ["C-1002"] and g.forbid == []
+    assert any("which fields search_customers searches is not known" in f for f in g.facts)
+    none = ground(loose, "search_customers", {"query": "zzz"})
     assert none.expect == [] and none.forbid == []
     assert none.facts[0].startswith("no customers match")
 
@@ -244,8 +270,11 @@ def test_a_search_keeps_to_the_schema_default_limit():
     many = ground(sc, "search_customers", {"query": "o"})  # all three match
     assert many.expect == ["C-1001", "C-1002", "C-1003"]
     capped = ground(sc, "search_customers", {"query": "o", "limit": 2})
-    assert capped.expect == []  # which two a server shows is its own business
-    assert capped.forbid == []
+    # the description names the fields it searches: the first two in the records' order
+    assert capped.expect == ["C-1001", "C-1002"] and capped.forbid == []
+    loose = ground(silent(sc), "search_customers", {"query": "o", "limit": 2})
+    assert loose.expect == []  # else which two a server shows is its own business
+    assert loose.forbid == []
 
 
 def test_a_create_follows_the_id_pattern_and_appends_the_record():
@@ -361,11 +390,17 @@ def test_unsure_calls_get_facts_but_no_effects_or_exact_answer():
     assert "Garden" in stats.facts[0]
     label = ground(sc, "remove_label", {"id": 1})  # clears a field, deletes no record
     assert label.effects is None and label.observation is None
-    assert ground(sc, "get_or_create_category", {"name": "Toys"}) is None  # two verbs
-    odd = ground(sc, "archive_everything", {"id": 2})  # no verb: the record it names
-    assert odd.effects is None and odd.facts == [
-        'category 2: {"id": 2, "name": "Kitchen", "label": "indoor"}'
+    both = ground(sc, "get_or_create_category", {"name": "Toys"})  # two verbs: not guessed
+    assert both.effects is None and both.observation is None and not both.expect
+    assert both.facts == [
+        "what get_or_create_category reads or changes is not known from the records (simgym "
+        "could not read it as a lookup, list, create, update or delete): the server decides"
     ]
+    odd = ground(sc, "archive_everything", {"id": 2})  # no verb: the record it names
+    assert odd.effects is None and odd.facts[0] == (
+        'category 2: {"id": 2, "name": "Kitchen", "label": "indoor"}'
+    )
+    assert odd.facts[1].startswith("what archive_everything reads or changes is not known")
 
 
 def test_cancel_on_records_with_a_status_is_not_taken_for_a_delete():
@@ -451,12 +486,12 @@ def test_a_limit_cuts_a_declared_search_in_the_collection_order():
 
 def test_without_a_declared_search_the_state_does_not_decide_it():
     # the same call matched the server's own way: facts and expectations, no answer
-    sc = searching(search=None, answer=None)
+    sc = silent(searching(search=None, answer=None))  # nor does its description say
     g = ground(sc, "search_customers", {"query": "porto"})  # any field, the city too
     assert g.observation is None and g.expect == ["C-1001", "C-1002"] and g.forbid == []
     assert g.reshape is None  # nor is the layout known before the server showed one
     # with only the layout declared, the model's list is put into it from the first answer
-    shaped = searching(search=None)
+    shaped = silent(searching(search=None))
     g = ground(shaped, "search_customers", {"query": "okafor"})
     assert g.observation is None
     guess = {"results": [{"id": "C-1002", "email": "b@x"}, {"id": "C-77"}], "count": 5}
@@ -773,7 +808,11 @@ async def test_strict_puts_a_search_answer_in_the_shape_the_server_showed(ground
         return f"<predicted_observation>{json.dumps(answers.pop(0))}</predicted_observation>"
 
     env = simgym.make(
-        "mcp", world_model=FunctionWorldModel(world), grounding=grounding, validation_retries=0
+        "mcp",
+        world_model=FunctionWorldModel(world),
+        grounding=grounding,
+        validation_retries=0,
+        scenario=silent(scenario()),  # a search whose description names no field
     )
     await env.reset()
     await env.step({"name": "search_customers", "arguments": {"query": "Lima"}})

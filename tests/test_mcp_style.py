@@ -353,7 +353,11 @@ def test_a_real_list_answer_is_already_in_the_shape_it_taught():
         if grounding is not None and grounding.reshape is not None:
             reshaped += 1
             assert grounding.reshape(real) in (None, real), action
-    assert reshaped >= 8
+    # the dev set's searches are decided now (the tool's description names the fields it
+    # searches) and answered exactly once their layout was seen; what is left: the lists
+    # of records the server completed itself, and the searches that depend on how the
+    # server compares spaces
+    assert reshaped >= 3
 
 
 def test_a_list_answer_is_reshaped_around_what_the_ledger_knows():

@@ -9,21 +9,45 @@ Recognition (:func:`resolve`), from the tool's name split into words:
 
 * the verb: get/fetch/read/show/describe/retrieve/view/lookup/load (one record by id),
   list/search/find/query/filter/browse (records matching the arguments),
-  create/add/insert/new/register, update/set/change/edit/patch/rename/modify,
+  create/add/insert/new/register/place/book, update/set/change/edit/patch/rename/modify,
   delete/remove/cancel/destroy/drop. A name with verbs of two kinds is not guessed;
 * the collection: the state key whose noun is a word of the name (singular or plural:
   ``get_customer`` -> ``customers``), else the one an id argument names
   (``update_email(customer_id=...)`` -> ``customers``), else the only collection;
 * the id argument: ``id``, ``<noun>_id`` / ``<noun>Id``, ``key``, ``uuid`` or the
-  collection's key field itself; it matches the record's ``id`` (or ``<noun>_id``) field;
-* the other arguments: record fields (equality filters for a list, new values for an
-  update, the new record's fields for a create), ``new_<field>``, an object of changes
+  collection's key field itself; it matches the record's ``id`` (or ``<noun>_id``) field,
+  else the first field every record has with a value no other shares (``sku``);
+* the other arguments: record fields (equality filters for a list, so a foreign key
+  lists its records: ``list_accounts(customer_id)``; new values for an update, the new
+  record's fields for a create), ``new_<field>``, an object of changes
   (``fields``/``updates``/``data``/...), free-text queries (``query``, ``q``, ``search``,
-  ...: case-insensitive substring of any field), and a result limit.
+  ...), and a result limit.
+
+What a tool's description says is read too (:func:`infer_search`, :func:`infer_order`):
+a free-text query searches the fields the description names (``Find customers whose
+name, email or phone contains the query``), the query stripped and found anywhere in
+their text ignoring case, the way typical servers search; where a server could as well
+compare otherwise (spaces inside a phone number, SQL ``LIKE`` wildcards, case beyond
+ASCII) and that changes what matches, the search stays the server's. A description that
+names no field leaves the search the server's (the facts say so). A list that promises
+``oldest first`` / ``newest first`` is ordered by the records' date field; else lists
+keep the collection's order (the server's own, when the state was read from it). A
+create fills in the schema's defaults for the arguments left out.
+
+Before any of that, the call is checked against the tool's input schema the way the
+server's SDK checks it (:mod:`.mcp_schema`): a call that breaks it (a ``pattern``, a
+``format``, a length, an ``enum``, a bound, a ``required`` argument, a type) is refused
+with the Python SDK's validation error, to the character, unless the episode showed
+that this server words its errors otherwise (then only the refusal is certain); the
+server's own errors (not found) carry the SDK's ``Error executing tool NAME:`` prefix
+when the schema bears the SDK's mark (its title ``<tool>Arguments``). New email
+addresses are stored the way the records store theirs: in lower case with no space
+around them, when at least ``MIN_NORMALIZED`` stored addresses all are.
 
 A name with words that are neither the collection, a field nor filler
 (``get_account_balance``, ``remove_email``) or an argument that names nothing known makes
-the call *unsure*: simgym then sends the records it touches as facts and changes nothing.
+the call *unsure*: simgym then sends the records it touches as facts and changes nothing;
+a tool it cannot read as an operation at all gets a fact saying its effect is not known.
 A scenario can bind tools explicitly with ``tool_map`` (:class:`ToolBinding`); for a list
 tool it can also declare how its free-text query matches (``search``: which fields, compared
 how), which makes a search as decided as a plain filter, and the layout of its answer
@@ -74,7 +98,7 @@ VERBS: dict[str, frozenset[str]] = {
         {"get", "fetch", "read", "show", "describe", "retrieve", "view", "lookup", "load"}
     ),
     "list": frozenset({"list", "search", "find", "query", "filter", "browse"}),
-    "create": frozenset({"create", "add", "insert", "new", "register"}),
+    "create": frozenset({"create", "add", "insert", "new", "register", "place", "book"}),
     "update": frozenset({"update", "set", "change", "edit", "patch", "rename", "modify"}),
     "delete": frozenset({"delete", "remove", "cancel", "destroy", "drop"}),
 }
@@ -286,7 +310,7 @@ def _not_understood(tool: ToolSpec, args: dict[str, Any], state: dict[str, Any])
         "not read it as a lookup, list, create, update or delete): the server decides"
     )
     related = related_facts(args, state)
-    return Grounding(facts=[note, *(related.facts if related is not None else [])])
+    return Grounding(facts=[*(related.facts if related is not None else []), note])
 
 
 def ground_ruled(
@@ -628,16 +652,19 @@ SPACED_NUMBER = re.compile(r"[+(]?\d[\d\s().\-/]*\d")
 LIKE_WILDCARDS = ("%", "_")
 
 
+OUTPUT_WORDS = frozenset({"return", "returns", "returning", "result", "results", "output"})
+
+
 def described_words(tool: ToolSpec, args: list[str]) -> set[str]:
     """The words of the tool's description and of the given arguments' descriptions
-    (singular forms too)."""
+    (singular forms too), leaving out the sentences about what the tool returns (``...
+    Returns each customer's id, name and tier.`` names no searched field)."""
     props = tool.parameters.get("properties")
-    texts = [tool.description]
+    sentences = re.split(r"(?<=[.;!?])\s+", tool.description)
+    texts = [t for t in sentences if not OUTPUT_WORDS & set(split_words(t))]
     if isinstance(props, dict):
         texts += [
-            str(props[a].get("description") or "")
-            for a in args
-            if isinstance(props.get(a), dict)
+            str(props[a].get("description") or "") for a in args if isinstance(props.get(a), dict)
         ]
     words = {w for text in texts for w in split_words(text)}
     return words | {singular(w) for w in words}
@@ -649,9 +676,9 @@ def infer_search(call: Call, tool: ToolSpec, records: list[dict[str, Any]]) -> N
     searches, each compared the way typical servers compare, the query stripped and
     found anywhere in the field's text, ignoring case. Where a server could as well
     compare otherwise (spaces inside a phone number, ``%``/``_`` as SQL ``LIKE``
-    wildcards, case folded beyond ASCII) the alternatives go to ``call.variants``: the
-    search is decided only where they all find the same records. A description that
-    names no field leaves the search the server's."""
+    wildcards, case folded beyond ASCII, a query not stripped) the alternatives go to
+    ``call.variants``: the search is decided only where they all find the same records.
+    A description that names no field leaves the search the server's."""
     asked = [a for a in call.arguments if a in QUERY_ARGS]
     words = described_words(tool, asked)
     named = [
@@ -670,6 +697,8 @@ def infer_search(call: Call, tool: ToolSpec, records: list[dict[str, Any]]) -> N
         )
     if any(mark in q for q in call.queries for mark in LIKE_WILDCARDS):
         call.variants.append({name: "like" for name in named})
+    if any(q != q.strip() for q in call.queries):  # a server may not strip the query
+        call.variants.append({name: "contains_unstripped" for name in named})
     if not all(q.isascii() for q in call.queries):
         call.variants.append({name: "contains_ascii_case" for name in named})
 
@@ -681,8 +710,6 @@ def _spaced_numbers(records: list[dict[str, Any]], name: str) -> bool:
     return any(" " in v and SPACED_NUMBER.fullmatch(v.strip()) for v in values)
 
 
-NEWEST = ("newest", "latest", "recent")
-OLDEST = ("oldest", "earliest")
 DATED = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.]+(Z|[+-]\d{2}:?\d{2})?)?")
 
 
@@ -746,6 +773,7 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     if record is None:
         return _missing(call, state, fmt)
     changes = {k: v for k, v in call.values.items() if k != call.key}
+    changes, normal = normalized(changes, records, call)
     doubts = value_doubts(changes, record, records, call)
     if doubts:
         before = f"{call.noun} {call.id_value} before this call: {compact(record)}"
@@ -758,13 +786,14 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         unsure = mcp_style.mark_partial(
             call.collection, call.id_value, sorted(changes), tool=call.tool, reasons=reasons
         )
-        return Grounding(facts=[before, *(d.fact for d in doubts)], effects=unsure)
+        return Grounding(facts=[before, *normal, *(d.fact for d in doubts)], effects=unsure)
     after = {**record, **changes}
     shown = _exact_record(call, record, after, state, fmt)
     changed = ", ".join(f"{k} to {compact(v)}" for k, v in changes.items())
     grounding = Grounding(
         facts=[
             f"{call.noun} {call.id_value} before this call: {compact(record)}",
+            *normal,
             f"this call sets {changed}; afterwards {call.noun} {call.id_value} is: "
             f"{compact(after)}",
         ],
@@ -833,7 +862,7 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         return Grounding(
             facts=[f"a {call.noun} with {call.key} {new_id} already exists; nothing is created"],
             observation=exact_error(
-                409, mcp_style.error_text(message, call.tool, state), fmt, state
+                409, mcp_style.error_text(message, call.tool, state, call.prefix), fmt, state
             ),
             expect=[shown_value(new_id, fmt)],
         )
@@ -848,8 +877,11 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         return Grounding(
             facts=[f"this call creates a {call.noun}; its {call.key} is not known in advance"]
         )
-    record = {call.key: new_id, **{k: v for k, v in call.values.items() if k != call.key}}
-    facts = [f"this call creates {call.noun} {new_id}: {compact(record)}"]
+    values, normal = normalized(
+        {k: v for k, v in call.values.items() if k != call.key}, records, call
+    )
+    record = _in_record_order({call.key: new_id, **values}, records)
+    facts = [*normal, *call.notes, f"this call creates {call.noun} {new_id}: {compact(record)}"]
     missing = sorted(record_fields(records) - set(record))
     if missing:
         facts.append(f"the server fills in {', '.join(missing)} of the new {call.noun} itself")
@@ -863,6 +895,13 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         effects=effects,
         expect=_unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
     )
+
+
+def _in_record_order(record: dict[str, Any], records: list[dict]) -> dict[str, Any]:
+    """A new record with its fields in the order the collection's records have them
+    (the server's own order when the state was read from it), new fields last."""
+    order = [k for k in ordered_fields(records) if k in record]
+    return {**{k: record[k] for k in order}, **record}
 
 
 def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
@@ -899,13 +938,14 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
         order_known = len(found) <= 1
     what = describe_filter(call)
     cut = call.limit is not None and len(found) > call.limit
+    surely = " for certain" if maybe else ""
     if not found:
-        facts = [f"no {call.collection} match {what}", *missing_parents(call, state)]
+        facts = [f"no {call.collection} match {what}{surely}", *missing_parents(call, state)]
     else:
         many = (
             f"{len(found)} {call.collection} match" if len(found) > 1 else f"1 {call.noun} matches"
         )
-        facts = [f"{many} {what}:"]
+        facts = [f"{many} {what}{surely}:"]
         facts += [_record_fact(call, r) for r in found[:MAX_FACT_RECORDS]]
         if len(found) > MAX_FACT_RECORDS:
             facts.append(f"... and {len(found) - MAX_FACT_RECORDS} more")
@@ -946,9 +986,13 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     reshape = None
     if answer is None and not refused:
         reshape = _list_reshaper(call, records, state, fmt, len(found))
+    # the server's answer teaches its layout only where simgym knows what it lists
+    pending = mcp_style.pending(call.tool, call.arguments, shown, call.key, len(found))
+    if maybe:
+        pending = {mcp_style.STYLE: {"pending": None}}
     return Grounding(
         facts=facts,
-        effects=mcp_style.pending(call.tool, call.arguments, shown, call.key, len(found)),
+        effects=pending,
         observation=None if answer is None else exact_result(answer, fmt, state),
         expect=expect if answer is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
@@ -966,7 +1010,9 @@ def _search_variants(
     ways = [{id(r) for r in records if matches(r, call, v)} for v in call.variants]
     ways.append({id(r) for r in found})
     sure = [r for r in records if all(id(r) in w for w in ways)]
-    maybe = [r for r in records if id(r) not in {id(s) for s in sure} and any(id(r) in w for w in ways)]
+    maybe = [
+        r for r in records if id(r) not in {id(s) for s in sure} and any(id(r) in w for w in ways)
+    ]
     return sure, maybe
 
 
@@ -977,9 +1023,7 @@ def _list_notes(call: Call, maybe: list[dict], order_known: bool) -> list[str]:
         fields = ", ".join(call.search)
         notes.append(f"({call.tool} searches {fields}, {call.inferred}, ignoring case)")
     elif call.queries and call.search is None:
-        notes.append(
-            f"(which fields {call.tool} searches is not known: the server may list fewer)"
-        )
+        notes.append(f"(which fields {call.tool} searches is not known: the server may list fewer)")
     if maybe:
         notes.append(
             "whether these match too depends on how the server compares the query "
@@ -1080,7 +1124,8 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
     message = f"{call.noun} {call.id_value} not found"
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
-    shown = exact_error(404, mcp_style.error_text(message, call.tool, state), fmt, state)
+    text = mcp_style.error_text(message, call.tool, state, call.prefix)
+    shown = exact_error(404, text, fmt, state)
     old = _tombstones(state, call.collection).get(str(call.id_value))
     forbid: list[str] = []
     if old is not None:
@@ -1097,6 +1142,8 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
 
 _EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s.]+")
 MIN_UNIQUE = 3  # fewer records prove nothing about a field being unique
+# fewer stored addresses all in lower case prove nothing about the server lower-casing
+MIN_NORMALIZED = 5
 
 
 @dataclass(frozen=True)
@@ -1110,6 +1157,32 @@ class Doubt:
     value: str
     fact: str  # the doubt in words, for the facts block
     holder: str | None = None  # the key of the record that holds a taken value
+
+
+def normalized(
+    changes: dict[str, Any], records: list[dict], call: Call
+) -> tuple[dict[str, Any], list[str]]:
+    """New email addresses as the server stores them, where the records show how: when
+    every stored address of the field (at least ``MIN_NORMALIZED``) is in lower case
+    with no space around it, the server normalizes what it is given (``Ana@X.org `` is
+    stored ``ana@x.org``); with fewer records, or one stored otherwise, the value stays as
+    typed (and :func:`value_doubts` says the server may rewrite it). Returns the changes
+    and the inferences in words, for the facts."""
+    out, notes = dict(changes), []
+    for name, value in changes.items():
+        if not isinstance(value, str) or "email" not in name.lower():
+            continue
+        stored = [r[name] for r in records if isinstance(r.get(name), str)]
+        if len(stored) < MIN_NORMALIZED or any(v != v.strip().lower() for v in stored):
+            continue
+        clean = value.strip().lower()
+        if clean != value:
+            out[name] = clean
+            notes.append(
+                f"every stored {name} of the {call.collection} is in lower case with no "
+                f"space around it, so the server stores {value!r} as {clean!r}"
+            )
+    return out, notes
 
 
 def value_doubts(
@@ -1241,6 +1314,8 @@ def searched(record: dict[str, Any], query: str, search: dict[str, str]) -> bool
             continue
         if mode == "contains_ascii_case":  # case folded in ASCII only (SQLite's lower)
             text, wanted = _ascii_lower(str(value)), _ascii_lower(query.strip())
+        elif mode == "contains_unstripped":
+            wanted = query.lower()
         elif mode == "contains_ignoring_spaces":
             text, wanted = text.replace(" ", ""), needle.replace(" ", "")
         else:
