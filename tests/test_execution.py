@@ -291,3 +291,29 @@ def test_swe_after_an_unknown_program_what_is_written_is_read_back_exactly():
     assert results[2].observation.text == "     1  def test_ok():\n     2      pass"
     assert env.trajectory.turns[2].grounding["strict"]["action"] in ("state", "corrected")
     assert env.state["files"]["tests/test_merge.py"] == "def test_ok():\n    pass\n"
+
+
+def test_ls_and_sort_follow_the_scenarios_locale():
+    """C.UTF-8 collates in byte order, as the real sandboxes; a locale this host lacks is
+    neither guessed by the shell nor run (glibc would fall back to C silently)."""
+    from simgym.domains.machine import default_profile
+
+    files = {"/home/dev/inventory.csv": "b\n", "/home/dev/README": "a\n"}
+    env = simgym.make(
+        "terminal",
+        world_model=FunctionWorldModel(noise),
+        grounding="strict",
+        scenario={"user": "dev", "files": files},
+    )
+    results = asyncio.run(play(env, ["ls", "printf 'b\\nB\\na\\n' | sort"]))
+    assert body(results[0].observation.text) == "README  inventory.csv"
+    assert body(results[1].observation.text) == "B\na\nb"
+    machine = default_profile().model_copy(update={"locale": "en_US.UTF-8"})
+    env = simgym.make(
+        "terminal",
+        world_model=FunctionWorldModel(noise),
+        grounding="strict",
+        scenario={"user": "dev", "files": files, "machine": machine.model_dump()},
+    )
+    results = asyncio.run(play(env, ["ls"]))
+    assert results[0].observation.text.startswith(NOISE)

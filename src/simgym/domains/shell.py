@@ -28,6 +28,8 @@ from simgym.domains import machine as declared
 from simgym.domains import pyprint, textutils
 
 SCREEN_WIDTH = 80
+# Locales whose collation is byte order (the sandboxes run C.UTF-8).
+C_LOCALES = frozenset({"C", "POSIX", "C.UTF-8", "C.utf8"})
 # Programs that take over the screen when started without a script or file argument.
 INTERACTIVE = frozenset(
     {"python", "python3", "ipython", "node", "irb", "mysql", "psql", "sqlite3", "top", "htop"}
@@ -185,12 +187,19 @@ class _Session:
         self.modes: dict[str, int] = {}  # permission bits where not 0o644 (absolute paths)
         self.local: set[str] = set()  # variables set but not exported (children miss them)
         self.machine: declared.Machine | None = None  # processes, disks, memory, packages
+        self.locale = "C.UTF-8"  # how ls, sort and globs collate
         self.pipeline: list[list[str]] = []  # the running pipe's commands (ps lists them)
         self.stdin: str | None = None  # what a pipe or `<` feeds the running command
         self.keyboard = False  # a terminal's keyboard is the input when nothing feeds it
         self.unordered = False  # the output follows the file system's listing order
         self.to_terminal = True  # where the running command's output goes (ls's layout)
         self.result = ShellResult()
+
+    def collate(self) -> None:
+        """Order names and lines as the machine's locale does: simgym knows the C
+        locales' byte order; another locale's collation is left to a real run."""
+        if self.locale not in C_LOCALES:
+            raise _Unknown
 
     def require(self, program: str) -> None:
         """Leave ``program`` to the model when the scenario lists programs without it: a
@@ -298,6 +307,7 @@ def run_line(
     certain: bool = True,
     local_vars: Iterable[str] = (),
     machine: declared.Machine | None = None,
+    locale: str = "C.UTF-8",
 ) -> ShellResult:
     """What ``line`` does to these files; see the module docstring. ``unknown`` lists the
     ledger keys that programs simgym does not run have touched (files of unknown content,
@@ -321,6 +331,7 @@ def run_line(
     session.modes = {files.abs(k): v for k, v in (modes or {}).items()}
     session.local = set(local_vars)
     session.machine = machine
+    session.locale = locale
     session.env.setdefault("HOME", home)
     session.env.setdefault("USER", user)
     session.env.setdefault("PWD", cwd)
@@ -736,6 +747,7 @@ def _glob(session: _Session, words: list[str]) -> list[str]:
         if isinstance(word, _Quoted):
             out.append(str(word))
         elif any(c in word for c in "*?[") and not word.startswith("-"):
+            session.collate()
             directory = session.path(posixpath.dirname(word) or ".")
             pattern = posixpath.basename(word)
             matches = [
@@ -778,6 +790,7 @@ def _cd(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
 
 
 def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    session.collate()
     flags, operands = _flags(args, "aA1Fpl")
     long = "l" in flags
     if long and session.clock is None:
@@ -1490,6 +1503,7 @@ def _find_test(session: _Session, path: str, depth: int, test: str, value: str) 
 
 
 def _sort(session: _Session, args: list[str], user: str, host: str) -> tuple[str, str, int]:
+    session.collate()
     flags, values, operands = _options(args, "rnufb", "kt")
     key = None
     if "k" in values:

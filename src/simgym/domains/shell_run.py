@@ -12,13 +12,17 @@ renders it, as before.
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
 import shutil
+import subprocess
 from collections.abc import Iterable
+from functools import lru_cache
 
 from simgym.domains.shell import (
+    C_LOCALES,
     INTERACTIVE,
     PAGERS_AND_EDITORS,
     SYSTEM_DIRS,
@@ -298,3 +302,30 @@ def missing_program(output: str, status: int, declared: Iterable[str] = ()) -> s
 
 # xargs options that take a value as the next word
 _XARGS_VALUED = frozenset({"-n", "-I", "-L", "-P", "-d", "-s", "-E", "-a", "-i"})
+
+
+@lru_cache(maxsize=64)
+def locale_installed(name: str) -> bool:
+    """Whether this host can run programs in locale ``name`` (glibc would fall back to C
+    without a word, and sort and ls would answer in another order)."""
+    if name in C_LOCALES:
+        return True
+    base, _, charset = name.partition(".")
+    folded = base + ("." + charset.lower().replace("-", "") if charset else "")
+    return (
+        any(
+            os.path.isdir(os.path.join("/usr/lib/locale", candidate))
+            for candidate in {name, folded}
+        )
+        or os.path.isfile("/usr/lib/locale/locale-archive")
+        and _in_archive(name)
+    )
+
+
+def _in_archive(name: str) -> bool:
+    try:
+        done = subprocess.run(["locale", "-a"], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    wanted = {name.lower().replace("-", ""), name.lower().replace("utf-8", "utf8")}
+    return any(line.strip().lower().replace("-", "") in wanted for line in done.stdout.split())

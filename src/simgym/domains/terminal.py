@@ -308,6 +308,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         modes=state.get("modes"),
         local_vars=state.get("local_vars") or (),
         machine=scenario.machine,
+        locale=scenario.machine.locale if scenario.machine else "C.UTF-8",
     )
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})

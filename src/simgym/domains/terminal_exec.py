@@ -8,7 +8,7 @@ from typing import Any
 
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
-from simgym.domains.shell_run import missing_program, why_not
+from simgym.domains.shell_run import locale_installed, missing_program, why_not
 
 
 def initial_modes(files: dict[str, str]) -> dict[str, int]:
@@ -40,6 +40,9 @@ def with_run(
         unknown=state.get("unknown") or (),
         programs=scenario.programs or None,
     )
+    locale = scenario.machine.locale if getattr(scenario, "machine", None) else "C.UTF-8"
+    if problem is None and not locale_installed(locale):
+        problem = f"the locale {locale} is not installed on this host"
     if problem is not None:
         return grounding
     local = set(state.get("local_vars") or ())
@@ -49,6 +52,7 @@ def with_run(
         "USER": scenario.user,
         "LOGNAME": scenario.user,
         "HOSTNAME": scenario.hostname,
+        "LANG": locale,
         **exported,
     }
     # the shell's own variables, set again before the first line (on its own line 1)
