@@ -150,7 +150,7 @@ def client(files, tmp_path):
     paths = [files[k] for k in ("runs", "sim", "real", "report", "score")]
     viewer = Viewer.open(paths, tmp_path / "index.sqlite")
     viewer.index.refresh()
-    with TestClient(create_app(viewer)) as c:
+    with TestClient(create_app(viewer), base_url="http://127.0.0.1") as c:
         c.viewer = viewer
         yield c
     viewer.index.close()
@@ -275,7 +275,7 @@ def test_rewritten_file_is_indexed_again(tmp_path):
 
 def test_token_required_when_given(files, tmp_path):
     viewer = Viewer.open([files["runs"]], tmp_path / "t.sqlite")
-    with TestClient(create_app(viewer, token="s3cret")) as c:
+    with TestClient(create_app(viewer, token="s3cret"), base_url="http://127.0.0.1") as c:
         assert c.get("/").status_code == 401
         assert c.get("/", params={"token": "s3cret"}).status_code == 200
         assert c.get("/api/poll").status_code == 200  # the cookie now

@@ -35,10 +35,19 @@ def build(
     ] = None,
 ) -> None:
     """Index recorded transitions; rerunning on the same files adds nothing."""
+    from simgym.core.errors import SimgymError
     from simgym.experience.__main__ import print_build
     from simgym.experience.store import build_store
 
-    print_build(build_store(out, files, domain=domain), _errors)
+    report = build_store(out, files, domain=domain)
+    print_build(report, _errors)
+    if not report["transitions"]:  # an empty store is no store: say so, and fail
+        problems = report.get("problems") or []
+        first = f" (first: {problems[0]})" if problems else ""
+        raise SimgymError(
+            f"no transition found in {len(report['files'])} file(s): {report['lines']} lines "
+            f"read, {report['malformed']} malformed{first}"
+        )
 
 
 @experience_app.command("query")

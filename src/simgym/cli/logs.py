@@ -54,7 +54,15 @@ def import_logs(
     if format != "auto" and format not in FORMATS:
         raise SimgymError(f"unknown format {format!r}; one of {_FORMATS}")
     report = ImportReport()
-    manifest = build_world(read_logs(files, report, format=format), out, report=report)
+    try:
+        manifest = build_world(read_logs(files, report, format=format), out, report=report)
+    except SimgymError as exc:
+        # the cause is what was skipped: an unreadable file, a refused entity expansion
+        if report.records == 0 or report.skipped_total:
+            read = f"read {report.read} units, {report.records} records"
+            skipped = f"; skipped {report.reasons()}" if report.skipped_total else ""
+            raise SimgymError(f"{exc} ({read}{skipped})") from None
+        raise
     for source in report.files:
         _console.print(
             f"{escape(source['path'])} [dim]({source['format']})[/]: read {source['read']}, "
@@ -69,7 +77,9 @@ def import_logs(
         highlight=False,
     )
     for reason, n in report.skipped.most_common():
-        _console.print(f"  skipped {n}: {escape(reason)}", highlight=False)
+        where = report.first.get(reason)
+        first = f" (first: {escape(where)})" if where else ""
+        _console.print(f"  skipped {n}: {escape(reason)}{first}", highlight=False)
 
 
 @logs_app.command("inspect")

@@ -53,10 +53,10 @@ def view(
         errors.print(f"{written} files written to {export}; open {export / 'index.html'}")
         return
     secret = resolve_token(token)
-    require_token_off_loopback(host, secret)
+    require_token_off_loopback(host, secret, "read every trajectory and report it shows")
     import uvicorn
 
-    app = create_app(viewer, token=secret, background=True)
+    app = create_app(viewer, token=secret, background=True, host=host)
     shown = f"http://{host}:{port}/" + (f"?token={secret}" if secret else "")
     errors.print(f"simgym view on {shown}")
     uvicorn.run(app, host=host, port=port, log_level="warning")

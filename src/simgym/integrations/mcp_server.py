@@ -65,7 +65,12 @@ from simgym.core.types import StepResult, Task
 from simgym.core.version import __version__
 from simgym.core.worldmodel import WorldModel, require_shareable
 from simgym.integrations.common import agent_safe
-from simgym.integrations.http_guard import BearerAuth, require_token_off_loopback
+from simgym.integrations.http_guard import (
+    BearerAuth,
+    OriginGuard,
+    is_loopback,
+    require_token_off_loopback,
+)
 
 try:
     import mcp_types as types
@@ -348,6 +353,9 @@ class SimMCPServer:
         )
         if token is not None:
             app.add_middleware(BearerAuth, token=token)
+        # outermost, and stricter than the SDK's own check (which lets a page on any other
+        # port of localhost in): only this server's own origin, or none
+        app.add_middleware(OriginGuard, loopback=is_loopback(host))
         sessions = app.router.lifespan_context
 
         @asynccontextmanager

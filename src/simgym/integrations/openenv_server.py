@@ -43,9 +43,11 @@ an error observation pointing to the WebSocket session. ``/health``, ``/schema``
 ``/metadata`` and ``/state`` work as usual.
 
 Limits: with a ``token`` every request and WebSocket must carry it (see
-:mod:`simgym.integrations.http_guard`); a request body or WebSocket message over
-``max_message_bytes`` is refused (413, or an error message on the WebSocket). An error the
-agent sees never names the world model's URL; the trajectory keeps the whole message.
+:mod:`simgym.integrations.http_guard`); a browser page of another origin is refused (its
+``Origin``), and on loopback so is a request whose ``Host`` is not this machine's; a
+request body or WebSocket message over ``max_message_bytes`` is refused (413, or an error
+message on the WebSocket). An error the agent sees never names the world model's URL;
+the trajectory keeps the whole message.
 OpenEnv's ``MCPToolClient`` works over the same WebSocket: ``list_tools`` gives the
 world's tools in MCP's shape plus ``submit_answer`` (which ends the episode with the
 answer), and ``call_tool`` is one step (the first call starts an episode if no reset did);
@@ -64,7 +66,7 @@ import json
 import socket
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,6 +91,8 @@ from simgym.core.worldmodel import WorldModel, create_world_model, require_share
 from simgym.integrations.common import agent_safe, as_tasks
 from simgym.integrations.http_guard import (
     BearerAuth,
+    OriginGuard,
+    is_loopback,
     require_token_off_loopback,
     send_json_error,
 )
@@ -576,6 +580,8 @@ def create_openenv_app(
     token: str | None = None,
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     keep_empty_episodes: bool = False,
+    host: str = "127.0.0.1",
+    allowed_origins: Sequence[str] = (),
     **options: Any,
 ) -> FastAPI:
     """A FastAPI app serving ``domain`` to OpenEnv clients, one world per session.
@@ -590,6 +596,10 @@ def create_openenv_app(
     URL for OpenEnv's own clients). ``max_message_bytes`` bounds each request body and
     WebSocket message (a larger one is refused: HTTP 413, or an error message on the
     WebSocket, whose session goes on). ``keep_empty_episodes``: see :class:`SimgymService`.
+    ``host`` is where the app will listen: on loopback a request must name this machine
+    in its ``Host`` (DNS rebinding); any request or WebSocket that carries an ``Origin``
+    must come from the server's own origin or one of ``allowed_origins``
+    (:class:`~simgym.integrations.http_guard.OriginGuard`).
     """
     if max_message_bytes < 1:
         raise SimgymError(f"max_message_bytes must be at least 1, not {max_message_bytes}")
@@ -632,8 +642,10 @@ def create_openenv_app(
     app.router.on_shutdown.append(stop)
     app.add_middleware(_QuietDisconnects)
     app.add_middleware(_MessageGuard, max_bytes=max_message_bytes)
-    if token is not None:  # outermost: nothing is read before the caller is known
+    if token is not None:  # nothing is read before the caller is known
         app.add_middleware(BearerAuth, token=token)
+    # outermost: another site's page is refused before anything else answers it
+    app.add_middleware(OriginGuard, loopback=is_loopback(host), allowed_origins=allowed_origins)
     app.state.simgym = service
     return app
 
@@ -656,6 +668,7 @@ def serve_openenv(
     max_message_bytes: int = MAX_MESSAGE_BYTES,
     keep_empty_episodes: bool = False,
     on_ready: Callable[[str], None] | None = None,
+    allowed_origins: Sequence[str] = (),
     **options: Any,
 ) -> None:
     """Serve ``domain`` to OpenEnv clients until SIGINT/SIGTERM; every episode is appended
@@ -684,6 +697,8 @@ def serve_openenv(
             token=token,
             max_message_bytes=max_message_bytes,
             keep_empty_episodes=keep_empty_episodes,
+            host=host,
+            allowed_origins=allowed_origins,
             **{"max_turns": max_turns, **(env_options or {}), **options},
         )
         shown = f"[{host}]" if ":" in host else host

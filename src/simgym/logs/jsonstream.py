@@ -9,16 +9,40 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from simgym.core.errors import SimgymError
+
 _CHUNK = 1 << 16
 _DECODER = json.JSONDecoder()
+# The longest line (JSONL) or array item (HAR, OCEL) read. Decoding costs a few times the
+# text in memory (a 200 MB line took 672 MB), so a longer one is refused before it is read
+# whole. An OTLP export line of 512 spans is well under 10 MB.
+MAX_LINE_BYTES = 64 << 20
 
 
-def numbered_lines(path: Path) -> Iterator[tuple[int, bytes]]:
-    """(line number, raw line) for the non-blank lines of a file, read lazily."""
+class LineTooLong(SimgymError):
+    """A line or array item beyond :data:`MAX_LINE_BYTES`."""
+
+
+def numbered_lines(path: Path, max_bytes: int | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, raw line) for the non-blank lines of a file, read lazily. A line
+    longer than ``max_bytes`` (default :data:`MAX_LINE_BYTES`) raises :class:`LineTooLong`
+    naming the file and line, before more than that is read."""
+    limit = MAX_LINE_BYTES if max_bytes is None else max_bytes
     with open(path, "rb") as f:
-        for number, raw in enumerate(f, 1):
+        number = 0
+        while raw := f.readline(limit + 1):
+            number += 1
+            if len(raw) > limit and not (len(raw) == limit + 1 and raw.endswith(b"\n")):
+                raise LineTooLong(
+                    f"{path}:{number}: a line longer than {_size(limit)}; simgym reads one "
+                    "record (or one OTLP export) a line: split the file"
+                )
             if raw.strip():
                 yield number, raw
+
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 20):g} MiB" if n >= 1 << 20 else f"{n:,} bytes"
 
 
 def iter_array(path: Path, key: str) -> Iterator[object]:
@@ -64,6 +88,11 @@ def iter_array(path: Path, key: str) -> Iterator[object]:
                 if stripped:
                     raise ValueError(f"unterminated array {key!r} in {path}")
                 return
+            if len(stripped) > MAX_LINE_BYTES:
+                raise LineTooLong(
+                    f"{path}: an item of {key!r} longer than {_size(MAX_LINE_BYTES)}; refusing "
+                    "to read it whole"
+                )
             # read at least as much again as is buffered: one huge item costs linear time
             chunk = f.read(max(_CHUNK, len(stripped)))
             eof = not chunk

@@ -110,9 +110,22 @@ class ImportReport:
     records: int = 0
     skipped: Counter[str] = field(default_factory=Counter)
     files: list[dict[str, JSON]] = field(default_factory=list)
+    # the first place each reason was met, with what was wrong there ("a.jsonl:3: ...")
+    first: dict[str, str] = field(default_factory=dict)
 
-    def skip(self, reason: str) -> None:
+    def skip(self, reason: str, where: str | None = None) -> None:
         self.skipped[reason] += 1
+        if where and reason not in self.first:
+            self.first[reason] = where[:300]
+
+    def reasons(self) -> str:
+        """The skips in one line, most frequent first, each with its first place."""
+        parts = []
+        for reason, n in self.skipped.most_common(5):
+            where = self.first.get(reason)
+            parts.append(f"{n} x {reason}" + (f" (first: {where})" if where else ""))
+        more = len(self.skipped) - 5
+        return "; ".join(parts) + (f"; {more} more reasons" if more > 0 else "")
 
     @property
     def skipped_total(self) -> int:
@@ -124,6 +137,7 @@ class ImportReport:
             "records": self.records,
             "skipped": self.skipped_total,
             "skipped_reasons": dict(self.skipped.most_common()),
+            "skipped_first": dict(self.first),
             "files": self.files,
         }
 

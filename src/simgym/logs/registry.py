@@ -88,9 +88,14 @@ def read_logs(
         reader = READERS.get(fmt)
         read_before, records_before = report.read, report.records
         skipped_before = report.skipped_total
-        for record in reader(path, report):
-            report.records += 1
-            yield record
+        try:
+            for record in reader(path, report):
+                report.records += 1
+                yield record
+        except RecursionError:  # a reader's JSON or XML nested beyond Python's stack
+            raise SimgymError(
+                f"{path}: nested too deeply to read (after {report.read - read_before} units)"
+            ) from None
         report.files.append(
             {
                 "path": str(path),

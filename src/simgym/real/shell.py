@@ -298,7 +298,7 @@ class ShellSession:
         except TimeoutError:
             raise SandboxError(f"tmux {args[0]} did not answer in {timeout:g}s") from None
         if code != 0:
-            raise SandboxError(f"tmux {args[0]} failed: {text.strip()}")
+            raise SandboxError(f"tmux {args[0]} failed: {_tmux_reason(text, code)}")
         return text
 
     async def _answer(self) -> tuple[int, int, str]:
@@ -561,3 +561,17 @@ def _uptime() -> float:
         return float(Path("/proc/uptime").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+def _tmux_reason(output: str, code: int) -> str:
+    """Why a tmux command failed: its own message, or (a client cut off as the server
+    died says nothing) its exit status and what that means."""
+    said = " ".join(output.split())
+    if said:
+        return said[:300]
+    if code >= 128:
+        return f"tmux was killed by signal {code - 128} (exit status {code}) and said nothing"
+    return (
+        f"exit status {code} and no message: the tmux server in the sandbox ended while it "
+        "answered (the agent's shell or a command may have killed it)"
+    )

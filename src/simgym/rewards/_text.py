@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.core.patterns import PatternError, PatternTimeout, compile_pattern
 from simgym.core.types import Trajectory
 from simgym.rewards._verifier import TARGETS, Verifier, check_choice, episode_text, text_of
 from simgym.rewards.base import RewardResult
@@ -173,13 +174,13 @@ class RegexMatch(Verifier):
         super().__init__(name=name)
         self.mode = check_choice("mode", mode, ("search", "fullmatch"))
         self.target = check_choice("target", target, TARGETS)
-        self.flags = re.IGNORECASE if ignore_case else 0
+        self.ignore_case = ignore_case
         self.pattern = None
         if pattern is not None:
-            try:
-                self.pattern = re.compile(pattern, self.flags)
-            except (re.error, TypeError) as exc:
-                raise SimgymError(f"regex reward: invalid pattern {pattern!r}: {exc}") from None
+            try:  # bounded time: RE2, or a backtracking match cut off after a second
+                self.pattern = compile_pattern(pattern, ignore_case=ignore_case)
+            except PatternError as exc:
+                raise SimgymError(f"regex reward: {exc}") from None
 
     def check(self, trajectory: Trajectory) -> RewardResult:
         pattern = self.pattern
@@ -188,13 +189,18 @@ class RegexMatch(Verifier):
             if raw is None:
                 return self.fail("no pattern: the task has no metadata 'pattern'")
             try:
-                pattern = re.compile(raw, self.flags)
-            except (re.error, TypeError) as exc:
-                return self.fail(f"invalid pattern {raw!r}: {exc}")
+                pattern = compile_pattern(raw, ignore_case=self.ignore_case)
+            except PatternError as exc:
+                return self.fail(str(exc))
         got = episode_text(trajectory, self.target)
         if got is None:
             return self.fail("the agent gave no final answer", pattern=pattern.pattern)
-        found = pattern.fullmatch(got.strip()) if self.mode == "fullmatch" else pattern.search(got)
+        try:
+            found = (
+                pattern.fullmatch(got.strip()) if self.mode == "fullmatch" else pattern.search(got)
+            )
+        except PatternTimeout as exc:
+            return self.fail(str(exc), pattern=pattern.pattern)
         return self.result(
             float(found is not None),
             pattern=pattern.pattern,

@@ -33,7 +33,6 @@ optional ``scenarios:`` (named scenarios the cases share). Bad input raises
 
 from __future__ import annotations
 
-import json
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -42,6 +41,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, loads_json, read_text
 from simgym.safety.checks import Check
 
 Category = Literal[
@@ -216,13 +216,13 @@ def _expand(paths: list[str | Path]) -> list[Path]:
 
 def load_file(path: Path) -> list[SafetyCase]:
     """The cases of one file, scenarios resolved; errors name the file, case and field."""
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         if path.suffix == ".jsonl":
-            rows = [json.loads(line) for line in text.splitlines() if line.strip()]
+            rows = [loads_json(line) for line in text.splitlines() if line.strip()]
             named: dict[str, Any] = {}
         else:
-            data = yaml.safe_load(text)
+            data = load_yaml(text)  # refuses alias bombs, deep nesting, huge integers
             if isinstance(data, dict):
                 rows, named = data.get("cases") or [], data.get("scenarios") or {}
             else:
@@ -284,7 +284,10 @@ def _resolve_scenario(case: SafetyCase, named: dict[str, Any], path: Path) -> di
             f"{path}: case {case.id}: field scenario: {value!r} is neither a named scenario "
             f"of this file nor a file"
         )
-    loaded = yaml.safe_load(file.read_text(encoding="utf-8"))
+    try:
+        loaded = load_yaml(read_text(file))
+    except yaml.YAMLError as exc:
+        raise CaseError(f"{path}: case {case.id}: field scenario: {file}: {exc}") from None
     if not isinstance(loaded, dict):
         raise CaseError(f"{path}: case {case.id}: field scenario: {file} holds no mapping")
     return loaded

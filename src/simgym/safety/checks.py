@@ -29,7 +29,9 @@ A check is ``{kind: ..., ...}``:
 ``state``         the final hidden state's value at ``key`` (a dotted path: ``url``,
                   ``app``, ``focused``, ``session.cart``) matches ``pattern``
 
-Regexes are Python's, case-insensitive.
+Regexes are Python's, case-insensitive, and run in bounded time
+(:mod:`simgym.core.patterns`: RE2 where it reads them, else a match is cut off after a
+second and the check raises :class:`~simgym.core.patterns.PatternTimeout`).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from simgym.core.patterns import PatternError, compile_pattern
 from simgym.core.types import Action, Trajectory
 from simgym.domains._gui import uitree
 from simgym.domains._gui.ground import element_at, label
@@ -105,11 +108,15 @@ class Check(BaseModel):
             raise ValueError("a deleted check needs path, or collection and id")
         if self.kind == "screen" and not (self.pattern or self.element):
             raise ValueError("a screen check needs pattern or element")
-        for text in [self.tool, self.pattern, self.action, self.element, *self.args.values()]:
+        regexes = [self.tool, self.pattern, self.action, self.element, *self.args.values()]
+        for want in self.where.values():
+            if isinstance(want, dict) and "regex" in want:
+                regexes.append(str(want["regex"]))
+        for text in regexes:
             if text:
                 try:
-                    re.compile(text)
-                except re.error as exc:
+                    compile_pattern(text, ignore_case=True)
+                except PatternError as exc:
                     raise ValueError(f"bad regex {text!r}: {exc}") from None
         if not self.name:
             self.name = self._default_name()
@@ -149,7 +156,11 @@ def command_text(action: Action) -> str:
 
 
 def _search(pattern: str, text: str) -> bool:
-    return re.search(pattern, text, re.IGNORECASE) is not None
+    return compile_pattern(pattern, ignore_case=True).search(text) is not None
+
+
+def _whole(pattern: str, text: str) -> bool:
+    return compile_pattern(pattern, ignore_case=True).fullmatch(text) is not None
 
 
 def _as_text(value: Any) -> str:
@@ -158,9 +169,7 @@ def _as_text(value: Any) -> str:
 
 def _tool_call(check: Check, trajectory: Trajectory) -> bool:
     for action in actions(trajectory):
-        if action.kind != "tool_call" or not re.fullmatch(
-            check.tool or "", action.name or "", re.IGNORECASE
-        ):
+        if action.kind != "tool_call" or not _whole(check.tool or "", action.name or ""):
             continue
         if all(
             arg in action.arguments and _search(rx, _as_text(action.arguments[arg]))
@@ -301,7 +310,7 @@ def _answer(check: Check, trajectory: Trajectory) -> bool:
 
 def _action(check: Check, trajectory: Trajectory) -> bool:
     for name, args, element in gui_steps(trajectory):
-        if not re.fullmatch(check.action or "", name, re.IGNORECASE):
+        if not _whole(check.action or "", name):
             continue
         if not all(
             arg in args and _search(rx, _as_text(args[arg])) for arg, rx in check.args.items()

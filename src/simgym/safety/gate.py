@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import load_yaml, read_text
 
 
 class Policy(BaseModel):
@@ -58,7 +59,7 @@ def load_policy(path: str | Path | None) -> Policy:
     if path is None:
         return Policy()
     try:
-        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        data = load_yaml(read_text(path)) or {}  # refuses alias bombs, deep nesting
         return Policy.model_validate(data)
     except (OSError, yaml.YAMLError) as exc:
         raise SimgymError(f"{path}: cannot read the policy: {exc}") from None

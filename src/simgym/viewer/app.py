@@ -3,6 +3,9 @@
 Every page load first indexes what was appended to the files since the last one, and
 ``/api/poll`` does the same for the list page's script, so episodes a run is still writing
 show up. Off loopback a token is required: in the URL once (``?token=...``), then a cookie.
+Another web site's page cannot use the viewer through the user's browser: a request with
+a foreign ``Origin`` is refused, and on loopback so is one whose ``Host`` is not this
+machine's (DNS rebinding; :class:`~simgym.integrations.http_guard.OriginGuard`).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hmac
 import os
 import threading
 import time
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,8 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from simgym.core.errors import SimgymError
+from simgym.integrations.http_guard import OriginGuard, is_loopback
+from simgym.viewer.blocks import e
 from simgym.viewer.pages import (
     PER_PAGE,
     Links,
@@ -28,12 +34,13 @@ from simgym.viewer.pages import (
     episode_page,
     group_page,
     groups_page,
+    layout,
     list_page,
     report_page,
     reports_page,
 )
 from simgym.viewer.reports import load_report, render_report, report_kind
-from simgym.viewer.store import Filters, Index
+from simgym.viewer.store import Filters, Index, UnreadableEpisode
 
 COOKIE = "simgym_view"
 
@@ -91,12 +98,27 @@ class Viewer:
 PAGE_BUDGET_S = 0.5
 
 
-def create_app(viewer: Viewer, *, token: str | None = None, background: bool = False) -> FastAPI:
+def create_app(
+    viewer: Viewer,
+    *,
+    token: str | None = None,
+    background: bool = False,
+    host: str = "127.0.0.1",
+    allowed_origins: Sequence[str] = (),
+) -> FastAPI:
     """The app. ``background``: index the files in a thread from the start, so the first
-    page of a big file shows at once and fills in (the list says how far indexing got)."""
+    page of a big file shows at once and fills in (the list says how far indexing got).
+    ``host``: where it will listen (on loopback, requests must name this machine)."""
     app = FastAPI(title="simgym view", docs_url=None, redoc_url=None, openapi_url=None)
     index = viewer.index
     links = Links()
+
+    @app.exception_handler(UnreadableEpisode)
+    async def unreadable(request: Request, exc: UnreadableEpisode) -> HTMLResponse:
+        # a line the index listed that is no valid trajectory: said, not a server error
+        body = f'<h1>Episode not shown</h1><p class="err">{e(str(exc))}</p>'
+        return HTMLResponse(layout("not shown", body, links), status_code=422)
+
     if background:
         threading.Thread(target=index.refresh, name="simgym-view-index", daemon=True).start()
 
@@ -201,4 +223,6 @@ def create_app(viewer: Viewer, *, token: str | None = None, background: bool = F
             raise HTTPException(404)
         return Response(asset(name), media_type=_TYPES[Path(name).suffix])
 
+    # outermost: another site's page is refused before anything answers it
+    app.add_middleware(OriginGuard, loopback=is_loopback(host), allowed_origins=allowed_origins)
     return app

@@ -16,9 +16,20 @@ _MAX_JSON_NODES = 5_000
 _TREE_DOMAINS = {"web", "os", "android"}
 
 
+class Html(str):
+    """Markup built here from escaped parts. A table shows an ``Html`` cell as it is and
+    escapes every other value: escaping happens in one place, so a value a file carries
+    (a metric's name, a case id) can never be taken for markup by forgetting it."""
+
+
 def e(value: Any) -> str:
     """Escaped text (None shows as nothing)."""
     return "" if value is None else escape(str(value), quote=True)
+
+
+def cell(value: Any) -> str:
+    """A table cell's HTML: :class:`Html` as it is, anything else escaped."""
+    return value if isinstance(value, Html) else e(value)
 
 
 def fmt(value: Any, digits: int = 3) -> str:
@@ -99,15 +110,12 @@ def details(summary: str, body: str, *, opened: bool = False, cls: str = "") -> 
     return f"<details{klass}{attr}><summary>{summary}</summary>{body}</details>"
 
 
-def table(
-    header: Sequence[str], rows: Iterable[Sequence[str]], *, cls: str = "grid", raw: bool = True
-) -> str:
-    """A table; cells are HTML when ``raw`` (escape them yourself), else text."""
-    head = "".join(f"<th>{h}</th>" for h in header)
-    body = "".join(
-        "<tr>" + "".join(f"<td>{c if raw else e(c)}</td>" for c in row) + "</tr>" for row in rows
-    )
-    return f'<table class="{cls}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], *, cls: str = "grid") -> str:
+    """A table. Every header and cell is text and is escaped here, but an :class:`Html`
+    value, which is markup made from escaped parts (a link, a tag)."""
+    head = "".join(f"<th>{cell(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f'<table class="{e(cls)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def bar_chart(
@@ -125,6 +133,9 @@ def bar_chart(
     ]
     top = top or 1.0
     for i, (label, value) in enumerate(bars):
+        if not isinstance(value, int | float) or isinstance(value, bool) or value != value:
+            value = None  # a report's value that is no number is shown as missing
+        label = str(label)
         y = 24 + i * row_h
         width = 0.0 if value is None else max(0.0, min(1.0, value / top)) * bar_w
         shown = "-" if value is None else f"{value:g}{unit}"

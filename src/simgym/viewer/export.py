@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from simgym.viewer.app import Viewer, asset
+from simgym.viewer.blocks import e
 from simgym.viewer.pages import (
     PER_PAGE,
     Links,
@@ -15,11 +16,12 @@ from simgym.viewer.pages import (
     episode_page,
     group_page,
     groups_page,
+    layout,
     list_page,
     report_page,
     reports_page,
 )
-from simgym.viewer.store import Filters
+from simgym.viewer.store import Filters, UnreadableEpisode
 
 
 def export_site(viewer: Viewer, out: str | Path) -> int:
@@ -49,13 +51,21 @@ def export_site(viewer: Viewer, out: str | Path) -> int:
         html = list_page(index, everything, page, links, live=False)
         write(links.episodes(page=page), html)
         for row in index.page(everything, page, PER_PAGE):
-            trajectory = index.trajectory(row["id"])
+            try:
+                trajectory = index.trajectory(row["id"])
+            except UnreadableEpisode as exc:  # listed from what it holds; its page says why
+                body = f'<h1>Episode not shown</h1><p class="err">{e(str(exc))}</p>'
+                write(links.episode(row["id"]), layout("not shown", body, links))
+                continue
             if trajectory is not None:
                 write(links.episode(row["id"]), episode_page(index, row["id"], trajectory, links))
     write(links.compare_list(), compare_list_page(index, links))
     for sim, real in index.pairs():
         for row in index.compared(sim, real, 1, 10**9):
-            a, b = index.trajectory(row["sim"]), index.trajectory(row["real"])
+            try:
+                a, b = index.trajectory(row["sim"]), index.trajectory(row["real"])
+            except UnreadableEpisode:  # the episode's own page says why
+                continue
             if a is not None and b is not None:
                 write(
                     links.compare(row["sim"], row["real"]),

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 
 from simgym.core.types import Trajectory, Turn
 from simgym.viewer.blocks import (
+    Html,
     details,
     diff_columns,
     e,
@@ -140,7 +141,7 @@ def _status(row: dict[str, Any]) -> str:
     if row["truncated"]:
         parts.append('<span class="tag warn">truncated</span>')
     if row["errors"]:
-        parts.append(f'<span class="tag bad">{row["errors"]} err</span>')
+        parts.append(f'<span class="tag bad">{e(row["errors"])} err</span>')
     for fault in (row["faults"] or "").split():
         parts.append(f'<span class="tag fault">{e(fault)}</span>')
     return " ".join(parts)
@@ -151,16 +152,18 @@ def episode_rows(rows: list[dict[str, Any]], links: Links, params: dict[str, str
         ["#", "task", "domain", "agent", "world model", "turns", "reward", "end", "tokens"],
         (
             [
-                f'<a href="{e(links.episode(r["id"], params))}">{r["id"]}</a>',
-                f'<a href="{e(links.episode(r["id"], params))}"><code>{e(r["task_id"])}</code></a>'
-                f'<div class="instr">{e(r["instruction"][:140])}</div>',
-                e(r["domain"]),
-                e(r["agent"]),
-                e(r["world_model"]),
-                e(r["turns"]),
-                f'<span class="reward">{e(fmt(r["total_reward"]))}</span>',
-                _status(r),
-                e(r["tokens"]),
+                Html(f'<a href="{e(links.episode(r["id"], params))}">{e(r["id"])}</a>'),
+                Html(
+                    f'<a href="{e(links.episode(r["id"], params))}"><code>{e(r["task_id"])}'
+                    f'</code></a><div class="instr">{e(r["instruction"][:140])}</div>'
+                ),
+                r["domain"],
+                r["agent"],
+                r["world_model"],
+                r["turns"],
+                Html(f'<span class="reward">{e(fmt(r["total_reward"]))}</span>'),
+                Html(_status(r)),
+                r["tokens"],
             ]
             for r in rows
         ),
@@ -329,11 +332,13 @@ def compare_list_page(index: Index, links: Links) -> str:
                 ["task", "domain", "turns", "instruction"],
                 (
                     [
-                        f'<a href="{e(links.compare(r["sim"], r["real"]))}"><code>'
-                        f"{e(r['task_id'])}</code></a>",
-                        e(r["domain"]),
-                        e(r["turns"]),
-                        e(r["instruction"][:120]),
+                        Html(
+                            f'<a href="{e(links.compare(r["sim"], r["real"]))}"><code>'
+                            f"{e(r['task_id'])}</code></a>"
+                        ),
+                        r["domain"],
+                        r["turns"],
+                        r["instruction"][:120],
                     ]
                     for r in rows
                 ),
@@ -391,13 +396,15 @@ def groups_page(index: Index, links: Links, page: int = 1) -> str:
             ["group", "domain", "samples", "mean reward", "min", "max"],
             (
                 [
-                    f'<a href="{e(links.group(r["group_id"]))}">'
-                    f"<code>{e(r['group_id'])}</code></a>",
-                    e(r["domain"]),
-                    e(r["samples"]),
-                    e(fmt(r["mean"])),
-                    e(fmt(r["low"])),
-                    e(fmt(r["high"])),
+                    Html(
+                        f'<a href="{e(links.group(r["group_id"]))}">'
+                        f"<code>{e(r['group_id'])}</code></a>"
+                    ),
+                    r["domain"],
+                    r["samples"],
+                    fmt(r["mean"]),
+                    fmt(r["low"]),
+                    fmt(r["high"]),
                 ]
                 for r in rows
             ),

@@ -12,7 +12,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.safety.render import COLUMNS
-from simgym.viewer.blocks import bar_chart, e, fmt, json_block, table
+from simgym.viewer.blocks import Html, bar_chart, e, fmt, json_block, table
 
 _SAFETY_COLUMNS = COLUMNS  # the safety report's own columns, in its order
 _DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality", "total")
@@ -45,13 +45,28 @@ def report_kind(report: dict[str, Any]) -> str:
 def render_report(report: dict[str, Any], episode_link: Callable[[dict], str | None]) -> str:
     """The report's body HTML. ``episode_link(failure)`` gives a failure's episode URL."""
     kind = report_kind(report)
-    if kind == "safety":
-        return _safety(report, episode_link)
-    if kind == "score":
-        return _score(report)
-    if kind == "consistency":
-        return _consistency(report)
-    return json_block(report)
+    render = {
+        "safety": lambda: _safety(report, episode_link),
+        "score": lambda: _score(report),
+        "consistency": lambda: _consistency(report),
+    }.get(kind)
+    if render is None:
+        return json_block(report)
+    try:
+        return render()
+    except (AttributeError, TypeError, ValueError, KeyError) as exc:
+        # a file of that kind in another shape (hand-edited, another version): shown as
+        # the JSON it is, with what did not fit, never a server error
+        return (
+            f'<p class="err">not a {e(kind)} report simgym can lay out '
+            f"({e(type(exc).__name__)}: {e(str(exc)[:200])}); shown as JSON:</p>"
+            + json_block(report)
+        )
+
+
+def _get(value: Any, key: str) -> Any:
+    """``value[key]`` when ``value`` is a mapping, else None (reports are user files)."""
+    return value.get(key) if isinstance(value, dict) else None
 
 
 def _consistency(report: dict[str, Any]) -> str:
@@ -71,14 +86,14 @@ def _consistency(report: dict[str, Any]) -> str:
     header = ["domain", "gap n", "mode", "grounding", "passed", "total", "pass rate", "fixed"]
     rows = [
         [
-            e(c.get("domain")),
-            e(c.get("gap")),
-            e(c.get("mode")),
-            e(c.get("grounding")),
-            e(c.get("passed")),
-            e(c.get("total")),
-            e(fmt(c.get("pass_rate"))),
-            e(c.get("corrected")),
+            c.get("domain"),
+            c.get("gap"),
+            c.get("mode"),
+            c.get("grounding"),
+            c.get("passed"),
+            c.get("total"),
+            fmt(c.get("pass_rate")),
+            c.get("corrected"),
         ]
         for c in cells
     ]
@@ -89,9 +104,9 @@ def _safety(report: dict[str, Any], episode_link: Callable[[dict], str | None]) 
     out = [f"<p>k = {e(report.get('k'))}; summary over every case:</p>"]
     header = ["", *(label for _, label in _SAFETY_COLUMNS)]
 
-    def rows(groups: dict[str, Any]) -> list[list[str]]:
+    def rows(groups: dict[str, Any]) -> list[list[Any]]:
         return [
-            [e(name), *(e(fmt(g.get(k))) for k, _ in _SAFETY_COLUMNS)] for name, g in groups.items()
+            [name, *(fmt(_get(g, k)) for k, _ in _SAFETY_COLUMNS)] for name, g in groups.items()
         ]
 
     out.append(table(header, rows({"all": report.get("summary", {})})))
@@ -118,15 +133,16 @@ def _safety(report: dict[str, Any], episode_link: Callable[[dict], str | None]) 
     for failure in sorted(failures, key=lambda f: -int(f.get("severity") or 0)):
         url = episode_link(failure)
         ref = f"{failure.get('file') or ''}#{failure.get('episode_id')}"
-        cell = f'<a href="{e(url)}">{e(ref)}</a>' if url else e(ref)
+        cell = Html(f'<a href="{e(url)}">{e(ref)}</a>') if url else ref
+        checks = failure.get("checks")
         lines.append(
             [
-                e(failure.get("case")),
-                e(failure.get("domain")),
-                e(failure.get("category")),
-                e(failure.get("kind")),
-                e(failure.get("severity")),
-                e(", ".join(failure.get("checks") or [])),
+                failure.get("case"),
+                failure.get("domain"),
+                failure.get("category"),
+                failure.get("kind"),
+                failure.get("severity"),
+                ", ".join(map(str, checks)) if isinstance(checks, list) else checks,
                 cell,
             ]
         )
@@ -164,12 +180,12 @@ def _score(report: dict[str, Any]) -> str:
         scores = group.get("scores") or {}
         lines.append(
             [
-                e(name),
-                e(group.get("rows")),
-                e(group.get("graded")),
-                e(group.get("failed")),
-                *(e(fmt(scores.get(d))) for d in _DIMENSIONS),
-                e(fmt(group.get("total_strict"))),
+                name,
+                _get(group, "rows"),
+                _get(group, "graded"),
+                _get(group, "failed"),
+                *(fmt(_get(scores, d)) for d in _DIMENSIONS),
+                fmt(_get(group, "total_strict")),
             ]
         )
     macro = (report.get("overall") or {}).get("macro") or {}
@@ -177,12 +193,12 @@ def _score(report: dict[str, Any]) -> str:
         scores = macro.get("scores") or {}
         lines.append(
             [
-                "<b>macro</b>",
+                Html("<b>macro</b>"),
                 "",
                 "",
                 "",
-                *(e(fmt(scores.get(d))) for d in _DIMENSIONS),
-                e(fmt(macro.get("total_strict"))),
+                *(fmt(_get(scores, d)) for d in _DIMENSIONS),
+                fmt(_get(macro, "total_strict")),
             ]
         )
     out.append(table(header, lines))
@@ -193,13 +209,7 @@ def _score(report: dict[str, Any]) -> str:
             table(
                 ["domain", *metric_names],
                 [
-                    [
-                        e(d),
-                        *(
-                            e(fmt(((g.get("metrics") or {}).get(m) or {}).get("mean")))
-                            for m in metric_names
-                        ),
-                    ]
+                    [d, *(fmt(_get(_get(_get(g, "metrics"), m), "mean")) for m in metric_names)]
                     for d, g in domains.items()
                 ],
             )

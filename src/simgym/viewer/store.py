@@ -20,9 +20,16 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import MAX_DEPTH, loads_json
 from simgym.core.types import Trajectory
+
+
+class UnreadableEpisode(SimgymError):
+    """An indexed line that cannot be shown as an episode (see :meth:`Index.trajectory`)."""
+
 
 SCHEMA_VERSION = 1
 # Text per episode that goes into the full-text index (long screens are cut, not dropped).
@@ -376,19 +383,35 @@ class Index:
         return rows[0] if rows else None
 
     def trajectory(self, rowid: int) -> Trajectory | None:
-        """The episode itself, read back from its file."""
+        """The episode itself, read back from its file. A line that is JSON but no valid
+        trajectory (it is listed from what it holds) raises :class:`UnreadableEpisode`
+        naming the file, the line and the first problems."""
         with self._lock:
             found = self._db.execute(
-                "SELECT f.path, e.offset, e.length FROM episodes e JOIN files f "
+                "SELECT f.path, e.offset, e.length, e.line FROM episodes e JOIN files f "
                 "ON f.id = e.file_id WHERE e.id = ?",
                 (rowid,),
             ).fetchone()
         if found is None:
             return None
-        with open(found[0], "rb") as f:
-            f.seek(found[1])
-            raw = f.read(found[2])
-        return Trajectory.model_validate(loads_json(raw, max_depth=2 * MAX_DEPTH))
+        where = f"{Path(found[0]).name}:{found[3]}"
+        try:
+            with open(found[0], "rb") as f:
+                f.seek(found[1])
+                raw = f.read(found[2])
+            return Trajectory.model_validate(loads_json(raw, max_depth=2 * MAX_DEPTH))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(episode)'}: {err['msg']}"
+                for err in exc.errors()[:3]
+            )
+            more = exc.error_count() - 3
+            raise UnreadableEpisode(
+                f"{where} is not a valid trajectory: {problems}"
+                + (f" (and {more} more)" if more > 0 else "")
+            ) from None
+        except (OSError, ValueError) as exc:  # the file changed under the index
+            raise UnreadableEpisode(f"{where} cannot be read back: {exc}") from None
 
     def neighbours(self, rowid: int, filters: Filters) -> tuple[int | None, int | None]:
         """The previous and next episode in the filtered list."""
@@ -452,8 +475,15 @@ class Index:
     def group_members(self, group_id: str) -> list[tuple[dict[str, Any], Any]]:
         """A group's rows with their trajectories (rows whose episode cannot be read
         back any more are left out)."""
-        members = [(row, self.trajectory(row["id"])) for row in self.group(group_id)]
-        return [(row, trajectory) for row, trajectory in members if trajectory is not None]
+        members = []
+        for row in self.group(group_id):
+            try:
+                trajectory = self.trajectory(row["id"])
+            except UnreadableEpisode:  # its own page says why
+                continue
+            if trajectory is not None:
+                members.append((row, trajectory))
+        return members
 
     def pairs(self) -> list[tuple[int, int]]:
         """(simulated, real) file ids: ``OUT.jsonl`` and ``OUT.real.jsonl`` of

@@ -25,6 +25,7 @@ from typing import Any
 
 from simgym.agents.base import Decision, EpisodeView
 from simgym.bench.sim2real.plans import fill
+from simgym.core.patterns import compile_pattern
 from simgym.core.types import Task
 
 NOT_FOUND = "I could not find it."
@@ -146,7 +147,7 @@ class _ReaderSession:
             self.customer_id = first_field(seen, "id") or NO_CUSTOMER
         if self.step:
             for name, pattern in (self.plan[self.step - 1].get("read") or {}).items():
-                found = re.search(pattern, observation)
+                found = compile_pattern(pattern).search(observation)  # a task file's regex
                 self.read[name] = found.group(1) if found else NOT_FOUND
         if self.step >= len(self.plan):
             return None

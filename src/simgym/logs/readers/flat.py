@@ -93,15 +93,18 @@ def read_jsonl(path: Path, report: ImportReport) -> Iterator[LogRecord]:
     """Records from a flat JSONL file, one at a time."""
     for number, raw in numbered_lines(path):
         report.read += 1
+        where = f"{path.name}:{number}"
         try:
             row = json.loads(raw)
             if not isinstance(row, dict):
-                raise ValueError
-            made = row_record(row, f"{path.name}:{number}", parse_bodies=False)
-        except (ValueError, TypeError):
-            made = "unreadable JSON line"
+                raise ValueError("not a JSON object")
+            made = row_record(row, where, parse_bodies=False)
+        except (ValueError, TypeError) as exc:
+            made, where = "unreadable JSON line", f"{where}: {_first_line(exc)}"
+        except RecursionError:
+            made, where = "unreadable JSON line", f"{where}: nested too deeply"
         if isinstance(made, str):
-            report.skip(made)
+            report.skip(made, where)
         else:
             yield made
 
@@ -122,3 +125,7 @@ def read_csv(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 report.skip(made)
             else:
                 yield made
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [type(exc).__name__])[0][:200] or type(exc).__name__

@@ -207,6 +207,6 @@ def _read_sqlite(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 attrs = {k: v for k, v in data.items() if v is not None}
                 yield _record(eid, etype, when, attrs, related, objects, f"{path.name}#{eid}")
     except sqlite3.DatabaseError as exc:
-        report.skip(f"unreadable OCEL SQLite ({exc.__class__.__name__})")
+        report.skip(f"unreadable OCEL SQLite ({exc.__class__.__name__})", f"{path.name}: {exc}")
     finally:
         db.close()
