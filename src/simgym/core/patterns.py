@@ -52,6 +52,7 @@ class Pattern:
     engine: str
     compiled: Any
     timeout_s: float = MATCH_TIMEOUT_S
+    whole: Any = None  # RE2: the form for fullmatch, where $ can only be the very end
 
     def search(self, text: str) -> Any:
         return self._run("search", text)
@@ -60,6 +61,8 @@ class Pattern:
         return self._run("match", text)
 
     def fullmatch(self, text: str) -> Any:
+        if self.whole is not None:
+            return self.whole.fullmatch(text)
         return self._run("fullmatch", text)
 
     def _run(self, how: str, text: str) -> Any:
@@ -111,14 +114,17 @@ def _compile(
     translated = to_re2(pattern, multiline=multiline) if _re2 is not None else None
     if translated is not None:
         flags = "".join(f for f, on in (("i", ignore_case), ("m", multiline), ("s", dotall)) if on)
+        prefix = f"(?{flags})" if flags else ""
         options = _re2.Options()
         options.log_errors = False  # RE2 would print its refusals on stderr
         try:
-            compiled = _re2.compile((f"(?{flags})" if flags else "") + translated, options)
+            compiled = _re2.compile(prefix + translated, options)
+            end_only = to_re2(pattern, multiline=multiline, dollar=r"\z")
+            whole = _re2.compile(prefix + end_only, options) if end_only != translated else None
         except _re2.error:
             pass  # a construct RE2 lacks: the bounded backtracking engine below
         else:
-            return Pattern(pattern, "re2", compiled, timeout_s)
+            return Pattern(pattern, "re2", compiled, timeout_s, whole)
     return Pattern(
         pattern, "regex", _backtracking(pattern, ignore_case, multiline, dotall), timeout_s
     )
@@ -155,10 +161,12 @@ _NEGATED = {"D": "d", "W": "w", "S": "s"}
 _SAME_ESCAPES = set("afnrtvAbBx") | set(r".^$*+?()[]{}|\-/#&~ '\"!%,:;<=>@`_")
 
 
-def to_re2(pattern: str, *, multiline: bool = False) -> str | None:
+def to_re2(pattern: str, *, multiline: bool = False, dollar: str = r"(?:\n?\z)") -> str | None:
     """``pattern`` rewritten so RE2 means what Python's ``re`` means by it, or None when a
     construct has no RE2 form (look-around, back-references, inline flags RE2 lacks...):
-    those run on the bounded backtracking engine."""
+    those run on the bounded backtracking engine. ``dollar`` is what a ``$`` becomes
+    (RE2's ``$`` is the very end only; Python's also the place before a final newline,
+    which a whole-text match can never end at)."""
     out: list[str] = []
     i, n = 0, len(pattern)
     in_class = False
@@ -210,7 +218,7 @@ def to_re2(pattern: str, *, multiline: bool = False) -> str | None:
         if ch == "{" and pattern.startswith("{,", i):
             return None  # Python reads {,n} as {0,n}, RE2 as text
         if ch == "$" and not multiline:
-            out.append(r"(?:\n?\z)")  # Python's $ also matches before a final newline
+            out.append(dollar)  # Python's $ also matches before a final newline
             i += 1
             continue
         if ch == "(" and pattern.startswith("(?", i):

@@ -44,7 +44,13 @@ class RealExecutor:
             latency_s=time.perf_counter() - start,
             model=self.name,
             finish_reason="executed",
+            metadata=self.turn_metadata(observation),
         )
+
+    def turn_metadata(self, observation: str) -> dict[str, Any]:
+        """What the turn's observation metadata records beside the text (a sandbox's
+        refused writes, say); nothing by default."""
+        return {}
 
     async def predict(
         self,

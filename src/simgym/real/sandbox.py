@@ -6,7 +6,10 @@ with ``bwrap``: every namespace unshared (so no network but a private loopback),
 capabilities dropped, no nested user namespaces, a seccomp filter
 (:mod:`simgym.real.seccomp_filter`), rlimits on CPU time, memory, file size and open files
 per process, and a cgroup per sandbox for the totals: processes, memory, swap, CPU
-(:mod:`simgym.real.cgroup`; rlimits alone where the host's cgroup tree is not writable).
+(:mod:`simgym.real.cgroup`; rlimits alone where the host's cgroup tree is not writable),
+and a size-limited tmpfs under the whole sandbox directory for the total of what it may
+write (``Limits.disk_mb``; where simgym may not mount, only ``file_mb`` per file holds,
+and :func:`isolation` says so).
 :meth:`Sandbox.exec` runs one command in a fresh shell and keeps only the head of its
 output while it streams; the interactive shell is :class:`simgym.real.shell.ShellSession`.
 
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import logging
 import os
 import posixpath
@@ -97,6 +102,12 @@ class Limits:
     # Totals over all the sandbox's processes (cgroups; see simgym.real.cgroup).
     processes: int = 256
     cpus: float = 2.0
+    # Everything the sandbox may write, its scenario files included: the size of the tmpfs
+    # its directory is (memory, not disk; written pages count against memory_mb too).
+    disk_mb: int = 1024
+
+
+DISK_FULL = "No space left on device"  # what a refused write says, in every program
 
 
 @dataclass
@@ -107,6 +118,7 @@ class ExecResult:
     exit_code: int
     timed_out: bool = False
     seconds: float = 0.0
+    disk_full: bool = False  # the sandbox's writable space ran out (writes were refused)
 
 
 _SANDBOX_PREFIX = "simgym-sandbox-"
@@ -119,11 +131,15 @@ def isolation() -> dict[str, str]:
     backend description): which totals the kernel enforces, and the seccomp filter."""
     cgroup = cgroup_problem()
     seccomp = seccomp_problem()
+    disk = disk_problem()
     return {
         "totals": "cgroup (pids, memory, swap, cpu)"
         if cgroup is None
         else f"rlimits only (per process; no process cap for root): {cgroup}",
         "seccomp": "on" if seccomp is None else f"off: {seccomp}",
+        "disk": "tmpfs per sandbox (disk_mb in total)"
+        if disk is None
+        else f"not bounded in total (file_mb per file only): {disk}",
     }
 
 
@@ -131,7 +147,7 @@ def isolation() -> dict[str, str]:
 def _warn_fallback() -> None:
     # once per process: every sandbox falls back the same way
     for what, state in isolation().items():
-        if not state.startswith(("cgroup", "on")):
+        if not state.startswith(("cgroup", "on", "tmpfs")):
             _log.warning("sandbox %s: %s", what, state)
 
 
@@ -151,10 +167,59 @@ def reclaim_leftovers() -> int:
                 continue
         except OSError:
             continue
+        _unmount(path)  # its tmpfs first: rmtree would empty it and leave it mounted
         shutil.rmtree(path, ignore_errors=True)
         removed += 1
     reclaim_stale(alive=set())
     return removed
+
+
+# -- the sandbox's writable space: a size-limited tmpfs ------------------------------------
+
+_MS_NOSUID, _MS_NODEV = 2, 4
+_MNT_DETACH = 2
+
+
+@lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover
+        return None
+
+
+def _mount_tmpfs(target: Path, size_mb: int) -> str | None:
+    """Mount a tmpfs of ``size_mb`` on ``target``; None, or why it could not."""
+    libc = _libc()
+    if libc is None or not hasattr(libc, "mount"):
+        return "no mount(2) here"
+    inodes = max(65536, size_mb * 256)  # files cost kernel memory beyond the size limit
+    options = f"size={size_mb}m,nr_inodes={inodes},mode=0700".encode()
+    if libc.mount(b"tmpfs", str(target).encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, options):
+        error = ctypes.get_errno()
+        return f"cannot mount a tmpfs ({os.strerror(error)}; needs root or CAP_SYS_ADMIN)"
+    return None
+
+
+def _unmount(target: Path) -> None:
+    libc = _libc()
+    if libc is not None and os.path.ismount(target):
+        libc.umount2(str(target).encode(), _MNT_DETACH)
+
+
+@lru_cache(maxsize=1)
+def disk_problem() -> str | None:
+    """Why a sandbox's total writes cannot be bounded here (None when each sandbox gets a
+    size-limited tmpfs): mounting one needs root or CAP_SYS_ADMIN."""
+    if os.geteuid() != 0:
+        return "not root: a size-limited tmpfs needs mount rights"
+    probe = Path(tempfile.mkdtemp(prefix=f"{_SANDBOX_PREFIX}{os.getpid()}-probe-"))
+    try:
+        problem = _mount_tmpfs(probe, 1)
+        _unmount(probe)
+        return problem
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
@@ -273,6 +338,10 @@ class Sandbox:
             reclaim_leftovers()
         self._base = Path(tempfile.mkdtemp(prefix=f"{_SANDBOX_PREFIX}{os.getpid()}-"))
         try:
+            if disk_problem() is None:
+                problem = _mount_tmpfs(self._base, self.limits.disk_mb)
+                if problem is not None:
+                    raise SandboxError(f"cannot bound the sandbox's disk: {problem}")
             self._skeleton()
             for path, content in self.files.items():
                 try:
@@ -281,6 +350,8 @@ class Sandbox:
                     # a file over a directory, a NUL byte, a name too long: the scenario's
                     # fault, reported as such instead of a traceback
                     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+                    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+                        reason = f"the scenario's files exceed disk_mb={self.limits.disk_mb}"
                     raise SandboxError(
                         f"cannot place scenario file {path[:200]!r}: {reason}"
                     ) from None
@@ -315,8 +386,28 @@ class Sandbox:
             self.cgroup.remove()
             self.cgroup = None
         if self._base is not None:
+            _unmount(self._base)  # lazily: the tmpfs goes once nothing holds it
             shutil.rmtree(self._base, ignore_errors=True)
             self._base = None
+
+    def disk_usage(self) -> tuple[int, int] | None:
+        """(bytes written, bytes allowed) of the sandbox's tmpfs; None when it has none."""
+        if self._base is None or not os.path.ismount(self._base):
+            return None
+        try:
+            st = os.statvfs(self._base)
+        except OSError:
+            return None
+        return (st.f_blocks - st.f_bfree) * st.f_frsize, st.f_blocks * st.f_frsize
+
+    def disk_full(self, output: str = "") -> bool:
+        """Were writes refused for want of space: the tmpfs is (all but) full, or
+        ``output`` (what a command printed) says so while the sandbox has a limit."""
+        usage = self.disk_usage()
+        if usage is None:
+            return False
+        used, allowed = usage
+        return allowed - used < max(1 << 20, allowed // 100) or DISK_FULL in output
 
     def _skeleton(self) -> None:
         root = self.root
@@ -591,7 +682,34 @@ class Sandbox:
             shown = text[: lim.output_chars]
             hidden = output.total - len(shown.encode("utf-8", errors="replace"))
             text = shown + f"\n[output truncated: {hidden} more bytes not shown]\n"
-        return ExecResult(text, code, timed_out, time.perf_counter() - start)
+        # the output stays what the programs printed ("No space left on device"); callers
+        # record the refusal beside it (RealExecutor.turn_metadata)
+        full = self.disk_full(text)
+        return ExecResult(text, code, timed_out, time.perf_counter() - start, full)
+
+
+def sandbox_disk_note(sandbox: Sandbox | None, output: str = "") -> dict[str, object]:
+    """``{"sandbox_disk": {...}}`` for a turn's observation metadata when the sandbox's
+    writable space ran out (writes were refused), else ``{}``: the refusal is recorded on
+    the turn, the observation keeps what the programs printed."""
+    if sandbox is None:
+        return {}
+    try:
+        usage = sandbox.disk_usage()
+        full = sandbox.disk_full(output)
+    except SandboxError:
+        return {}
+    if usage is None or not full:
+        return {}
+    used, allowed = usage
+    return {
+        "sandbox_disk": {
+            "refused": f"writes beyond the sandbox's {sandbox.limits.disk_mb} MB were refused "
+            f"({DISK_FULL})",
+            "used_mb": round(used / (1 << 20), 1),
+            "limit_mb": sandbox.limits.disk_mb,
+        }
+    }
 
 
 class _CappedOutput:

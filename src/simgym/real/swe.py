@@ -28,7 +28,14 @@ from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
 from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
 from simgym.real.base import RealExecutor
-from simgym.real.sandbox import ExecResult, Limits, Sandbox, SandboxError, isolation
+from simgym.real.sandbox import (
+    ExecResult,
+    Limits,
+    Sandbox,
+    SandboxError,
+    isolation,
+    sandbox_disk_note,
+)
 from simgym.real.snapshot import declared_paths, tree_files
 
 BACKEND_NAME = "real-swe"
@@ -137,6 +144,10 @@ class RealSWE(RealExecutor):
             return await self.run_tool(name, args)
         except SandboxError as exc:
             raise WorldModelError(f"real swe: {exc}") from None
+
+    def turn_metadata(self, observation: str) -> dict[str, Any]:
+        """The sandbox's refused writes, when its writable space ran out this turn."""
+        return sandbox_disk_note(self.sandbox, observation)
 
     def describe(self) -> dict[str, Any]:
         return {

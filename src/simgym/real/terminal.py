@@ -26,7 +26,7 @@ from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
 from simgym.real.base import RealExecutor
-from simgym.real.sandbox import Limits, Sandbox, SandboxError, isolation
+from simgym.real.sandbox import Limits, Sandbox, SandboxError, isolation, sandbox_disk_note
 from simgym.real.shell import ShellSession
 from simgym.real.snapshot import SYSTEM_TREES, VIRTUAL_TREES, declared_paths, tree_files
 
@@ -121,6 +121,10 @@ class RealTerminal(RealExecutor):
             return await self.session.send(keystroke_batches(action_text))
         except SandboxError as exc:
             raise WorldModelError(f"real terminal: {exc}") from None
+
+    def turn_metadata(self, observation: str) -> dict[str, Any]:
+        """The sandbox's refused writes, when its writable space ran out this turn."""
+        return sandbox_disk_note(self.session.sandbox if self.session else None, observation)
 
     def describe(self) -> dict[str, Any]:
         return {
