@@ -451,3 +451,140 @@ def test_depth_limit_is_what_the_parsers_enforce() -> None:
     assert loads_json("[" * MAX_DEPTH + "]" * MAX_DEPTH) is not None
     with pytest.raises(json.JSONDecodeError, match="nested deeper"):
         loads_json("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1))
+
+
+# -- log files and the world folders built from them (issue 43) -----------------------------
+
+LOG_ROW = {
+    "session": "s1",
+    "time": "2025-03-03T08:00:00Z",
+    "operation": "GET /customers/{customer_id}",
+    "method": "GET",
+    "path": "/customers/C-1",
+    "request": {"customer_id": "C-1"},
+    "response": {"id": "C-1", "name": "Ada Meyer", "email": "ada@bank.test"},
+    "status": 200,
+}
+LOG_SUFFIXES = {
+    "jsonl": ".jsonl",
+    "csv": ".csv",
+    "otlp": ".jsonl",
+    "mcp": ".jsonl",
+    "trajectories": ".jsonl",
+    "har": ".har",
+    "ocel": ".json",
+    "xes": ".xes",
+}
+log_contents = st.one_of(
+    hostile_text().map(str.encode),
+    st.binary(max_size=120),
+    st.lists(json_values, max_size=4).map(
+        lambda rows: "".join(json.dumps(r) + "\n" for r in rows).encode()
+    ),
+    st.dictionaries(st.sampled_from(list(LOG_ROW)), json_values, max_size=8).map(
+        lambda row: (json.dumps({**LOG_ROW, **row}) + "\n").encode()
+    ),
+    json_values.map(lambda v: json.dumps({"log": {"entries": [v]}, "events": [v]}).encode()),
+    st.text(alphabet="<>/=\"' &;!abcDOCTYPE[]ENTITY", max_size=120).map(
+        lambda t: f'<?xml version="1.0"?><log><trace>{t}</trace></log>'.encode()
+    ),
+)
+
+
+@pytest.mark.parametrize("fmt", sorted(LOG_SUFFIXES))
+def test_log_files_give_records_skips_or_one_clear_error(tmp_path, fmt: str) -> None:
+    """Any bytes, read as any log format: records, counted skips, or a SimgymError naming
+    the file; never another exception."""
+    from simgym.logs import ImportReport, read_logs
+
+    counter = iter(range(10**6))
+
+    @settings(FUZZ, max_examples=40)
+    @given(log_contents)
+    def check(content: bytes) -> None:
+        path = _write(tmp_path, f"log{next(counter)}{LOG_SUFFIXES[fmt]}", content)
+        report = ImportReport()
+        try:
+            records = list(read_logs([path], report, format=fmt))
+        except SimgymError:
+            return
+        assert len(records) == report.records
+
+    check()
+
+
+@pytest.fixture(scope="module")
+def built_world(tmp_path_factory):
+    from simgym.logs import ImportReport, build_world, read_logs
+
+    base = tmp_path_factory.mktemp("world")
+    log = base / "calls.jsonl"
+    rows = []
+    for i in range(6):
+        rows.append({**LOG_ROW, "session": f"s{i}", "path": f"/customers/C-{i}"})
+        rows.append(
+            {
+                **LOG_ROW,
+                "session": f"s{i}",
+                "operation": "POST /customers/{customer_id}/notes",
+                "method": "POST",
+                "path": f"/customers/C-{i}/notes",
+                "request": {"customer_id": f"C-{i}", "text": "hello"},
+                "response": {"id": f"N-{i}", "customer_id": f"C-{i}", "text": "hello"},
+                "status": 201,
+            }
+        )
+    log.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = ImportReport()
+    build_world(read_logs([log], report), base / "w", report=report)
+    return base / "w"
+
+
+def _mutate(value, path: list[int], replacement):
+    """``value`` with the node reached by following ``path`` (indexes into the children
+    of each dict or list, taken modulo their number) replaced."""
+    if not path or not isinstance(value, dict | list) or not value:
+        return replacement
+    keys = list(value) if isinstance(value, dict) else list(range(len(value)))
+    key = keys[path[0] % len(keys)]
+    copy = dict(value) if isinstance(value, dict) else list(value)
+    copy[key] = _mutate(value[key], path[1:], replacement)
+    return copy
+
+
+def test_world_folders_load_or_are_one_clear_error(tmp_path, built_world) -> None:
+    """A world folder whose files were edited by hand (any file replaced by hostile text,
+    or one value anywhere in it replaced by any JSON value) gives an mcp scenario or a
+    SimgymError naming the problem, never another exception."""
+    import shutil
+
+    from simgym.logs.twin import world_scenario
+
+    names = sorted(p.name for p in built_world.iterdir() if p.is_file())
+    assert "interface.json" in names
+    counter = iter(range(10**6))
+
+    @settings(FUZZ, max_examples=80)
+    @given(
+        st.sampled_from(names),
+        st.lists(st.integers(0, 50), max_size=6),
+        json_values | hostile_text(),
+        st.booleans(),
+    )
+    def check(name: str, path: list[int], replacement, whole: bool) -> None:
+        world = tmp_path / f"w{next(counter)}"
+        shutil.copytree(built_world, world)
+        target = world / name
+        if whole or not name.endswith(".json"):
+            text = replacement if isinstance(replacement, str) else json.dumps(replacement)
+            target.write_text(text, encoding="utf-8", errors="surrogatepass")
+        else:
+            data = json.loads(target.read_text())
+            target.write_text(json.dumps(_mutate(data, path, replacement)))
+        try:
+            scenario = world_scenario(world)
+            simgym.get_domain("mcp").scenario(scenario)
+        except SimgymError:
+            return
+
+    check()

@@ -51,6 +51,8 @@ class WorldError(SimgymError):
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
+    except RecursionError:
+        raise WorldError(f"{path}: not readable as JSON (nested too deeply)") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise WorldError(f"{path}: not readable as JSON ({exc})") from None
 
@@ -100,7 +102,7 @@ def read_sessions(path: str | Path) -> Iterator[tuple[str, list[dict[str, Any]]]
         for line in lines:
             try:
                 data = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):  # nested past the stack: bad too
                 continue
             if isinstance(data, dict) and isinstance(data.get("records"), list):
                 records = [r for r in data["records"] if isinstance(r, dict)]
@@ -391,7 +393,18 @@ def describe_server(world: dict[str, Any], skipped: list[str]) -> str:
 
 def world_scenario(world_dir: str | Path, *, behaviour: bool = True) -> dict[str, Any]:
     """A business-world folder as an mcp scenario (validate with the mcp domain); with
-    ``behaviour``, each tool enforces the rules mined into ``behaviour.json``."""
+    ``behaviour``, each tool enforces the rules mined into ``behaviour.json``. A folder
+    whose files were edited into another shape is one :class:`WorldError` saying so."""
+    try:
+        return _world_scenario(world_dir, behaviour)
+    except (AttributeError, TypeError, KeyError, IndexError, ValueError) as exc:
+        raise WorldError(
+            f"{world_dir}: a file of the world is not in the shape `simgym logs import` "
+            f"writes ({type(exc).__name__}: {' '.join(str(exc).split())[:200]}); rebuild it"
+        ) from None
+
+
+def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
     world = load_world(world_dir)
     operations = [op for op in world["interface"]["operations"] if isinstance(op, dict)]
     types = world["entities"].get("types", {}) or {}
