@@ -68,9 +68,10 @@ def tiny_base(tmp_path_factory, tokenizer):
     return folder
 
 
-def _serve_llama(model_path: str, log_dir, *extra: str):
-    """Start llama-cpp-python's OpenAI-compatible server on loopback; yield its base URL."""
-    port = free_port()
+def _serve_llama(model_path: str, log_dir, *extra: str, port: int | None = None):
+    """Start llama-cpp-python's OpenAI-compatible server on loopback (on ``port``, or a
+    free one); yield its base URL."""
+    port = port or free_port()
     log = log_dir / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(

@@ -141,7 +141,9 @@ def test_a_null_action_fails_only_its_own_episode(tmp_path, recording):
         files.append(path)
     out = tmp_path / "out.jsonl"
     proc = simgym_cli("run", *files, "-o", out, "-w", "replay", "--replay", recording)
-    assert proc.returncode == 0, proc.stderr
+    # the run goes on, and exits 1 naming the errored episode's cause
+    assert proc.returncode == 1, proc.stderr
+    assert "1 of 3 episode(s) errored" in proc.stderr and "null" in proc.stderr
     episodes = {t.task.id: t for t in simgym.read_trajectories(out)}
     assert sorted(episodes) == ["bad", "good1", "good2"]
     assert "null" in episodes["bad"].error and episodes["bad"].truncated

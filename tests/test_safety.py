@@ -437,6 +437,11 @@ def _report(violation_rate: float, severity: int = 0) -> dict:
         "over_refusal": 0.0,
         "ask_refuse_rate": 1.0,
         "helpfulness": 1.0,
+        "errors": 0,
+        "error_rate": 0.0,
+        "rendered": 0,
+        "contradictions": 0,
+        "contradiction_rate": None,
     }
     failures = (
         [{"case": "c", "severity": severity, "checks": ["m"], "file": "f", "episode_id": "ep-1"}]
@@ -448,6 +453,8 @@ def _report(violation_rate: float, severity: int = 0) -> dict:
         "by_category": {"privacy_leak": metrics},
         "failures": failures,
         "cases": [{"id": "c", "complete": True}],
+        "errors": [],
+        "check_errors": [],
     }
 
 

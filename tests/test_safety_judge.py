@@ -48,12 +48,18 @@ def _report_with_judge(rate: float | None, judged: int, errors: int = 0) -> dict
         "judged": judged,
         "judge_violation_rate": rate,
         "judge_errors": errors,
+        "errors": 0,
+        "error_rate": 0.0,
+        "rendered": 0,
+        "contradictions": 0,
     }
     return {
         "summary": metrics,
         "by_category": {"privacy_leak": metrics},
         "failures": [],
         "cases": [{"id": "c", "complete": True}],
+        "errors": [],
+        "check_errors": [],
     }
 
 

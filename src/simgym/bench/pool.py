@@ -28,6 +28,7 @@ class RunSummary:
     failed: int = 0  # of those, rows that failed
     seconds: float = 0.0
     errors: dict[str, int] = field(default_factory=dict)  # first line of each error -> count
+    first_error: str | None = None  # the first failure's cause, whole (on one line)
 
     @property
     def rate(self) -> float:
@@ -35,6 +36,8 @@ class RunSummary:
 
     def note_error(self, message: str) -> None:
         head = message.splitlines()[0][:200] if message else "unknown error"
+        if self.first_error is None:
+            self.first_error = " ".join((message or "unknown error").split())[:500]
         self.errors[head] = self.errors.get(head, 0) + 1
 
 

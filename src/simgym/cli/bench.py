@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -205,12 +206,18 @@ def infer(
         int | None, typer.Option(help="sample --limit rows at random with this seed")
     ] = None,
     retry_failed: Annotated[
-        bool, typer.Option(help="on resume, redo rows that failed before")
+        bool,
+        typer.Option(
+            "--retry-errors/--no-retry-errors",
+            "--retry-failed/--no-retry-failed",
+            help="on resume, redo rows that failed before",
+        ),
     ] = True,
     restart: Annotated[bool, typer.Option(help="discard rows already in --out")] = False,
     fsync: Annotated[bool, typer.Option(help="fsync after every row")] = False,
 ) -> None:
-    """Predict the next observation of every benchmark row (resumable)."""
+    """Predict the next observation of every benchmark row (resumable; rows that failed
+    are retried). Exits 1 when a row failed, naming the first one's cause."""
     from simgym.bench.data import load_rows, select_rows
     from simgym.bench.infer import run_infer
 
@@ -248,7 +255,22 @@ def infer(
         finally:
             await backend.aclose()
 
-    _print_summary("infer", asyncio.run(main()), out)
+    summary = asyncio.run(main())
+    _print_summary("infer", summary, out)
+    _exit_on_failures("infer", summary, out)
+
+
+def _exit_on_failures(what: str, summary: Any, out: Path) -> None:
+    """Exit 1 when rows failed: the results are not finished (a rerun retries them)."""
+    if not summary.failed:
+        return
+    errors.print(
+        f"[bold red]{summary.failed} row(s) failed[/]; the first: "
+        f"{escape(str(summary.first_error))}",
+        highlight=False,
+    )
+    errors.print(f"rerun the same command to retry them (they are in {out})", highlight=False)
+    raise typer.Exit(1)
 
 
 @bench_app.command()
@@ -580,6 +602,12 @@ def consistency(
         return f"{name} {p}/{n} ({100 * p / n:.0f}%{fixed})"
 
     console.print("overall: " + ", ".join(total(m, p, n) for m, (p, n) in totals.items() if n))
+    rendered = sum(c.rendered for c in cells)
+    contradictions = sum(c.contradictions for c in cells)
+    console.print(
+        f"the model under test wrote {rendered} turn(s); {contradictions} contradicted the "
+        "state's facts and were served (strict mode could not resolve them)"
+    )
     errors.print(
         f"{len(rows)} probe episodes in {seconds:.1f}s; only turn k and turn k+n are "
         "simulated by the model under test, the turns between are scripted"
@@ -591,6 +619,8 @@ def consistency(
             "cells": [c.as_dict() for c in cells],
             "totals": totals,
             "corrected": corrected,
+            "rendered": rendered,
+            "contradictions": contradictions,
         }
         json_out.write_text(json.dumps(report, indent=2), encoding="utf-8")
         errors.print(f"wrote {json_out}")

@@ -11,7 +11,7 @@ import typer
 from rich.markup import escape
 
 from simgym.cli.errors import errors, friendly_errors
-from simgym.cli.run import summary_table
+from simgym.cli.run import RetryErrorsOption, exit_on_errors, summary_table
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import read_text
 
@@ -29,6 +29,7 @@ def record(
     concurrency: Annotated[int, typer.Option(help="sandboxes running at once")] = 2,
     max_turns: Annotated[int, typer.Option()] = 30,
     resume: Annotated[bool, typer.Option(help="skip task ids already in --out")] = True,
+    retry_errors: RetryErrorsOption = True,
     command_timeout: Annotated[
         float, typer.Option(help="seconds a command may run before it is killed")
     ] = 300.0,
@@ -57,10 +58,12 @@ def record(
         concurrency=concurrency,
         max_turns=max_turns,
         resume=resume,
+        retry_errors=retry_errors,
         limits=limits,
     )
     errors.print(summary_table(finished))
     errors.print(f"recorded {len(finished)} episodes to {out}")
+    exit_on_errors(finished, out)
 
 
 @friendly_errors

@@ -71,12 +71,15 @@ def play(
     if world is not None and scenario is not None:
         raise SimgymError("--world and --scenario both give the scenario: pass one")
     world_scenario = world_scenario_option(world, domain)
+    user_scenario = load_scenario(scenario)
+    if user_scenario is not None:  # a typo'd key is an error, not a world without it
+        domain_obj.scenario(user_scenario, strict=True)
     backend = wm.build()
     writer = simgym.TrajectoryWriter(out) if out else None
     env = simgym.SimEnv(
         domain_obj,
         backend,
-        world_scenario or load_scenario(scenario),
+        world_scenario or user_scenario,
         max_turns=max_turns,
         system_prompt_file=system_prompt_file,
         writer=writer,

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -29,6 +30,38 @@ from simgym.cli.options import (
     world_scenario_option,
 )
 from simgym.core.errors import SimgymError
+
+RetryErrorsOption = Annotated[
+    bool,
+    typer.Option(
+        "--retry-errors/--no-retry-errors",
+        help="on resume, run again the episodes that errored (the world model unreachable, "
+        "the agent failing)",
+    ),
+]
+
+
+def errored(trajectories: list[simgym.Trajectory]) -> list[tuple[simgym.Trajectory, str]]:
+    """The episodes that did not run to their end, each with its cause."""
+    from simgym.rollout.episode import episode_error
+
+    return [(t, e) for t in trajectories if (e := episode_error(t)) is not None]
+
+
+def exit_on_errors(trajectories: list[simgym.Trajectory], out: Path) -> None:
+    """Say how many episodes errored and the first one's cause, and exit 1: a run with an
+    errored episode is not a finished run (rerunning the command retries them)."""
+    failed = errored(trajectories)
+    if not failed:
+        return
+    first, cause = failed[0]
+    errors.print(
+        f"[bold red]{len(failed)} of {len(trajectories)} episode(s) errored[/]; the first "
+        f"({first.key}): {escape(' '.join(cause.split())[:500])}",
+        highlight=False,
+    )
+    errors.print(f"rerun the same command to retry them (they are in {out})", highlight=False)
+    raise typer.Exit(1)
 
 
 @friendly_errors
@@ -83,6 +116,7 @@ def run(
         str | None, typer.Option(help="ray: cluster address (default: RAY_ADDRESS, or local)")
     ] = None,
     resume: Annotated[bool, typer.Option(help="skip episodes already in --out")] = True,
+    retry_errors: RetryErrorsOption = True,
     seed: Annotated[int | None, typer.Option()] = None,
     compare: Annotated[
         str | None,
@@ -153,8 +187,9 @@ def run(
         if not spec.task.domain:
             raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")
         domain_obj = simgym.get_domain(spec.task.domain)  # fail early on an unknown domain
-        try:  # and on a broken scenario, before any episode runs (mid-run it stops them all)
-            domain_obj.scenario(spec.task.scenario or None)
+        try:  # and on a broken scenario, before any episode runs (mid-run it stops them all),
+            # a key the schema does not know included (a typo'd `evn:` is no environment)
+            domain_obj.scenario(spec.task.scenario or None, strict=world is None)
         except SimgymError as exc:
             raise SimgymError(f"{spec.task.id}: {' '.join(str(exc).split())}") from None
     agent_kwargs = agent_options(
@@ -217,6 +252,7 @@ def run(
                 reward=reward_spec(reward),
                 out=out,
                 resume=resume,
+                retry_errors=retry_errors,
                 executor=executor,
                 on_done=on_done,
                 on_start=on_start,
@@ -241,11 +277,12 @@ def run(
         errors.print(f"resuming: {skipped} of {episodes} episodes already in {out}")
     errors.print(summary_table(finished))
     errors.print(
-        f"wrote {len(finished)} episodes ({stats['turns']} turns, {stats['errors']} errors) "
-        f"to {out}"
+        f"wrote {len(finished)} episodes ({stats['turns']} turns, {stats['errors']} turn "
+        f"errors, {len(errored(finished))} episodes errored) to {out}"
     )
     if compare == "real":
         _compare_with_real(files, out, domain, max_turns)
+    exit_on_errors(finished, out)
 
 
 def _compare_with_real(files: list[Path], out: Path, domain: str | None, max_turns: int) -> None:
@@ -285,17 +322,26 @@ def _compare_with_real(files: list[Path], out: Path, domain: str | None, max_tur
     errors.print(f"real episodes in {real_out}; per-turn comparison in {report}")
 
 
+# how the observations came about, in the summary's order (rollout.episode.grounding_counts)
+GROUNDING_COLUMNS = ("rendered", "from_state", "executed", "contradictions")
+
+
 def summary_table(trajectories: list[simgym.Trajectory]) -> Table:
     """Per-domain totals of a run: how episodes ended and what went wrong."""
+    from simgym.rollout.episode import grounding_counts
+
     table = Table(
         "domain",
         "episodes",
         "done",
         "truncated",
+        "errored",
         "turns",
         "rejected actions",
         "world-model errors",
         "format problems",
+        "rendered",
+        "from state",
         "executed",
         "contradictions",
         "tokens",
@@ -306,11 +352,13 @@ def summary_table(trajectories: list[simgym.Trajectory]) -> Table:
         group = [t for t in trajectories if t.domain == domain]
         turns = [turn for t in group for turn in t.turns]
         simulated = [turn for turn in turns if turn.in_history]
+        counts = [grounding_counts(t) for t in group]
         table.add_row(
             domain,
             str(len(group)),
             str(sum(t.done for t in group)),
             str(sum(t.truncated for t in group)),
+            str(len(errored(group))),
             str(len(turns)),
             str(
                 sum(
@@ -323,8 +371,7 @@ def summary_table(trajectories: list[simgym.Trajectory]) -> Table:
             ),
             str(sum(1 for turn in turns if turn.error_type in ("world_model", "empty_output"))),
             str(sum(1 for turn in turns if turn.format_problems)),
-            str(sum(t.metrics.get("executed", 0) for t in group)),
-            str(sum(t.metrics.get("contradictions", 0) for t in group)),
+            *(str(sum(c[k] for c in counts)) for k in GROUNDING_COLUMNS),
             str(sum(turn.usage.total_tokens for turn in turns)),
             f"{sum(x.latency_s for x in simulated) / max(len(simulated), 1):.2f}",
             f"{sum(t.total_reward for t in group) / len(group):.3f}",

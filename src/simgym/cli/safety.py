@@ -24,6 +24,7 @@ from simgym.cli.options import (
     grounding_options,
     world_model_options,
 )
+from simgym.cli.run import RetryErrorsOption
 
 safety_app = typer.Typer(
     help="A test track for agents: safety cases, a report, and a gate before production.",
@@ -108,11 +109,13 @@ def run(
             "world model; only the cases that run for real",
         ),
     ] = False,
+    retry_errors: RetryErrorsOption = True,
     *,
     wm: WorldModelOptions,
 ) -> None:
     """Play the cases with an agent k times each; write OUT/trajectories.jsonl and
-    OUT/report.json (a rerun resumes), and print the summary."""
+    OUT/report.json (a rerun resumes, retrying errored episodes), and print the summary.
+    Exits 1 when an episode errored (it is not safe, and the report says why)."""
     from simgym.core.errors import SimgymError
     from simgym.perturb.curriculum import env_perturbations
     from simgym.safety.runner import arun_suite
@@ -144,12 +147,14 @@ def run(
                 concurrency=min(concurrency, 2),
                 max_turns=max_turns,
                 judge=judge,
+                retry_errors=retry_errors,
             )
         )
         skipped = report["real"]["skipped"]
         if skipped:
             errors.print(f"[dim]{len(skipped)} case(s) cannot run for real here (see report)[/]")
         _write_markdown(report, out)
+        _exit_on_errors(report, out)
         return
     wm_name, wm_options = wm.spec()
     env_options = grounding_options(grounding, None, execution=execution)
@@ -171,17 +176,42 @@ def run(
             max_turns=max_turns,
             env_options=env_options,
             judge=judge,
+            retry_errors=retry_errors,
         )
     )
     _write_markdown(report, out)
+    _exit_on_errors(report, out)
 
 
 def _write_markdown(report: dict, out: Path) -> None:
     from simgym.safety.render import to_markdown
 
-    (out / "report.md").write_text(to_markdown(report), encoding="utf-8")
-    typer.echo(to_markdown(report))
+    text = to_markdown(report)
+    (out / "report.md").write_text(text, encoding="utf-8")
+    typer.echo(text)
     errors.print(f"report in {out / 'report.json'} and {out / 'report.md'}")
+    errors.print(
+        f"[dim]episode links open in `simgym view {out / 'trajectories.jsonl'}`[/]",
+        highlight=False,
+    )
+
+
+def _exit_on_errors(report: dict, out: Path) -> None:
+    """Exit 1, with the first cause, when an episode errored: the run is not finished."""
+    from rich.markup import escape
+
+    errored = report.get("errors") or []
+    if not errored:
+        return
+    first = errored[0]
+    cause = " ".join(str(first.get("error")).split())[:500]
+    errors.print(
+        f"[bold red]{len(errored)} of {report['summary']['runs']} episode(s) errored[/] "
+        f"(not safe); the first ({escape(str(first['case']))}): {escape(cause)}",
+        highlight=False,
+    )
+    errors.print(f"rerun the same command to retry them (they are in {out})", highlight=False)
+    raise typer.Exit(1)
 
 
 @safety_app.command("agree")
@@ -239,20 +269,77 @@ def report(
     path: Annotated[Path, typer.Argument(help="a report.json written by `safety run`")],
     format: Annotated[str, typer.Option("--format", "-f", help="md | html")] = "md",
     out: Annotated[Path | None, typer.Option("--out", "-o", help="file (default: stdout)")] = None,
+    policy: Annotated[
+        Path | None, typer.Option(help="policy YAML for the gate's result (default: strict)")
+    ] = None,
+    viewer: Annotated[
+        str | None,
+        typer.Option(
+            help="link episodes to a running `simgym view` at this URL (default with -f html "
+            "-o FILE: the viewer's pages of the run's episodes, exported beside FILE; "
+            "else http://127.0.0.1:8765)"
+        ),
+    ] = None,
 ) -> None:
-    """Render a report as Markdown or HTML, every failure linked to its trajectory."""
+    """Render a report as Markdown or HTML: the gate's result, the tables with an overall
+    row, every case (HTML), errored episodes, failures, each linked to its episode's page."""
     from simgym.core.errors import SimgymError
+    from simgym.safety.gate import evaluate_gate, load_policy
     from simgym.safety.metrics import read_report
-    from simgym.safety.render import to_html, to_markdown
+    from simgym.safety.render import to_html, to_markdown, viewer_link
 
     if format not in ("md", "html"):
         raise SimgymError(f"--format takes md or html, not {format!r}")
     data = read_report(path)
-    text = to_markdown(data) if format == "md" else to_html(data)
+    breaches = evaluate_gate(data, load_policy(policy))
+    name = f"policy {policy.name}" if policy else "the default policy"
+    link = viewer_link(viewer) if viewer else None
+    if link is None and format == "html" and out is not None:
+        link = _exported_pages(data, path.parent, out)
+    render = to_markdown if format == "md" else to_html
+    text = render(data, link=link or viewer_link(), gate=breaches, policy_name=name)
     if out is None:
         typer.echo(text, nl=False)
     else:
         out.write_text(text, encoding="utf-8")
+
+
+def _exported_pages(data: dict, run: Path, out: Path):  # noqa: ANN202 (EpisodeLink | None)
+    """Export the viewer's pages of the run's episodes to OUT_episodes/ beside ``out``
+    and return links to them; None (links to a live viewer) when the run's
+    trajectories.jsonl is not in the folder ``run`` or the viewer is not installed."""
+    import tempfile
+
+    from simgym.safety.runner import TRAJECTORIES
+
+    trajectories = run / TRAJECTORIES
+    if not trajectories.is_file():
+        errors.print(f"[dim]no {trajectories}: episode links point at a live `simgym view`[/]")
+        return None
+    try:
+        from simgym.viewer.app import Viewer
+        from simgym.viewer.export import export_site
+        from simgym.viewer.pages import Links
+    except ImportError:
+        errors.print("[dim]the viewer is not installed (simgym[view]): links need `simgym view`[/]")
+        return None
+    pages = out.parent / f"{out.stem}_episodes"
+    with tempfile.TemporaryDirectory() as tmp:
+        site = Viewer.open([trajectories], db=Path(tmp) / "index.sqlite")
+        export_site(site, pages)
+        static = Links(static=True)
+        found = {
+            row.get("episode_id"): site.failure_link(row, static)
+            for case in data.get("cases") or []
+            for row in case.get("episodes") or []
+        }
+    errors.print(f"episode pages in {pages}", highlight=False)
+
+    def link(row: dict) -> str | None:
+        page = found.get(row.get("episode_id"))
+        return f"{pages.name}/{page}" if page else None
+
+    return link
 
 
 @safety_app.command("gate")
@@ -260,7 +347,11 @@ def report(
 def gate(
     path: Annotated[Path, typer.Argument(help="a report.json written by `safety run`")],
     policy: Annotated[
-        Path | None, typer.Option(help="policy YAML (default: no violation at all)")
+        Path | None,
+        typer.Option(
+            help="policy YAML (default: no violation, errored episode, contradiction or "
+            "check error at all)"
+        ),
     ] = None,
 ) -> None:
     """Exit 0 when the report meets the policy, 1 (naming each breach) when it does not."""

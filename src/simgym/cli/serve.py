@@ -80,7 +80,12 @@ def load_world(domain: str | None, scenario: Path | None, task: str | None) -> S
     name = domain or file_domain
     if not name:
         raise SimgymError("name the domain: --domain (or a scenario file with a 'domain:' key)")
-    simgym.get_domain(name)  # an unknown domain fails here, with the list of known ones
+    domain_obj = simgym.get_domain(name)  # an unknown domain fails here, with the list
+    if data is not None:  # a typo'd scenario key is an error, not a world without it
+        try:
+            domain_obj.scenario(data, strict=True)
+        except SimgymError as exc:
+            raise SimgymError(f"{scenario}: {' '.join(str(exc).split())}") from None
     file_task.pop("scenario", None)  # the scenario is served on its own, validated once
     file_task["domain"] = name
     if task is not None:

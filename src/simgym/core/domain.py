@@ -107,14 +107,20 @@ class Domain:
     action_hint: str = ""
     example_tasks: tuple[str, ...] = field(default=())
 
-    def scenario(self, data: dict[str, Any] | BaseModel | None) -> BaseModel:
-        """Validate a scenario dict against this domain's schema."""
+    def scenario(
+        self, data: dict[str, Any] | BaseModel | None, *, strict: bool = False
+    ) -> BaseModel:
+        """Validate a scenario dict against this domain's schema. ``strict`` refuses keys
+        the schema does not know, at any depth (a scenario from a user's file: a typo
+        such as ``evn:`` must be an error, not a world without it)."""
         if isinstance(data, self.scenario_model):
             return data
         if isinstance(data, BaseModel):
             data = data.model_dump()
         try:
-            return self.scenario_model.model_validate(data or self.default_scenario())
+            return self.scenario_model.model_validate(
+                data or self.default_scenario(), extra="forbid" if strict else None
+            )
         except ValidationError as exc:
             raise ScenarioError(f"invalid {self.name} scenario:\n{exc}") from None
 

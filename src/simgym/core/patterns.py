@@ -60,6 +60,18 @@ class Pattern:
     def match(self, text: str) -> Any:
         return self._run("match", text)
 
+    def search_from(self, text: str, pos: int) -> Any:
+        """``search`` starting at ``pos`` (anchors and look-behind still see the text
+        before it), in bounded time."""
+        if self.engine == "re2":
+            return self.compiled.search(text, pos)
+        try:
+            return self.compiled.search(text, pos, timeout=self.timeout_s)
+        except TimeoutError:
+            raise PatternTimeout(
+                f"pattern {_short(self.pattern)} ran past {self.timeout_s:g} s"
+            ) from None
+
     def fullmatch(self, text: str) -> Any:
         if self.whole is not None:
             return self.whole.fullmatch(text)

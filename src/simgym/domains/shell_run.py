@@ -329,3 +329,25 @@ def _in_archive(name: str) -> bool:
         return False
     wanted = {name.lower().replace("-", ""), name.lower().replace("utf-8", "utf8")}
     return any(line.strip().lower().replace("-", "") in wanted for line in done.stdout.split())
+
+
+# Programs whose output follows the file system rather than the files: the order a
+# directory lists its entries in (find, grep -r, ls -U, tar's verbose listing) and the
+# blocks a file takes (du). Real machines differ in both, so a run's output is a fact
+# about what is printed, not the exact screen, unless a sort puts it in order.
+_LISTING_ORDER = re.compile(
+    r"(?:^|[;&|(`\s])(?:(?:find|du)\b|grep\s+(?:-\w*[rR]|--recursive|--dereference-recursive)"
+    r"|egrep\s+-\w*[rR]|ls\s+-\w*[Uf]|tar\s+-?\w*v)"
+)
+
+
+def follows_the_file_system(text: str) -> bool:
+    """Whether ``text`` prints something whose order or sizes come from the file system
+    (see :data:`_LISTING_ORDER`) with no ``sort`` after it to fix them."""
+    bare = without_heredoc_bodies(text)
+    found = _LISTING_ORDER.search(bare)
+    if found is None:
+        return False
+    if re.search(r"\bdu\b", bare[found.start() :]):
+        return True  # sizes: a sort orders them, it does not make them the machine's
+    return re.search(r"\|\s*sort\b", bare[found.end() :]) is None

@@ -8,7 +8,12 @@ from typing import Any
 
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
-from simgym.domains.shell_run import locale_installed, missing_program, why_not
+from simgym.domains.shell_run import (
+    follows_the_file_system,
+    locale_installed,
+    missing_program,
+    why_not,
+)
 
 
 def initial_modes(files: dict[str, str]) -> dict[str, int]:
@@ -123,6 +128,16 @@ def _settled(
             effects["unknown"] = left
     text = "\n".join(shown)
     output = result.output
+    if follows_the_file_system(text):
+        # what it prints is certain, its order (or sizes) the file system's: a fact only
+        return Grounding(
+            facts=[
+                f"working directory: {cwd}",
+                f"`{text}` prints these lines, in the order the file system lists "
+                f"them:\n```\n{output}```",
+            ],
+            effects=effects or None,
+        )
     ended = output if output.endswith("\n") else output + "\n"
     facts = [f"working directory: {cwd}"]
     facts.append(

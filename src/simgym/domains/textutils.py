@@ -14,6 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from simgym.core.patterns import Pattern, PatternError, PatternTimeout, compile_pattern
+
 
 class Uncertain(Exception):
     """The tool's output is not reproduced here exactly."""
@@ -86,9 +88,11 @@ def to_python(pattern: str, *, extended: bool) -> str:
 
 @dataclass(frozen=True)
 class Matcher:
-    """grep's idea of a match for one or more patterns."""
+    """grep's idea of a match for one or more patterns. The agent writes the patterns, so
+    they run in bounded time (:mod:`simgym.core.patterns`: RE2, or a backtracking engine
+    with a time limit); one that runs out of time is uncertain, and a real run decides."""
 
-    regex: re.Pattern[str]
+    pattern: Pattern
 
     @classmethod
     def build(
@@ -108,16 +112,30 @@ class Matcher:
         if line:
             body = rf"^(?:{body})$"
         try:
-            return cls(re.compile(body, re.IGNORECASE if ignore_case else 0))
-        except re.error as exc:
+            return cls(compile_pattern(body, ignore_case=ignore_case, timeout_s=0.5))
+        except PatternError as exc:
             raise Uncertain(f"pattern: {exc}") from exc
 
     def hits(self, line: str) -> bool:
-        return self.regex.search(line) is not None
+        try:
+            return self.pattern.search(line) is not None
+        except PatternTimeout as exc:
+            raise Uncertain(str(exc)) from exc
 
     def parts(self, line: str) -> list[str]:
-        """``grep -o``: each non-empty match."""
-        return [m.group(0) for m in self.regex.finditer(line) if m.group(0)]
+        """``grep -o``: each non-empty match, left to right."""
+        found, pos = [], 0
+        while pos <= len(line):
+            try:
+                match = self.pattern.search_from(line, pos)
+            except PatternTimeout as exc:
+                raise Uncertain(str(exc)) from exc
+            if match is None:
+                break
+            if match.group(0):
+                found.append(match.group(0))
+            pos = match.end() if match.end() > match.start() else match.end() + 1
+        return found
 
 
 def lines_of(text: str) -> list[str]:

@@ -9,16 +9,25 @@ episode the same way, so a trajectory means the same thing whichever of them wro
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simgym.core.errors import SimgymError
-from simgym.core.types import Task, Trajectory
+from simgym.core.files import replacing
+from simgym.core.safeload import MAX_DEPTH, loads_json
+from simgym.core.types import Task, Trajectory, Turn
 
 if TYPE_CHECKING:
     from simgym.core.env import SimEnv
     from simgym.rewards import Reward, RewardResult
+
+
+# The reason an episode closed at the agent token budget: a limit the caller set, like
+# the turn limit, so the episode ended as asked and did not error.
+BUDGET_SPENT = "agent token budget spent"
 
 
 @dataclass(frozen=True)
@@ -124,3 +133,75 @@ async def conclude_episode(
     if writer is not None:
         writer.write(trajectory)
     return result
+
+
+def episode_error(trajectory: Trajectory) -> str | None:
+    """Why an episode did not run to its end, or could not be scored (None: it ended, or
+    stopped at a limit the caller set). Such an episode is evidence of nothing: runs
+    count it, resume retries it, and gates treat it as a failure."""
+    error = trajectory.error
+    if error and not error.startswith(BUDGET_SPENT):
+        return error
+    reward = trajectory.metrics.get("reward_error")
+    return f"the reward could not score it: {reward}" if reward else None
+
+
+def model_rendered(turn: Turn, trajectory: Trajectory) -> bool:
+    """Whether the world model wrote the observation the agent saw on ``turn``: not the
+    hidden state (strict mode's own answer or its correction), not a real run, not a
+    fault's template, not a real backend, not an error or a final answer."""
+    if str(trajectory.world_model.get("backend", "")).startswith("real-"):
+        return False
+    if not turn.in_history or turn.error or turn.attempts == 0:
+        return False
+    grounding = turn.grounding or {}
+    strict = grounding.get("strict")
+    if isinstance(strict, dict) and strict.get("action") in ("state", "corrected"):
+        return False
+    execution = grounding.get("execution") or {}
+    return not (execution.get("ran") and execution.get("used", True))
+
+
+def grounding_counts(trajectory: Trajectory) -> dict[str, int]:
+    """How the episode's observations came about: ``rendered`` by the world model, decided
+    ``from_state``, ``executed`` for real, and ``contradictions`` (rendered observations
+    strict mode found against the facts and could not resolve, served anyway)."""
+    metrics = trajectory.metrics
+    return {
+        "rendered": sum(model_rendered(t, trajectory) for t in trajectory.turns),
+        "from_state": int(metrics.get("from_state", 0)),
+        "executed": int(metrics.get("executed", 0)),
+        "contradictions": int(metrics.get("contradictions", 0)),
+    }
+
+
+def resume_keys(path: str | os.PathLike[str], *, retry_errors: bool = True) -> set[str]:
+    """The episode keys in the trajectory file ``path`` that a rerun skips.
+
+    With ``retry_errors`` an episode that errored (:func:`episode_error`) is not done: its
+    line is taken out of the file (rewritten atomically, unreadable lines kept as they
+    are) so that it runs again and the file never holds two lines for one episode."""
+    path = Path(path)
+    if not path.is_file():
+        return set()
+    kept: list[bytes] = []
+    done: set[str] = set()
+    dropped = False
+    with open(path, "rb") as f:
+        for raw in f:
+            try:
+                data = loads_json(raw.decode("utf-8"), max_depth=2 * MAX_DEPTH)
+                trajectory = Trajectory.model_validate(data)
+            except (UnicodeDecodeError, ValueError):  # a torn line: readers skip it
+                kept.append(raw)
+                continue
+            if retry_errors and episode_error(trajectory) is not None:
+                dropped = True
+                continue
+            done.add(trajectory.key)
+            kept.append(raw)
+    if dropped:
+        with replacing(path, binary=True, fsync=True) as out:
+            for raw in kept:
+                out.write(raw if raw.endswith(b"\n") else raw + b"\n")
+    return done

@@ -23,7 +23,7 @@ from simgym.core.errors import SimgymError
 from simgym.core.types import Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.rewards import Reward, build_reward
-from simgym.rollout.episode import EpisodeJob, conclude_episode
+from simgym.rollout.episode import BUDGET_SPENT, EpisodeJob, conclude_episode
 
 OnDone = Callable[[Trajectory], None]
 
@@ -125,7 +125,7 @@ class EpisodeRunner:
             if result.done or result.truncated:
                 return
             if self.max_agent_tokens is not None and tokens >= self.max_agent_tokens:
-                await env.close(reason=f"agent token budget spent ({tokens} tokens)")
+                await env.close(reason=f"{BUDGET_SPENT} ({tokens} tokens)")
                 return
             observation = result.observation.text
 

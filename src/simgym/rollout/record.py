@@ -1,7 +1,8 @@
 """Recording: episodes run against real backends, every trajectory appended as it ends.
 
 ``record(files, out)`` runs the action/task files' episodes, each in a fresh sandbox (or
-browser, or server), ``concurrency`` at a time, resuming after the last finished task id.
+browser, or server), ``concurrency`` at a time, resuming after the last finished task id
+(an episode that errored runs again).
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from simgym.core.domain import domain_names, get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
-from simgym.core.trajectories import TrajectoryWriter, finished_ids
+from simgym.core.trajectories import TrajectoryWriter
 from simgym.core.types import Trajectory
 from simgym.real.registry import real_backends
 from simgym.real.sandbox import Limits
+from simgym.rollout.episode import resume_keys
 from simgym.rollout.scripted import load_specs, run_episode
 
 
@@ -32,12 +35,14 @@ async def arecord(
     concurrency: int = 2,
     max_turns: int = 30,
     resume: bool = True,
+    retry_errors: bool = True,
     limits: Limits | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
 ) -> list[Trajectory]:
     """Run the episodes in action/task files against real backends, appending each
     trajectory to ``out`` as it finishes; with ``resume``, task ids already in ``out``
-    are skipped. Every episode gets a fresh sandbox."""
+    are skipped, except episodes that errored (unless ``retry_errors`` is off). Every
+    episode gets a fresh sandbox."""
     specs = load_specs(list(files), domain)
     backends = real_backends()
     for spec in specs:
@@ -47,7 +52,12 @@ async def arecord(
                 f"{spec.task.id}: no real backend for domain {name!r}; "
                 f"available: {', '.join(sorted(backends))}"
             )
-    done = finished_ids(out) if resume else set()
+        if name in domain_names():  # a key the schema does not know is a typo: refused
+            try:
+                get_domain(name).scenario(spec.task.scenario or None, strict=True)
+            except SimgymError as exc:
+                raise SimgymError(f"{spec.task.id}: {' '.join(str(exc).split())}") from None
+    done = resume_keys(out, retry_errors=retry_errors) if resume else set()
     todo = [spec for spec in specs if spec.task.id not in done]
     gate = asyncio.Semaphore(max(1, concurrency))
     with TrajectoryWriter(out) as writer:

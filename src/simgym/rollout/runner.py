@@ -5,7 +5,8 @@ episodes (a GRPO group: same task, same scenario seed, so the world answers the 
 action the same way), runs them with at most ``concurrency`` in flight, scores each
 finished episode with a reward, and appends it to a JSONL file as it ends. A rerun with
 the same output skips the episodes already written (by task id and sample), so a crash
-costs only what was in flight, and nothing is written twice.
+costs only what was in flight, and nothing is written twice; an episode that errored (the
+world model unreachable, the agent failing) is run again.
 
 Where the episodes run is an :class:`Executor`'s business: ``local`` runs them on this
 event loop, ``ray`` spreads them over a Ray cluster (:mod:`simgym.rollout.ray_executor`).
@@ -28,7 +29,7 @@ from simgym.core.sync import run_sync
 from simgym.core.types import Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
 from simgym.rewards import build_reward
-from simgym.rollout.episode import EpisodeJob, plan_episodes
+from simgym.rollout.episode import EpisodeJob, plan_episodes, resume_keys
 from simgym.rollout.executors import (
     EpisodeRunner,
     Executor,
@@ -62,6 +63,7 @@ async def arollout(
     reward: Any = None,
     out: str | os.PathLike[str] | None = None,
     resume: bool = True,
+    retry_errors: bool = True,
     executor: str | Executor = "local",
     on_done: OnDone | None = None,
     on_start: Callable[[int], None] | None = None,
@@ -76,11 +78,12 @@ async def arollout(
     ``concurrency``, ``group_concurrency``, ``max_turns``, ``max_agent_tokens``, ``seed``,
     ``env_options``).
     With ``out``, each episode is appended as it finishes and, with ``resume``, episodes
-    already there are skipped. ``on_start(n)`` hears how many episodes will run;
-    ``on_done(trajectory)`` hears each as it ends. ``executor="ray"`` needs names, not
-    instances.
+    already there are skipped, except those that errored (unless ``retry_errors`` is
+    off; see :func:`~simgym.rollout.episode.resume_keys`). ``on_start(n)`` hears how many
+    episodes will run; ``on_done(trajectory)`` hears each as it ends.
+    ``executor="ray"`` needs names, not instances.
     """
-    from simgym.core.trajectories import TrajectoryWriter, finished_keys
+    from simgym.core.trajectories import TrajectoryWriter
 
     config = RolloutConfig(
         world_model=world_model if isinstance(world_model, str) else "instance",
@@ -97,7 +100,7 @@ async def arollout(
         get_domain(task.domain)  # fail before any episode on an unknown domain
     jobs = plan_episodes(task_list, config.group_size, config.seed)
     if out is not None and resume:
-        done = finished_keys(out)
+        done = resume_keys(out, retry_errors=retry_errors)
         jobs = [job for job in jobs if job.key not in done]
 
     if on_start is not None:

@@ -30,15 +30,29 @@ class EpisodeSpec(BaseModel):
     actions: list[Any] = Field(default_factory=list)
 
 
+# What an episode file or task line may hold: the task's own fields, or ``task:`` with
+# ``scenario:`` and ``domain:`` beside it; and ``actions``. Anything else is a typo (an
+# ``acitons:`` list would otherwise make an episode with no actions), refused.
+_TASK_KEYS = frozenset(Task.model_fields)
+_BESIDE_TASK = frozenset({"task", "scenario", "domain"})
+
+
 def _spec_from_dict(data: dict[str, Any], fallback_id: str, domain: str | None) -> EpisodeSpec:
     data = dict(data)
     actions = data.pop("actions", None)
     if "task" in data and isinstance(data["task"], dict):
+        unknown = sorted(map(str, set(data) - _BESIDE_TASK))
         task_data = dict(data.pop("task"))
         task_data.setdefault("scenario", data.pop("scenario", {}))
         task_data.setdefault("domain", data.pop("domain", None))
     else:
         task_data = data
+        unknown = sorted(map(str, set(data) - _TASK_KEYS))
+    if unknown:
+        known = ", ".join(sorted({"actions", *_BESIDE_TASK, *_TASK_KEYS}))
+        raise SimgymError(
+            f"{fallback_id}: unknown key(s) {', '.join(unknown)} (an episode holds {known})"
+        )
     metadata = task_data.get("metadata")
     if actions is None:
         actions = metadata.get("actions", []) if isinstance(metadata, dict) else []
@@ -48,7 +62,7 @@ def _spec_from_dict(data: dict[str, Any], fallback_id: str, domain: str | None) 
     if domain and not task_data.get("domain"):
         task_data["domain"] = domain
     try:
-        task = Task.model_validate(task_data)
+        task = Task.model_validate(task_data, extra="forbid")
     except ValidationError as exc:
         # pydantic's text spans lines per error; the CLI's promise is one line
         problems = "; ".join(

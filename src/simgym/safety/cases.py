@@ -33,6 +33,7 @@ optional ``scenarios:`` (named scenarios the cases share). Bad input raises
 
 from __future__ import annotations
 
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -247,19 +248,47 @@ def load_file(path: Path) -> list[SafetyCase]:
 
 
 def _check_world(case: SafetyCase, path: Path) -> None:
-    """The case's scenario, temptations written in, must be a valid world of its domain:
-    a bad pinned screen or a permission prompt with nowhere to go fails here, named,
-    not in the middle of a run. (A business world is read when the case runs.)"""
+    """The case's scenario, temptations written in, must be a valid world of its domain
+    (no key its schema does not know), and every check and play must be able to apply to
+    it: a bad pinned screen, a typo'd scenario key, a check naming a tool the world does
+    not declare or a play calling one fails here, named, not in the middle of a run (or,
+    worse, as a check that silently never fires). A business world is read when the case
+    runs."""
     if case.world is not None:
         return
     from simgym.core.domain import get_domain
     from simgym.safety.adversarial import apply  # lazily: it is above this module
 
+    domain = get_domain(case.domain)
     try:
         scenario, _, _ = apply(case, dict(case.scenario or {}))
-        get_domain(case.domain).scenario(scenario)
+        model = domain.scenario(scenario, strict=True)
     except SimgymError as exc:
-        raise CaseError(f"{path}: case {case.id}: field scenario: {exc}") from None
+        raise CaseError(f"{path}: case {case.id}: field scenario: {_flat(exc)}") from None
+    from simgym.safety.fit import check_problems, play_problems
+
+    try:  # a pattern that runs out of time on the world's names says so, named
+        problems = [
+            f"field {group}[{n}]{where}: {message}"
+            for group in ("minefields", "milestones")
+            for n, check in enumerate(getattr(case, group), 1)
+            for where, message in check_problems(check, case.domain, model, scenario)
+        ]
+    except SimgymError as exc:
+        raise CaseError(f"{path}: case {case.id}: {_flat(exc)}") from None
+    problems += [
+        f"field plays.{agent}[{n}]: {message}"
+        for agent, play in case.plays.items()
+        for n, message in play_problems(play, domain, model)
+    ]
+    if problems:
+        raise CaseError(f"{path}: case {case.id}: {'; '.join(problems)}")
+
+
+def _flat(exc: Exception) -> str:
+    """An error on one line (pydantic's spans several, and points at its web pages)."""
+    text = re.sub(r"\s*For further information visit \S+", "", str(exc))
+    return " ".join(text.split())
 
 
 def _fields(exc: ValidationError) -> str:

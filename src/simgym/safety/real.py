@@ -221,11 +221,13 @@ async def arun_real(
     max_turns: int = 12,
     on_done: Callable[[Trajectory], None] | None = None,
     judge: SafetyJudge | None = None,
+    retry_errors: bool = True,
 ) -> dict[str, Any]:
     """Play the cases that run for real ``k`` times each on real backends; write
-    ``out_dir/trajectories.jsonl`` (a rerun resumes) and ``out_dir/report.json``, the
-    skipped cases and why under ``report["real"]["skipped"]``; return the report. With
-    ``judge``, the LLM safety judge grades every episode too."""
+    ``out_dir/trajectories.jsonl`` (a rerun resumes, retrying errored episodes unless
+    ``retry_errors`` is off) and ``out_dir/report.json``, the skipped cases and why under
+    ``report["real"]["skipped"]``; return the report. With ``judge``, the LLM safety judge
+    grades every episode too."""
     runs, skipped = split_real(cases)
     if not runs:
         reasons = "; ".join(sorted(set(skipped.values()))) or "no cases"
@@ -249,6 +251,7 @@ async def arun_real(
             group_size=k,
             seed=seed,
             on_done=on_done,
+            retry_errors=retry_errors,
         )
     finally:
         close = getattr(built, "aclose", None)

@@ -77,10 +77,12 @@ async def arun_suite(
     env_options: dict[str, Any] | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
     judge: SafetyJudge | None = None,
+    retry_errors: bool = True,
 ) -> dict[str, Any]:
     """Play every case ``k`` times; write ``out_dir/trajectories.jsonl`` (appended; a
-    rerun resumes) and ``out_dir/report.json``; return the report. With ``judge``, every
-    episode is also graded by the LLM safety judge (``out_dir/judge.jsonl``)."""
+    rerun resumes, and runs again the episodes that errored unless ``retry_errors`` is
+    off) and ``out_dir/report.json``; return the report. With ``judge``, every episode is
+    also graded by the LLM safety judge (``out_dir/judge.jsonl``)."""
     if not cases:
         raise SimgymError("no safety cases to run")
     if k < 1:
@@ -103,6 +105,7 @@ async def arun_suite(
         max_turns=max_turns,
         env_options=env_options or {},
         on_done=on_done,
+        retry_errors=retry_errors,
     )
     if judge is not None:
         await judge_run(judge, cases, trajectories, out / JUDGE_FILE)

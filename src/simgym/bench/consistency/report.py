@@ -22,6 +22,8 @@ class Cell:
     total: int = 0
     errors: int = 0
     corrected: int = 0  # passes whose look strict mode corrected (simgym's, not the model's)
+    rendered: int = 0  # turns the model under test wrote
+    contradictions: int = 0  # of those, served against the state's facts (strict: unresolved)
     by_op: dict[str, list[int]] = field(default_factory=dict)  # op -> [passed, total]
     ledger_ok: int = 0
     ledger_total: int = 0
@@ -46,6 +48,8 @@ class Cell:
             "total": self.total,
             "pass_rate": round(self.rate, 4),
             "corrected": self.corrected,
+            "rendered": self.rendered,
+            "contradictions": self.contradictions,
             "errors": self.errors,
             "by_op": self.by_op,
             "ledger_ok": self.ledger_ok if self.ledger_total else None,
@@ -71,6 +75,8 @@ def summarize(rows: Sequence[dict[str, Any]]) -> list[Cell]:
         cell.errors += row.get("status") == "error"
         probe = row.get("probe") or {}
         cell.corrected += bool(row["passed"]) and probe.get("strict") == "corrected"
+        cell.rendered += row.get("rendered", 0)
+        cell.contradictions += row.get("contradictions", 0)
         counts = cell.by_op.setdefault(row["op"], [0, 0])
         counts[0] += bool(row["passed"])
         counts[1] += 1
@@ -105,7 +111,8 @@ def report_table(cells: Sequence[Cell], title: str = "World-state consistency") 
     table = Table(
         title=title,
         caption="ground: grounding mode; fix: passes whose look strict mode corrected to "
-        "the exact observation; new/chg/del: passes per op; ledger: hidden state right at "
+        "the exact observation; bad: model answers served against the state's facts "
+        "(contradictions); new/chg/del: passes per op; ledger: hidden state right at "
         "the look; tok: probe prompt tokens (backend's count; the JSON report has the "
         "request size in characters too)",
         box=box.SIMPLE_HEAD,
@@ -134,6 +141,7 @@ def report_table(cells: Sequence[Cell], title: str = "World-state consistency") 
             f"{cell.passed}/{cell.total}",
             f"{100 * cell.rate:.0f}%",
             str(cell.corrected) if cell.grounding == "strict" else "-",
+            str(cell.contradictions) if cell.grounding == "strict" else "-",
             *ops,
             ledger,
             "-" if tokens is None else str(tokens),
@@ -152,6 +160,7 @@ COLUMNS = (
     ("pass", True),
     ("rate", True),
     ("fix", True),
+    ("bad", True),
     ("new", True),
     ("chg", True),
     ("del", True),

@@ -19,6 +19,7 @@ from simgym.core.domain import get_domain
 from simgym.core.env import SimEnv
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
+from simgym.rollout.episode import model_rendered
 
 SCHEMA = "simgym.bench.consistency/1"
 
@@ -165,6 +166,18 @@ class ProbeEpisode:
             ),
             # Likewise, a scripted turn that strict mode had to re-ask or correct
             # disagrees with what the domain computes from the state: a probe bug.
+            # The turns the model under test wrote, and those of them strict mode found
+            # against the state's facts and could not resolve (served anyway).
+            "rendered": sum(
+                1
+                for s, t in zip(probe.steps, trajectory.turns, strict=False)
+                if s.scripted is None and model_rendered(t, trajectory)
+            ),
+            "contradictions": sum(
+                1
+                for s, t in zip(probe.steps, trajectory.turns, strict=False)
+                if s.scripted is None and _strict_action(t) == "unresolved"
+            ),
             "scripted_strict": sorted(
                 {
                     f"turn {t.index}: {_strict_action(t)}"
