@@ -460,6 +460,24 @@ def test_contradictions_and_rendered_turns_are_counted_in_reports_and_gated(tmp_
     assert evaluate_gate(report, unbounded) == []
 
 
+def test_bench_consistency_counts_rendered_turns_and_contradictions():
+    from test_consistency import rule_world
+
+    from simgym.bench.consistency import generate_probes, report_table, run_probe, summarize
+
+    probe = generate_probes(["terminal"], gaps=[2], probes=1, seed=1)[0]
+    off = asyncio.run(run_probe(probe, "history", rule_world()))
+    assert off["rendered"] == 2 and off["contradictions"] == 0  # the change and the look
+    strict = asyncio.run(run_probe(probe, "history", rule_world(forget=True), grounding="strict"))
+    corrected = strict["probe"]["strict"] == "corrected"
+    assert strict["rendered"] == (1 if corrected else 2)  # a corrected look is the state's
+    [cell] = summarize([{**strict, "contradictions": 1}])
+    assert cell.as_dict()["contradictions"] == 1 and cell.as_dict()["rendered"] >= 1
+    console = Console(width=80, record=True)
+    console.print(report_table([cell]))
+    assert re.search(r"strict\s+\d/1\s+\d+%\s+\d\s+1\s", console.export_text())
+
+
 # -- 4: the safety report's HTML -----------------------------------------------------------
 
 
