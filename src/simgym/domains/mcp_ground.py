@@ -78,6 +78,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simgym.core.grounding import Grounding
+from simgym.core.patterns import compile_pattern
 from simgym.core.types import Action, ToolSpec
 from simgym.domains import mcp_rules, mcp_schema, mcp_style
 from simgym.domains.mcp_rules import ToolRules, collections
@@ -1334,7 +1335,8 @@ def _like(query: str, text: str) -> bool:
     pattern = "".join(
         ".*" if c == "%" else "." if c == "_" else re.escape(c) for c in _ascii_lower(query)
     )
-    return re.search(pattern, _ascii_lower(text), re.DOTALL) is not None
+    # the agent writes the query: a linear-time engine, whatever its % and _ (core.patterns)
+    return compile_pattern(pattern, dotall=True).search(_ascii_lower(text)) is not None
 
 
 def describe_filter(call: Call) -> str:
