@@ -204,9 +204,13 @@ def simgym_bin() -> str:
     return str(local) if local.exists() else (shutil.which("simgym") or "simgym")
 
 
+class CannotRun(Exception):
+    """The simulation could not run: the message says why (exit status 2)."""
+
+
 def unknown_options(extra: list[str], help_text: str) -> list[str]:
     if "--compare" not in help_text:
-        sys.exit("could not read `simgym run --help`:\n" + help_text[-800:])
+        raise CannotRun("could not read `simgym run --help`:\n" + help_text[-800:])
     names = [a.split("=", 1)[0] for a in extra if a.startswith("--")]
     return [n for n in names if not re.search(re.escape(n) + r"(?![\w-])", help_text)]
 
@@ -214,8 +218,8 @@ def unknown_options(extra: list[str], help_text: str) -> list[str]:
 def simulate(files: list[str], workdir: Path, extra: list[str]) -> Path:
     unknown = unknown_options(extra, run_help())
     if unknown:
-        sys.exit(f"simgym run does not know {', '.join(unknown)} (not in `simgym run --help`); "
-                 "nothing was run, so there is no number for these settings.")
+        raise CannotRun(f"simgym run does not know {', '.join(unknown)} (not in `simgym run --help`); "
+                        "nothing was run, so there is no number for these settings.")
     out = workdir / "sim.jsonl"
     for suffix in ("", ".real", ".compare"):
         Path(str(out).replace(".jsonl", f"{suffix}.jsonl")).unlink(missing_ok=True)
@@ -228,8 +232,12 @@ def simulate(files: list[str], workdir: Path, extra: list[str]) -> Path:
     compare = workdir / "sim.compare.jsonl"
     if proc.returncode != 0 or not compare.exists():
         tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
-        sys.exit("simgym run failed (exit status %d), no compare file:\n  %s"
-                 % (proc.returncode, "\n  ".join(tail)))
+        hint = ""
+        if out.exists() and RECORDING.exists():
+            hint = ("\nthe simulated run may still be whole: score it against the recording with\n"
+                    f"  {Path(sys.argv[0]).as_posix()} --real {RECORDING.relative_to(ROOT)} --sim {out}")
+        raise CannotRun("simgym run failed (exit status %d), no compare file:\n  %s%s"
+                        % (proc.returncode, "\n  ".join(tail), hint))
     return compare
 
 
@@ -362,7 +370,11 @@ def main(argv: list[str] | None = None) -> int:
         files = args.files or DEFAULT_EPISODES
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="heldout-fidelity-"))
         workdir.mkdir(parents=True, exist_ok=True)
-        compare = simulate(files, workdir, extra)
+        try:
+            compare = simulate(files, workdir, extra)
+        except CannotRun as exc:
+            print(exc, file=sys.stderr)
+            return 2
         rows = rows_from_compare(compare)
         print(f"compare file: {compare}" + (f"  (simulation options: {' '.join(extra)})" if extra else ""))
         if RECORDING.exists():
