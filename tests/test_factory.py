@@ -396,6 +396,9 @@ async def _replay(trajectory: simgym.Trajectory) -> list[list[dict[str, str]]] |
         validation_retries=0,
         max_turns=100,
         grounding="facts",  # as the factory runs: rows carry the facts the model was sent
+        # the factory records on the real backends, which run every command themselves,
+        # so its grounding never runs one in a sandbox: neither does the replay
+        execution="off",
     )
     await env.reset(trajectory.task)
     for turn in trajectory.turns:

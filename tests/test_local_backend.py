@@ -9,7 +9,7 @@ from simgym import LocalWorldModel, WorldModelError
 async def test_embedded_model_simulates_a_terminal_turn():
     env = simgym.make("terminal", world_model="local", max_tokens=64, seed=3)
     first = await env.reset("list the files")
-    res = await env.step("python3 --version")  # no state determines it: the model renders
+    res = await env.step("curl -sI https://example.com")  # another machine: the model renders
     assert first.text == "dev@devbox:~$"
     turn = env.trajectory.turns[-1]
     assert res.observation.kind == "observation" and res.observation.text.strip()

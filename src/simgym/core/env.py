@@ -16,6 +16,7 @@ import importlib
 import itertools
 import json
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -206,6 +207,12 @@ class SimEnv:
         self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
         self.runner = None if self._executes else resolve_runner(execution)
         self._run_session: str | None = None  # the runner's warm sandbox of this episode
+        # an environment dropped mid-episode takes its sandbox with it (no event loop
+        # needed: the runner's forget is synchronous)
+        self._open_runs: list[str] = []
+        forget = getattr(self.runner, "forget", None)
+        if forget is not None:
+            weakref.finalize(self, _forget_runs, forget, self._open_runs)
         self._ledger: StateLedger | None = None
         self._episodes = itertools.count()
         self._trajectory: Trajectory | None = None
@@ -469,6 +476,7 @@ class SimEnv:
             return grounding
         if self._run_session is None:
             self._run_session = new_id("run-")
+            self._open_runs.append(self._run_session)
         request = dataclasses.replace(grounding.run, session=self._run_session)
         try:
             result = await self.runner.run(request)
@@ -671,6 +679,7 @@ class SimEnv:
         """Let a real executor tear its world down once the episode is over."""
         if self._finished and self._run_session is not None and self.runner is not None:
             session, self._run_session = self._run_session, None
+            self._open_runs.remove(session)
             await self.runner.close(session)
         if self._started and self._finished:
             self._started = False
@@ -922,6 +931,12 @@ def _metrics(trajectory: Trajectory) -> dict[str, Any]:
         ),
         "contradictions": sum(1 for t in turns if _strict(t) == "unresolved"),
     }
+
+
+def _forget_runs(forget: Callable[[str], None], sessions: list[str]) -> None:
+    for session in sessions:
+        forget(session)
+    sessions.clear()
 
 
 def _strict(turn: Turn) -> str | None:

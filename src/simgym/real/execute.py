@@ -115,9 +115,14 @@ class SandboxRunner:
         return result
 
     async def close(self, session: str) -> None:
+        self.forget(session)
+
+    def forget(self, session: str) -> None:
+        """Close ``session``'s sandbox and helper now (needs no event loop)."""
         warm = self._warm.pop(session, None)
         if warm is not None:
-            await _stop(warm)
+            _kill_server(warm)
+            warm.sandbox.destroy()
 
     def close_all(self) -> None:
         """Delete every warm sandbox (needs no event loop)."""
@@ -339,11 +344,6 @@ async def _ask(
     text = base64.b64decode(answer["out"]).decode("utf-8", errors="replace")
     code = int(answer["status"])
     return text, (128 - code if code < 0 else code), None
-
-
-async def _stop(warm: _Warm) -> None:
-    _kill_server(warm)
-    warm.sandbox.destroy()
 
 
 def _kill_server(warm: _Warm) -> None:
