@@ -9,7 +9,13 @@ import pytest
 
 import simgym
 from simgym import Action, FunctionWorldModel, ScenarioError
-from simgym.domains.mcp_ground import ground_mcp, next_id, resolve, split_words
+from simgym.domains.mcp_ground import (
+    WORDING_GUESSED,
+    ground_mcp,
+    next_id,
+    resolve,
+    split_words,
+)
 
 MCP = simgym.get_domain("mcp")
 NEW_EMAIL = "ana.new@example.com"
@@ -63,8 +69,10 @@ def test_a_missing_id_is_a_not_found_error():
     assert json.loads(g.observation) == {
         "error": {"code": 404, "message": "customer C-9 not found"}
     }
-    assert g.facts == ["no customer with id C-9 exists"]
-    assert g.effects is None
+    # the message is simgym's default wording until the server has shown its own
+    assert g.facts == ["no customer with id C-9 exists", WORDING_GUESSED]
+    # no record changes; the mark lets the server's error teach its wording
+    assert g.effects == {"_style": {"missing": ["get_customer", "customer", "C-9"]}}
 
 
 def test_an_update_sets_the_field_the_tool_names():
@@ -84,7 +92,7 @@ def test_an_update_sets_the_field_the_tool_names():
 
 def test_an_update_of_a_missing_id_changes_nothing():
     g = ground(scenario(), "update_email", {"customer_id": "C-9", "email": NEW_EMAIL})
-    assert g.effects is None and "404" in g.observation
+    assert set(g.effects) == {"_style"} and "404" in g.observation
 
 
 def silent(sc, tool="search_customers"):
@@ -291,9 +299,16 @@ def test_a_create_follows_the_id_pattern_and_appends_the_record():
 
 
 def test_a_create_for_a_missing_parent_changes_nothing():
+    """The customer a create requires does not exist: refused the way the server refuses
+    an unknown customer (inferred from the required argument), and nothing is created."""
     g = ground(records_scenario(), "create_ticket", {"customer_id": "C-1999", "subject": "Hi"})
-    assert g.effects is None and g.observation is None
+    assert g.effects == {"_style": {"missing": ["create_ticket", "customer", "C-1999"]}}
+    assert json.loads(g.observation) == {
+        "content": [{"type": "text", "text": "customer C-1999 not found"}],
+        "isError": True,
+    }
     assert g.facts[0] == "no customer with id C-1999 exists"
+    assert "inferred from its input schema" in g.facts[1] and g.facts[2] == WORDING_GUESSED
 
 
 def test_next_id_follows_the_collection_pattern():

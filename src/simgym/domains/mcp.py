@@ -16,6 +16,7 @@ from simgym.core.jsonschemas import schema_problem
 from simgym.core.safeload import loads_json
 from simgym.core.types import Action, ToolSpec
 from simgym.domains.mcp_ground import ToolBinding, check_tool_map, ground_mcp
+from simgym.domains.mcp_output import MCPTool
 from simgym.domains.mcp_style import observe_mcp
 
 OUTPUT_FORMATS = {
@@ -44,7 +45,12 @@ class MCPScenario(ScenarioBase):
 
     server_name: str = "records"
     description: str = ""
-    tools: list[ToolSpec]
+    tools: list[MCPTool] = Field(
+        description="the server's tools: name, description, parameters (the input schema; "
+        "inputSchema as MCP writes it) and, where the server declares one, output_schema "
+        "(outputSchema: the schema of its structured result, which grounding writes exact "
+        "answers from, simgym.domains.mcp_output)"
+    )
     state: dict[str, Any] = Field(default_factory=dict, description="the server's data")
     output_format: Literal["json", "text", "mcp"] = "json"
     tool_map: dict[str, ToolBinding] = Field(
@@ -66,13 +72,16 @@ class MCPScenario(ScenarioBase):
     @field_validator("tools", mode="before")
     @classmethod
     def _read_tools(cls, value: Any) -> Any:
-        if isinstance(value, list):
-            return [ToolSpec.from_any(t) if isinstance(t, dict) else t for t in value]
+        if isinstance(value, list):  # a plain ToolSpec (from simgym.make, say) as its data
+            return [
+                t.model_dump() if isinstance(t, ToolSpec) and not isinstance(t, MCPTool) else t
+                for t in value
+            ]
         return value
 
     @field_validator("tools")
     @classmethod
-    def _unique(cls, tools: list[ToolSpec]) -> list[ToolSpec]:
+    def _unique(cls, tools: list[MCPTool]) -> list[MCPTool]:
         if not tools:
             raise ValueError("an MCP server needs at least one tool")
         names = [t.name for t in tools]
@@ -82,6 +91,10 @@ class MCPScenario(ScenarioBase):
             problem = schema_problem(tool.parameters)
             if problem is not None:
                 raise ValueError(f"tool {tool.name!r} has an invalid schema: {problem}")
+            out = tool.output_schema
+            problem = schema_problem(out) if out is not None else None
+            if problem is not None:
+                raise ValueError(f"tool {tool.name!r} has an invalid output schema: {problem}")
         return tools
 
     @model_validator(mode="after")
@@ -92,7 +105,7 @@ class MCPScenario(ScenarioBase):
             raise ValueError(f"routes name tools the server does not declare: {stray}")
         return self
 
-    def tool(self, name: str) -> ToolSpec | None:
+    def tool(self, name: str) -> MCPTool | None:
         return next((t for t in self.tools if t.name == name), None)
 
 

@@ -72,7 +72,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -80,7 +80,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simgym.core.grounding import Grounding
 from simgym.core.patterns import compile_pattern
 from simgym.core.types import Action, ToolSpec
-from simgym.domains import mcp_rules, mcp_schema, mcp_style
+from simgym.domains import mcp_output, mcp_rules, mcp_schema, mcp_style
 from simgym.domains.mcp_rules import ToolRules, collections
 
 if TYPE_CHECKING:
@@ -235,6 +235,13 @@ class Call:
     order: tuple[str, bool] | str | None = None
     prefix: str | None = None  # what the server writes before an error (SDK's, if built so)
     notes: list[str] = field(default_factory=list)  # inferences made, for the facts
+    # what the tool's output schema says of its answer (simgym.domains.mcp_output)
+    form: mcp_output.RecordForm | None = None
+    list_form: mcp_output.ListForm | None = None
+    schema_layout: bool = False  # the list's layout is its output schema's (not tool_map's)
+    required: frozenset[str] = frozenset()  # the arguments the input schema requires
+    refuses: frozenset[str] = frozenset()  # doubts its description makes certain refusals
+    defaults: dict[str, Any] = field(default_factory=dict)  # the input schema's defaults
 
     @property
     def sure(self) -> bool:
@@ -252,6 +259,7 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     if tool is None:
         return None
     fmt = scenario.output_format
+    state = _sdk_layout(tool, state, fmt)
     # the server validates the arguments against the tool's schema before the tool runs
     verdict = mcp_schema.check(tool, action.arguments)
     if verdict.refused:
@@ -273,6 +281,31 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     if not call.sure:
         return _unsure(call, records)
     return OPS[call.op](call, records, state, fmt)
+
+
+def _sdk_layout(tool: ToolSpec, state: dict[str, Any], fmt: str) -> dict[str, Any]:
+    """The ledger as this call's answers are written from it. A tool built with the
+    Python SDK (its schema's mark) writes its result's text indented by two
+    (``pydantic_core.to_json(value, indent=2)``), which the ``text`` format shows as it
+    is and the ``mcp`` format inside its envelope; an error is its message alone (the
+    ``json`` format: ``{"error": {"message": ...}}``, as simgym's real backend shows an
+    MCP server's failed call). Each holds until the server's own answers showed
+    otherwise (:mod:`.mcp_style`)."""
+    if not mcp_schema.sdk_built(tool):
+        return state
+    style = state.get(mcp_style.STYLE)
+    style = dict(style) if isinstance(style, dict) else {}
+    if fmt in ("mcp", "text") and mcp_output.output_schema(tool) is not None:
+        # a structured result's text is always the SDK's: whatever earlier answers showed
+        # (a simulated episode's are the world model's as much as the server's)
+        style["indent"] = mcp_output.SDK_INDENT
+    elif fmt in ("mcp", "text"):
+        style.setdefault("indent", mcp_output.SDK_INDENT)
+    if fmt == "text":
+        style[mcp_style.TEXT_JSON] = True
+    if fmt == "json":
+        style.setdefault("error_fields", ["message"])
+    return {**state, mcp_style.STYLE: style}
 
 
 def schema_refusal(
@@ -298,6 +331,9 @@ def schema_refusal(
         return Grounding(facts=facts, observation=observation)
     expect = {"mcp": ['"isError": true'], "json": ['"error"']}.get(fmt, [])
     if message is not None and fmt == "text":
+        answer = exact_error(422, message, fmt, state)
+        if answer is not None:
+            return Grounding(facts=facts, observation=answer)
         expect = [message.splitlines()[0]]
     return Grounding(facts=facts, expect=expect)
 
@@ -416,7 +452,7 @@ def resolve(
     """Read a call as an operation on one collection, or None when it is not one."""
     cols = collections(state)
     words = split_words(tool.name)
-    op = binding.op if binding is not None else verb_op(words)
+    op = binding.op if binding is not None else _name_op(words, cols)
     if op is None or op == "none":
         return None
     name = binding.collection if binding and binding.collection else None
@@ -431,6 +467,7 @@ def resolve(
         tool.name, op, name, noun, key, fuzzy=bool(FUZZY_VERBS & set(words)), arguments=args
     )
     call.prefix = mcp_schema.SDK_PREFIX if mcp_schema.sdk_built(tool) else None
+    _declared(call, tool, records)
     if id_arg is not None and id_arg in args:
         call.id_value = args[id_arg]
     if binding is not None:
@@ -447,6 +484,8 @@ def resolve(
         call.order = infer_order(tool, records)
     if call.op == "create":
         _schema_defaults(call, tool, records, args)
+    if call.op == "list" and call.layout is None:
+        _declared_layout(call)
     if call.op in ("update", "delete") and call.id_value is None:
         call.unknown.append("no id argument")
     if call.op == "update" and not call.values:
@@ -477,6 +516,13 @@ def collection_noun(name: str) -> str:
     """One record of a collection, by its name: ``support_tickets`` -> ``ticket``."""
     words = split_words(name)
     return singular(words[-1]) if words else name
+
+
+def _name_op(words: list[str], cols: dict[str, list[dict[str, Any]]]) -> str | None:
+    """The operation a tool's name says, a word that names a collection read as that
+    noun, not as a verb (``get_book`` of a library's ``books`` gets a book)."""
+    nouns = {collection_noun(name) for name in cols}
+    return verb_op([w for w in words if singular(w) not in nouns]) or verb_op(words)
 
 
 def verb_op(words: list[str]) -> str | None:
@@ -754,6 +800,121 @@ def _schema_defaults(
             call.notes.append(f"{name} takes the schema's default {compact(schema['default'])}")
 
 
+# -- what a tool declares: its answer's layout, its required arguments, its refusals -------
+
+# A description that says an update is refused for a value another record holds, or for
+# one that is not valid ("it must be valid and not used by another customer").
+REFUSES_TAKEN = re.compile(
+    r"\b(not|never) (be )?(already )?(used|taken|held|in use|owned) by (another|any other|"
+    r"other|a different)\b|\bmust be unique\b|\bunique (across|among|per)\b|"
+    r"\b(not|never) (be )?(already )?(taken|in use)\b"
+)
+REFUSES_MALFORMED = re.compile(r"\b(must|should|has to|needs to) be (a )?(syntactically )?valid\b")
+
+
+def _declared(call: Call, tool: ToolSpec, records: list[dict[str, Any]]) -> None:
+    """What the tool's declaration says of its answers and refusals: the layout of its
+    result (its output schema, :mod:`.mcp_output`), the arguments it requires, its input
+    defaults, and the refusals its description promises."""
+    fields = record_fields(records)
+    call.form = mcp_output.record_form(tool, fields, call.key)
+    call.list_form = mcp_output.list_form(tool, fields, call.key)
+    required = tool.parameters.get("required")
+    call.required = frozenset(r for r in required or [] if isinstance(r, str))
+    call.defaults = mcp_output.input_defaults(tool)
+    text = " ".join(tool.description.lower().split())
+    refuses = set()
+    if REFUSES_TAKEN.search(text):
+        refuses.add("taken")
+    if REFUSES_MALFORMED.search(text):
+        refuses.add("malformed")
+    call.refuses = frozenset(refuses)
+
+
+def _declared_layout(call: Call) -> None:
+    """A list tool's answer layout from its output schema, where every property of its
+    wrapper is one simgym can fill (the records, the count of matches, an argument)."""
+    form = call.list_form
+    if form is None or form.unknown:
+        return
+    call.layout = (form.shape, list(form.item.fields))
+    call.schema_layout = True
+    call.notes.append(
+        f"({call.tool}'s output schema says its answer: "
+        f"{compact(form.shape) if form.shape != mcp_output.ITEMS else 'a list'}, each item "
+        f"showing {', '.join(form.item.fields)})"
+    )
+
+
+def _absent_parent(call: Call, state: dict[str, Any]) -> tuple[str, Any, str] | None:
+    """``(noun, id, argument)`` when a required argument names a record of another
+    collection that does not exist (``list_accounts(customer_id="C-0000")``): a tool
+    whose every call is about one such record looks it up first, and refuses the call
+    the way it refuses an unknown id (inferred from the schema: the argument is required
+    and holds that collection's key)."""
+    cols = collections(state)
+    for name, value in call.values.items():
+        if name not in call.required or not isinstance(value, str | int):
+            continue
+        owner = _id_owner(name)
+        parents = [c for c in cols if owner and owner != call.noun and collection_noun(c) == owner]
+        if len(parents) != 1:
+            continue
+        records = cols[parents[0]]
+        if find_record(records, key_field(records, owner), value) is None:
+            return owner, value, name
+    return None
+
+
+def _parent_refusal(
+    call: Call, absent: tuple[str, Any, str], state: dict[str, Any], fmt: str
+) -> Grounding:
+    """The refusal of a call about a record that does not exist (:func:`_absent_parent`)."""
+    owner, value, name = absent
+    message, learned = mcp_style.not_found(owner, value, state)
+    text = mcp_style.error_text(message, call.tool, state, call.prefix)
+    facts = [
+        f"no {owner} with id {value} exists",
+        f"{call.tool} requires {name}, the {owner} it is about, so the server refuses this "
+        f"call as it refuses an unknown {owner} (inferred from its input schema); nothing "
+        "changes",
+    ]
+    if not learned:
+        facts.append(WORDING_GUESSED)
+    return Grounding(
+        facts=facts,
+        effects=mcp_style.mark_missing(call.tool, owner, value),
+        observation=exact_error(404, text, fmt, state),
+    )
+
+
+WORDING_GUESSED = (
+    "(the wording of this error is simgym's default: the server has not shown its own yet)"
+)
+
+
+def _record_reshaper(
+    call: Call, record: dict[str, Any], fmt: str, state: dict[str, Any]
+) -> Callable[[str], str | None] | None:
+    """For a create whose answer the output schema lays out but whose record the server
+    completes itself (a status, a time): the model's answer rewritten into that layout,
+    every field simgym knows from the call taken from the ledger, the others (those the
+    server fills in) as the model wrote them; None while no schema says the layout."""
+    form = call.form
+    if form is None or fmt == "text":
+        return None
+    layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}
+
+    def reshape(observation: str) -> str | None:
+        value = _answer_value(observation, fmt)
+        given = value if isinstance(value, dict) else {}
+        merged = {**given, **{k: v for k, v in form.defaults.items() if k not in given}}
+        shown = form.show({**merged, **record})
+        return None if shown is None else exact_result(shown, fmt, layout)
+
+    return reshape
+
+
 # -- what each operation reads, changes and answers ---------------------------------------
 
 
@@ -787,6 +948,11 @@ def _update(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         unsure = mcp_style.mark_partial(
             call.collection, call.id_value, sorted(changes), tool=call.tool, reasons=reasons
         )
+        promised = _promised_refusal(call, doubts, state, fmt)
+        if promised is not None:
+            promised.facts[:0] = [before, *normal]
+            promised.effects = unsure  # an answer that says otherwise is the server's word
+            return promised
         return Grounding(facts=[before, *normal, *(d.fact for d in doubts)], effects=unsure)
     after = {**record, **changes}
     shown = _exact_record(call, record, after, state, fmt)
@@ -835,6 +1001,39 @@ def _refused_again(
     )
 
 
+# simgym's wording of a refusal the description promises, until the server shows its own
+DEFAULT_REFUSALS = {
+    "taken": "{field} {value} is already used by another {noun}",
+    "malformed": "invalid {field} {value!r}",
+}
+
+
+def _promised_refusal(
+    call: Call, doubts: list[Doubt], state: dict[str, Any], fmt: str
+) -> Grounding | None:
+    """An update the tool's description says is refused (``it must be valid and not used
+    by another customer``) for a value that is taken or malformed: refused, in simgym's
+    default wording (the server's own, once it showed it, comes from
+    :func:`_refused_again`); None when the description promises no refusal for these."""
+    certain = [d for d in doubts if d.kind in call.refuses]
+    if not certain:
+        return None
+    doubt = certain[0]
+    message = DEFAULT_REFUSALS[doubt.kind].format(
+        field=doubt.field, value=doubt.value, noun=call.noun
+    )
+    text = mcp_style.error_text(message, call.tool, state, call.prefix)
+    return Grounding(
+        facts=[
+            *(d.fact for d in doubts),
+            f"{call.tool}'s description says it refuses a {doubt.kind} {doubt.field}, so the "
+            f"server refuses this call; {call.noun} {call.id_value} does not change",
+            WORDING_GUESSED,
+        ],
+        observation=exact_error(409, text, fmt, state),
+    )
+
+
 def _undoable(call: Call, record: dict[str, Any], records: list[dict]) -> dict[str, Any]:
     """The note that takes back this call's change to ``record`` should the server
     answer it with an error (a rule simgym cannot see refused it)."""
@@ -853,6 +1052,9 @@ def _exact_record(
     server's layout; None while the server holds fields of the record the ledger lacks."""
     if mcp_style.partial(state, call.collection, record.get(call.key)):
         return None
+    if call.form is not None:  # the output schema: the fields it shows, in its order
+        declared = call.form.show(shown)
+        return None if declared is None else exact_result(declared, fmt, state)
     return exact_result(mcp_style.arrange(shown, call.collection, state), fmt, state)
 
 
@@ -867,6 +1069,9 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
             ),
             expect=[shown_value(new_id, fmt)],
         )
+    parent = _absent_parent(call, state)
+    if parent is not None:
+        return _parent_refusal(call, parent, state, fmt)
     absent = missing_parents(call, state)
     if absent:
         return Grounding(facts=[*absent, f"so this call creates no {call.noun}"])
@@ -891,10 +1096,28 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         effects.update(mcp_style.mark_partial(call.collection, new_id, missing))
     # a server may refuse a create for rules no schema states (a subject too short)
     effects.update(mcp_style.mark_undo(call.tool, call.collection, call.key, new_id, None, None))
+    # the output schema lays out the answer: exact when simgym knows every field it shows
+    shown = None
+    if call.form is not None:
+        # a field the call does not give is the server's to fill (its model's default
+        # is only what the tool did not set)
+        unknown = [f for f in call.form.fields if f not in record]
+        if unknown:
+            facts.append(
+                f"{call.tool} answers with the new {call.noun}'s "
+                f"{', '.join(call.form.fields)} (its output schema); the server decides "
+                f"{', '.join(unknown)}"
+            )
+        else:
+            shown = call.form.show(record)
     return Grounding(
         facts=facts,
         effects=effects,
-        expect=_unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
+        observation=exact_result(shown, fmt, state) if shown is not None else None,
+        expect=[]
+        if shown is not None
+        else _unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
+        reshape=_record_reshaper(call, record, fmt, state) if shown is None else None,
     )
 
 
@@ -925,6 +1148,9 @@ def _delete(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
 
 def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> Grounding:
     found = [r for r in records if matches(r, call)]
+    parent = _absent_parent(call, state) if not found else None
+    if parent is not None:
+        return _parent_refusal(call, parent, state, fmt)
     # an inferred search the server may compare otherwise: decided where every way agrees
     sure, maybe = _search_variants(call, records, found)
     found = sure
@@ -973,16 +1199,25 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     gone = [r.get(call.key) for r in _tombstones(state, call.collection).values()]
     context = [compact(r) for r in shown] + [shown_value(compact(r), fmt) for r in shown]
     # a record the server completed itself may match or show fields the ledger lacks
-    known = not any(mcp_style.partial(state, call.collection, r.get(call.key)) for r in records)
+    known = not any(_may_list(call, r, state) for r in records)
     # with an id that names nothing the server may answer an error, or list nothing
     refused = not found and bool(missing_parents(call, state))
     if refused:
         facts.append(f"(the server may refuse this call, or list no {call.collection})")
     complete = known and plain and decided and order_known and not maybe and not refused
+    form = call.list_form if call.schema_layout else None
+    if form is not None and cut and form.ambiguous_count:
+        complete = False  # a count of the items shown, or of every match: not known
+    items = shown
+    if form is not None:  # each record as the output schema shows it (defaults filled)
+        declared = [form.item.show(r) for r in shown]
+        complete = complete and all(d is not None for d in declared)
+        items = [{**form.item.defaults, **r} for r in shown]
     answer = None
     if complete:
+        echoed = {**call.defaults, **call.arguments}
         answer = mcp_style.list_answer(
-            call.tool, shown, call.arguments, state, call.layout, len(found)
+            call.tool, items, echoed, state, call.layout, len(found), authoritative=form is not None
         )
     reshape = None
     if answer is None and not refused:
@@ -991,14 +1226,36 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     pending = mcp_style.pending(call.tool, call.arguments, shown, call.key, len(found))
     if maybe:
         pending = {mcp_style.STYLE: {"pending": None}}
+    observation = None
+    if answer is not None:
+        parts = form is not None and form.wrapped and isinstance(answer, list)
+        observation = exact_parts(answer, fmt, state) if parts else exact_result(answer, fmt, state)
     return Grounding(
-        facts=facts,
+        facts=facts + call.notes,
         effects=pending,
-        observation=None if answer is None else exact_result(answer, fmt, state),
-        expect=expect if answer is None else [],
+        observation=observation,
+        expect=expect if observation is None else [],
         forbid=_forbidden([i for i in others + gone if i is not None], fmt, context),
         reshape=reshape,
     )
+
+
+def _may_list(call: Call, record: dict[str, Any], state: dict[str, Any]) -> bool:
+    """Whether a record with fields only the server knows may be in this list: it
+    matches the call on the fields the ledger knows (a filter or a search on a field it
+    lacks may match too). A record that certainly is not listed leaves the answer known."""
+    unknown = mcp_style.partial_fields(state, call.collection, record.get(call.key))
+    if unknown is None:
+        return False
+    if call.op != "list" or (call.queries and call.search is None):
+        return True
+    searched_unknown = call.search is not None and bool(set(call.search) & set(unknown))
+    probe = replace(
+        call,
+        values={k: v for k, v in call.values.items() if k not in unknown},
+        queries=[] if searched_unknown else call.queries,
+    )
+    return matches(record, probe)
 
 
 def _search_variants(
@@ -1051,16 +1308,24 @@ def _list_reshaper(
     none that names a record that does not exist (the ledger holds the server's records,
     as a not-found answer already assumes). Which of the records that exist are listed
     stays the model's say. None until the shape was learned or declared."""
-    learned = mcp_style.learned_list(call.tool, state, call.layout)
+    learned = mcp_style.learned_list(
+        call.tool, state, call.layout, authoritative=call.schema_layout
+    )
     if learned is None or fmt == "text":
         return None
+    if call.schema_layout and call.list_form is not None and call.list_form.wrapped:
+        return None  # one text item per element: not a layout the model writes
     shape, fields = learned
     layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}  # the layout as of this call
     existing = {str(r[call.key]): r for r in records if call.key in r}
     whole = {k: r for k, r in existing.items() if not mcp_style.partial(state, call.collection, k)}
 
+    declared = call.list_form.item if call.schema_layout and call.list_form else None
+
     def item(shown: dict[str, Any]) -> dict[str, Any]:
         record = whole.get(str(shown.get(call.key)))
+        if record is not None and declared is not None and fields == declared.fields:
+            return declared.show(record) or shown
         if record is None or fields is None or any(f not in record for f in fields):
             return shown  # a record the ledger does not know whole: as the model wrote it
         return {f: record[f] for f in fields}
@@ -1088,9 +1353,8 @@ def _list_reshaper(
             return None
         listed = [i for i in items if isinstance(i, dict)]
         shown = [item(i) for i in listed if exists(i)]
-        answer = mcp_style.fill(
-            shape, shown, call.arguments, count(value, shown, len(shown) < len(listed))
-        )
+        echoed = {**call.defaults, **call.arguments}
+        answer = mcp_style.fill(shape, shown, echoed, count(value, shown, len(shown) < len(listed)))
         return exact_result(answer, fmt, layout)
 
     return reshape
@@ -1123,8 +1387,10 @@ def _listed(value: Any) -> list[Any] | None:
 
 def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
-    message = f"{call.noun} {call.id_value} not found"
+    message, learned = mcp_style.not_found(call.noun, call.id_value, state)
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
+    if not learned:
+        facts.append(WORDING_GUESSED)
     text = mcp_style.error_text(message, call.tool, state, call.prefix)
     shown = exact_error(404, text, fmt, state)
     old = _tombstones(state, call.collection).get(str(call.id_value))
@@ -1135,6 +1401,7 @@ def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
         forbid = _forbidden(values, fmt, [shown or "", message])
     return Grounding(
         facts=facts,
+        effects=mcp_style.mark_missing(call.tool, call.noun, call.id_value),
         observation=shown,
         expect=[shown_value(call.id_value, fmt)] if shown is None else [],
         forbid=forbid,
@@ -1405,6 +1672,20 @@ def exact_result(value: Any, fmt: str, state: dict[str, Any] | None = None) -> s
     if fmt == "mcp":
         text = mcp_style.dumps(value, state)
         return compact({"content": [{"type": "text", "text": text}], "isError": False})
+    if mcp_style.text_json(state):  # a text answer that is the result's JSON text
+        return mcp_style.dumps(value, state)
+    return None
+
+
+def exact_parts(items: list[Any], fmt: str, state: dict[str, Any] | None = None) -> str | None:
+    """A wrapped list's exact answer (an SDK tool that returns a list: its structured
+    result is ``{"result": [...]}``, its text one item per element)."""
+    if fmt == "json":
+        return compact({"result": items})
+    if fmt == "mcp":
+        return compact({"content": mcp_output.wrapped_parts(items), "isError": False})
+    if mcp_style.text_json(state):
+        return "\n".join(part["text"] for part in mcp_output.wrapped_parts(items))
     return None
 
 
@@ -1420,6 +1701,8 @@ def exact_error(
         return compact({"error": {"code": code, "message": message}})
     if fmt == "mcp":
         return compact({"content": [{"type": "text", "text": message}], "isError": True})
+    if mcp_style.text_json(state):  # the text format: the message, said to be an error
+        return message if message.startswith("Error") else f"Error: {message}"
     return None
 
 

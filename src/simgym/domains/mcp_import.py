@@ -6,9 +6,12 @@
 
 The scenario keeps the server's name, what it says about itself, and every tool with its
 input schema, so the simulated environment accepts and rejects exactly the calls the real
-server would. ``output_format`` is ``"mcp"`` by default: a real server answers every call
-with a CallToolResult envelope (``{"content": [...], "isError": ...}``), and simulating that
-same envelope keeps simulated and recorded real episodes comparable turn by turn. The
+server would, and its output schema where it declares one (MCP ``outputSchema``, which
+the official SDK derives from a tool's return annotation), so grounding writes the
+answers in the server's layout from the first call on (:mod:`simgym.domains.mcp_output`).
+``output_format`` is ``"mcp"`` by default: a real server answers every call with a
+CallToolResult envelope (``{"content": [...], "isError": ...}``), and simulating that same
+envelope keeps simulated and recorded real episodes comparable turn by turn. The
 hidden ``state`` starts empty, since a server's data cannot be read through its tool list;
 fill it (or ``notes``) to tell the world model what the records hold.
 
@@ -284,19 +287,31 @@ def listing_to_scenario(
     scenario = {
         "server_name": listing.name,
         "description": description or (listing.title or ""),
-        "tools": [
-            {
-                "name": tool["name"],
-                "description": tool.get("description") or tool.get("title") or "",
-                "parameters": tool.get("inputSchema") or {"type": "object", "properties": {}},
-            }
-            for tool in listing.tools
-        ],
+        "tools": [_tool(tool) for tool in listing.tools],
         "state": {},
         "output_format": output_format,
     }
     MCP.scenario(scenario)  # raises ScenarioError (a SimgymError) for a server we cannot mirror
     return scenario
+
+
+def _tool(tool: dict[str, Any]) -> dict[str, Any]:
+    """One tools/list entry as the scenario declares it: its input schema as
+    ``parameters`` and, where the server declares them, its ``output_schema`` (the
+    schema of its structured result: grounding writes exact answers from it), ``title``
+    and ``annotations``."""
+    out: dict[str, Any] = {
+        "name": tool["name"],
+        "description": tool.get("description") or tool.get("title") or "",
+        "parameters": tool.get("inputSchema") or {"type": "object", "properties": {}},
+    }
+    if tool.get("outputSchema"):
+        out["output_schema"] = tool["outputSchema"]
+    if tool.get("title"):
+        out["title"] = tool["title"]
+    if tool.get("annotations"):
+        out["annotations"] = tool["annotations"]
+    return out
 
 
 async def scenario_from_server(

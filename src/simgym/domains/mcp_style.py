@@ -23,7 +23,10 @@ hook) reads each answer and keeps in the ledger's ``_style``:
   for that reason gets the same wording (:func:`refusal`);
 * ``error_fields``: the fields of its json error objects (``["message"]``: no code);
 * ``undo``: how to take back the change of the last call that grounding applied as
-  certain (:func:`mark_undo`), should the server answer it with an error.
+  certain (:func:`mark_undo`), should the server answer it with an error;
+* ``not_found``: per kind of record, how this server words a call on one that does not
+  exist (``customer {id} not found``), learned from the error a call got that grounding
+  had found naming no record (``missing``, left by grounding: :func:`mark_missing`).
 
 The ledger's ``_partial`` marks records whose fields only the server knows (a create's
 defaults, a doubted update) until an answer shows them whole.
@@ -53,6 +56,15 @@ def dumps(value: Any, state: dict[str, Any] | None) -> str:
     if isinstance(indent, int) and 0 < indent <= MAX_INDENT:
         return json.dumps(value, ensure_ascii=False, indent=indent)
     return json.dumps(value, ensure_ascii=False)
+
+
+TEXT_JSON = "text_json"  # style key: the text format's answers are the result's JSON text
+
+
+def text_json(state: dict[str, Any] | None) -> bool:
+    """Whether this server's text answers are its results' JSON text (a tool built with
+    the Python SDK, whose text content is its structured result written out)."""
+    return _style(state).get(TEXT_JSON) is True
 
 
 def arrange(record: dict[str, Any], collection: str, state: dict[str, Any] | None) -> dict:
@@ -119,6 +131,55 @@ def mark_undo(
     return {STYLE: {"undo": [tool, collection, key, str(record_id), before, at]}}
 
 
+NOUN, CAP_NOUN = "{noun}", "{Noun}"
+
+
+def not_found(noun: str, record_id: Any, state: dict[str, Any] | None) -> tuple[str, bool]:
+    """The message of an error about a ``noun`` that does not exist, and whether it is
+    this server's own wording: the one its errors showed for that kind of record, else
+    one it showed for another kind that named the kind (``{noun} {id} not found``), else
+    simgym's default, ``<noun> <id> not found`` (a guess)."""
+    learned = _style(state).get("not_found")
+    learned = learned if isinstance(learned, dict) else {}
+    template = learned.get(noun)
+    if not isinstance(template, str):
+        generic = [
+            t for t in learned.values() if isinstance(t, str) and (NOUN in t or CAP_NOUN in t)
+        ]
+        template = generic[0] if generic else None
+    if template is None:
+        return f"{noun} {record_id} not found", False
+    filled = {RECORD: str(record_id), NOUN: noun, CAP_NOUN: noun[:1].upper() + noun[1:]}
+    return re.sub("|".join(map(re.escape, filled)), lambda m: filled[m.group(0)], template), True
+
+
+def mark_missing(tool: str, noun: str, record_id: Any) -> dict[str, Any]:
+    """The ledger patch grounding leaves for a call on a record that does not exist, so
+    that the server's error teaches how it words such errors (:func:`not_found`)."""
+    return {STYLE: {"missing": [tool, noun, str(record_id)]}}
+
+
+def _learn_not_found(text: str, tool: str, missing: list[Any], prefix: str | None) -> str | None:
+    """The template of a not-found error (its message without the prefix the server puts
+    before every error, the id and the kind of record made placeholders); None unless
+    the message names the id."""
+    if len(missing) != 3 or missing[0] != tool:
+        return None
+    _, noun, record_id = missing
+    if not isinstance(record_id, str) or len(record_id) < MIN_NAMED:
+        return None
+    if isinstance(prefix, str) and text.startswith(prefix.replace("{tool}", tool)):
+        text = text[len(prefix.replace("{tool}", tool)) :]
+    if record_id not in text or "{" in text:
+        return None
+    template = text.replace(record_id, RECORD)
+    if isinstance(noun, str) and noun:
+        template = re.sub(rf"\b{re.escape(noun)}\b", NOUN, template)
+        capital = noun[:1].upper() + noun[1:]
+        template = re.sub(rf"\b{re.escape(capital)}\b", CAP_NOUN, template)
+    return template
+
+
 def _undo(undo: list[Any], state: dict[str, Any]) -> dict[str, Any] | None:
     """The ledger patch that takes back the change ``undo`` describes (see
     :func:`mark_undo`): the record as it was, in its place, and no notes about it."""
@@ -182,6 +243,14 @@ def partial(state: dict[str, Any], collection: str, record_id: Any) -> bool:
     return isinstance(found, dict) and str(record_id) in found
 
 
+def partial_fields(state: dict[str, Any], collection: str, record_id: Any) -> list[str] | None:
+    """The fields of this record only the server knows (None: the ledger knows it whole)."""
+    marks = state.get(PARTIAL)
+    found = marks.get(collection) if isinstance(marks, dict) else None
+    fields = found.get(str(record_id)) if isinstance(found, dict) else None
+    return [str(f) for f in fields] if isinstance(fields, list) else None
+
+
 def _complete(value: Any, state: dict[str, Any]) -> dict[str, Any] | None:
     """The ledger patch that fills in partial records from an answer that shows them
     whole (a create's answer names the status and time the server gave)."""
@@ -240,11 +309,13 @@ def list_answer(
     state: dict,
     declared: Layout | None = None,
     count: int | None = None,
+    *,
+    authoritative: bool = False,
 ) -> Any:
     """The exact answer of a list tool whose shape was learned (else declared, see
     :func:`learned_list`), or None; ``count`` is the number of matches, when a limit
     left some of them out of ``records``."""
-    layout = learned_list(tool, state, declared)
+    layout = learned_list(tool, state, declared, authoritative=authoritative)
     if layout is None:
         return None
     shape, fields = layout
@@ -257,13 +328,17 @@ def list_answer(
 
 
 def learned_list(
-    tool: str, state: dict[str, Any], declared: Layout | None = None
+    tool: str, state: dict[str, Any], declared: Layout | None = None, *, authoritative: bool = False
 ) -> tuple[Any, list[str] | None] | None:
     """The shape of a list tool's answers and the fields its items show (None: only an
     empty answer was seen), as the server showed them; before it showed any, the layout
     the scenario ``declared`` (a learned one wins: it is the server's own word, but the
-    declared fields fill in for an answer that showed no item); None when neither."""
+    declared fields fill in for an answer that showed no item); None when neither. An
+    ``authoritative`` declaration (the tool's own output schema) wins over what answers
+    showed: in a simulated episode those are the world model's as much as the server's."""
     learned = _style(state).get("lists", {}).get(tool)
+    if authoritative and declared is not None:
+        return declared[0], list(declared[1])
     if not isinstance(learned, dict) or "shape" not in learned:
         return (declared[0], list(declared[1])) if declared is not None else None
     fields = learned.get("fields")
@@ -378,11 +453,16 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
     text, failed = _result_text(observation)
     doubt = style.pop("doubt", None)
     undo = style.pop("undo", None)
+    missing = style.pop("missing", None)
     cleared = None
     if text is not None and failed:
         prefix = _error_prefix(text, tool)
         if prefix is not None:
             style["error_prefix"] = prefix
+        if isinstance(missing, list):
+            template = _learn_not_found(text, tool, missing, style.get("error_prefix"))
+            if template is not None:
+                style["not_found"] = {**style.get("not_found", {}), missing[1]: template}
         fields = _error_fields(observation)
         if fields is not None:
             style["error_fields"] = fields
@@ -399,7 +479,9 @@ def observe_mcp(observation: str, action: Any, state: dict[str, Any]) -> dict[st
     completed = None
     if isinstance(value, dict | list):
         assert text is not None
-        style["indent"] = _indent(text)
+        indent = _indent(text)
+        if indent is not None:  # an empty "[]" shows no layout: the known one stays
+            style["indent"] = indent
         orders = dict(style.get("order", {}))
         for collection, order in _orders(value, state).items():
             orders[collection] = _merge(orders.get(collection), order)
@@ -496,12 +578,16 @@ def _error_prefix(text: str, tool: str) -> str | None:
 
 
 def _indent(text: str) -> int | None:
-    """The width of the first indented line of pretty-printed JSON, None when compact."""
-    for line in text.splitlines()[1:]:
+    """The width of the first indented line of pretty-printed JSON, 0 when compact; None
+    when the text says nothing of it (lines with none indented, an empty ``[]``)."""
+    lines = text.splitlines()
+    for line in lines[1:]:
         width = len(line) - len(line.lstrip(" "))
         if width:
             return width
-    return None
+    if len(lines) > 1 or text.strip() in ("[]", "{}"):
+        return None
+    return 0
 
 
 def _orders(value: Any, state: dict[str, Any]) -> dict[str, list[str]]:
