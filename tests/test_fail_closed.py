@@ -639,3 +639,19 @@ def test_record_exits_1_on_an_errored_episode_and_retries_it(tmp_path):
     assert proc.returncode == 0, proc.stderr
     [episode] = simgym.read_trajectories(out)
     assert episode.error is None and len(episode.turns) == 1
+
+
+def test_a_world_folder_with_a_misspelt_key_is_refused(tmp_path):
+    """Unknown keys are refused in world folders as in every other user file: a hand
+    edit that misspells `operations` must not load as a world without operations."""
+    import json as _json
+
+    from simgym.logs.twin import WorldError, load_world
+
+    world = tmp_path / "w"
+    world.mkdir()
+    (world / "interface.json").write_text(_json.dumps({"version": 1, "operatons": []}))
+    (world / "entities.json").write_text(_json.dumps({"version": 1, "types": {}}))
+    (world / "manifest.json").write_text(_json.dumps({"version": 1, "files": []}))
+    with pytest.raises(WorldError, match="operatons"):
+        load_world(world)

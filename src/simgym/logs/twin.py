@@ -34,6 +34,29 @@ from simgym.core.errors import SimgymError
 from simgym.domains.mcp_ground import collection_noun, singular
 
 WORLD_FILES = ("interface.json", "entities.json", "manifest.json")
+# The top-level keys each file of a world folder may hold (simgym.logs.world writes them):
+# a hand-edited folder with a misspelt key is refused, not half read.
+WORLD_KEYS: dict[str, frozenset[str]] = {
+    "interface.json": frozenset({"version", "operations", "screens"}),
+    "entities.json": frozenset({"version", "types"}),
+    "manifest.json": frozenset(
+        {
+            "version",
+            "created_at",
+            "sources",
+            "counts",
+            "skipped",
+            "masking",
+            "files",
+            "behaviour",
+            "coverage",
+        }
+    ),
+    "rules.json": frozenset(
+        {"version", "event_flows", "life_cycles", "performance", "permissions", "required_fields"}
+    ),
+    "behaviour.json": frozenset({"version", "tools"}),
+}
 BEHAVIOUR_FILE = "behaviour.json"  # written by simgym.logs.behaviour
 CONTEXT_ARGS = ("actor", "role")
 _PARAM = re.compile(r"^\{([^}]*)\}$")
@@ -57,6 +80,20 @@ def _read_json(path: Path) -> Any:
         raise WorldError(f"{path}: not readable as JSON ({exc})") from None
 
 
+def _read_world_file(path: Path) -> Any:
+    """One file of a world folder, its top-level keys checked against :data:`WORLD_KEYS`."""
+    data = _read_json(path)
+    allowed = WORLD_KEYS.get(path.name)
+    if allowed is not None and isinstance(data, dict):
+        unknown = sorted(set(data) - allowed)
+        if unknown:
+            raise WorldError(
+                f"{path}: unknown key(s) {', '.join(map(repr, unknown))}; "
+                f"a world's {path.name} holds {', '.join(sorted(allowed))}"
+            )
+    return data
+
+
 def load_world(world_dir: str | Path) -> dict[str, Any]:
     """The folder's files as data: interface, entities, rules, manifest, roles."""
     root = Path(world_dir)
@@ -68,9 +105,9 @@ def load_world(world_dir: str | Path) -> dict[str, Any]:
             f"{root} is not a business world (no {', '.join(missing)}); build one with "
             "`simgym logs import FILE --out DIR`"
         )
-    world = {name.removesuffix(".json"): _read_json(root / name) for name in WORLD_FILES}
+    world = {name.removesuffix(".json"): _read_world_file(root / name) for name in WORLD_FILES}
     rules = root / "rules.json"
-    world["rules"] = _read_json(rules) if rules.is_file() else {}
+    world["rules"] = _read_world_file(rules) if rules.is_file() else {}
     if not isinstance(world["interface"], dict) or not isinstance(
         world["interface"].get("operations"), list
     ):
@@ -437,7 +474,7 @@ def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
         raise WorldError(f"{world_dir}: the world has no operation to serve as a tool")
     mined = Path(world_dir) / BEHAVIOUR_FILE
     if behaviour and mined.is_file():
-        for name, rules in (_read_json(mined).get("tools") or {}).items():
+        for name, rules in (_read_world_file(mined).get("tools") or {}).items():
             if name in tool_map and isinstance(rules, dict):
                 tool_map[name] = {**tool_map[name], "rules": rules}
     return {
