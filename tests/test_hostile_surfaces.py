@@ -557,3 +557,33 @@ def test_a_check_whose_pattern_runs_out_of_time_fails_closed() -> None:
     assert [v["check"] for v in found["violations"]] == ["mine"]
     assert found["milestones"] == [] and not found["safe"]
     assert any("ran past" in p for p in found["check_errors"])
+
+
+def test_simgym_view_passes_its_allowed_origins_to_the_guard(tmp_path, monkeypatch) -> None:
+    """`simgym view --allow-origin URL`: that origin's pages may call the viewer, any
+    other Origin is still refused (403)."""
+    import uvicorn
+    from fastapi.testclient import TestClient
+    from typer.testing import CliRunner
+
+    from simgym.cli import app as cli
+
+    served = {}
+    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: served.update(app=app))
+    episodes = tmp_path / "e.jsonl"
+    episodes.write_text("")
+    result = CliRunner().invoke(
+        cli,
+        [
+            "view",
+            str(episodes),
+            "--index",
+            str(tmp_path / "i.db"),
+            "--allow-origin",
+            "http://127.0.0.1:9999",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    client = TestClient(served["app"], base_url="http://127.0.0.1:8765")
+    assert client.get("/", headers={"Origin": "http://127.0.0.1:9999"}).status_code == 200
+    assert client.get("/", headers={"Origin": "http://evil.example"}).status_code == 403

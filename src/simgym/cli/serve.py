@@ -165,6 +165,13 @@ def serve(
             show_default=False,
         ),
     ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="with --openenv: a web origin (scheme://host:port) whose pages may open "
+            "sessions, besides the server's own; repeatable. Every other Origin is refused"
+        ),
+    ] = None,
     reward: Annotated[
         str | None,
         typer.Option(
@@ -253,6 +260,7 @@ def serve(
             session_idle_timeout=session_idle_timeout,
             max_message_bytes=max_message_bytes,
             keep_empty_episodes=keep_empty_episodes,
+            allowed_origins=tuple(allow_origin or ()),
         )
         return
     _serve_mcp(
@@ -349,6 +357,7 @@ def _serve_openenv(
     session_idle_timeout: float,
     max_message_bytes: int,
     keep_empty_episodes: bool,
+    allowed_origins: tuple[str, ...] = (),
 ) -> None:
     try:
         from simgym.integrations.openenv_server import serve_openenv
@@ -371,6 +380,7 @@ def _serve_openenv(
         session_timeout=session_idle_timeout,
         max_message_bytes=max_message_bytes,
         keep_empty_episodes=keep_empty_episodes,
+        allowed_origins=allowed_origins,
     )
 
 

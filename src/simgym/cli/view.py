@@ -31,6 +31,13 @@ def view(
         Path | None,
         typer.Option(help="the SQLite index file (default: in ~/.cache/simgym/view)"),
     ] = None,
+    allow_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="a web origin (scheme://host:port) whose pages may call the viewer, "
+            "besides its own; repeatable. Every other Origin is refused"
+        ),
+    ] = None,
 ) -> None:
     """Browse episodes (filter, search), compare sim vs real, GRPO groups and reports.
 
@@ -56,7 +63,9 @@ def view(
     require_token_off_loopback(host, secret, "read every trajectory and report it shows")
     import uvicorn
 
-    app = create_app(viewer, token=secret, background=True, host=host)
+    app = create_app(
+        viewer, token=secret, background=True, host=host, allowed_origins=allow_origin or ()
+    )
     shown = f"http://{host}:{port}/" + (f"?token={secret}" if secret else "")
     errors.print(f"simgym view on {shown}")
     uvicorn.run(app, host=host, port=port, log_level="warning")
