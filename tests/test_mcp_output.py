@@ -294,3 +294,38 @@ def test_an_update_the_description_says_is_refused() -> None:
     maybe = ground_mcp(Action.tool_call("update_email", {"user_id": "U-1", "email": "nope"}),
                        ledger, silent)  # fmt: skip
     assert maybe.observation is None and any("may refuse" in f for f in maybe.facts)
+
+
+async def test_a_create_is_written_whole_from_what_the_server_likely_fills_in(tmp_path) -> None:
+    """The records server's create_ticket answers with the new ticket (its output schema);
+    the ticket's status and time are the server's. Its description ("Open a new support
+    ticket") and the records (every ticket's created is a UTC time) make them likely:
+    the model's answer, whatever it says, is rewritten with them (not served as exact),
+    and the lists that follow know the ticket whole."""
+    from simgym import FunctionWorldModel
+    from simgym.real.mcp_servers.records import RecordsStore, build_server
+
+    db = tmp_path / "records.db"
+    scenario = await scenario_from_server(server=build_server(db))
+    scenario["state"] = RecordsStore(db).snapshot()
+    nonsense = '{"content": [{"type": "text", "text": "customer not found"}], "isError": false}'
+    env = simgym.make(
+        "mcp", world_model=FunctionWorldModel(lambda m: nonsense), scenario=scenario,
+        grounding="strict",
+    )  # fmt: skip
+    await env.reset("x")
+    made = await env.step(call("create_ticket", customer_id="C-1003", subject="Statement copy"))
+    closed = await env.step(call("list_tickets", customer_id="C-1003", status="closed"))
+    listed = await env.step(call("list_tickets", customer_id="C-1003"))
+    await env.close()
+    ticket = json.loads(json.loads(made.observation.text)["content"][0]["text"])
+    assert list(ticket) == ["id", "customer_id", "subject", "status", "priority", "created"]
+    assert ticket["id"] == "T-9009" and ticket["status"] == "open"
+    assert ticket["priority"] == "normal" and ticket["created"].endswith("Z")
+    turn = env.trajectory.turns[0]
+    assert turn.grounding["strict"]["action"] == "reshaped" and not turn.grounding.get("exact")
+    assert any("not certain: status is likely 'open'" in f for f in turn.grounding["facts"])
+    assert json.loads(json.loads(closed.observation.text)["content"][0]["text"])["tickets"] == []
+    assert json.loads(json.loads(listed.observation.text)["content"][0]["text"])["tickets"] == [
+        ticket
+    ]

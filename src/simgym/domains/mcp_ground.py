@@ -242,6 +242,7 @@ class Call:
     required: frozenset[str] = frozenset()  # the arguments the input schema requires
     refuses: frozenset[str] = frozenset()  # doubts its description makes certain refusals
     defaults: dict[str, Any] = field(default_factory=dict)  # the input schema's defaults
+    description: str = ""  # the tool's description
 
     @property
     def sure(self) -> bool:
@@ -822,6 +823,7 @@ def _declared(call: Call, tool: ToolSpec, records: list[dict[str, Any]]) -> None
     required = tool.parameters.get("required")
     call.required = frozenset(r for r in required or [] if isinstance(r, str))
     call.defaults = mcp_output.input_defaults(tool)
+    call.description = tool.description
     text = " ".join(tool.description.lower().split())
     refuses = set()
     if REFUSES_TAKEN.search(text):
@@ -894,14 +896,15 @@ WORDING_GUESSED = (
 
 
 def _record_reshaper(
-    call: Call, record: dict[str, Any], fmt: str, state: dict[str, Any]
+    call: Call, record: dict[str, Any], fmt: str, state: dict[str, Any], likely: dict[str, Any]
 ) -> Callable[[str], str | None] | None:
     """For a create whose answer the output schema lays out but whose record the server
     completes itself (a status, a time): the model's answer rewritten into that layout,
-    every field simgym knows from the call taken from the ledger, the others (those the
-    server fills in) as the model wrote them; None while no schema says the layout."""
+    every field simgym knows from the call taken from the ledger, the ones it can only
+    call ``likely`` (:func:`_likely_fills`) filled so, the others as the model wrote
+    them; None while no schema says the layout."""
     form = call.form
-    if form is None or fmt == "text":
+    if form is None or (fmt == "text" and not mcp_style.text_json(state)):
         return None
     layout = {mcp_style.STYLE: state.get(mcp_style.STYLE)}
 
@@ -909,10 +912,49 @@ def _record_reshaper(
         value = _answer_value(observation, fmt)
         given = value if isinstance(value, dict) else {}
         merged = {**given, **{k: v for k, v in form.defaults.items() if k not in given}}
-        shown = form.show({**merged, **record})
+        shown = form.show({**merged, **likely, **record})
         return None if shown is None else exact_result(shown, fmt, layout)
 
     return reshape
+
+
+CREATION_WORDS = frozenset(
+    {"created", "creation", "opened", "submitted", "added", "registered", "inserted", "filed",
+     "logged", "reported", "placed", "timestamp"}
+)  # fmt: skip
+ISO_TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|\+00:00)")
+MAX_STATES = 8  # more distinct values than this are no set of states
+
+
+def _likely_fills(
+    call: Call, records: list[dict[str, Any]], tool_description: str, fields: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """Values a create's server fills in that its records and description make likely,
+    though not certain: a creation time (a field every record holds as a UTC date-time,
+    named for creation: ``created``) is the time of the call, in the records' format; a
+    state (a field with a few values, ``open``/``pending``/``closed``) is the one the
+    tool's description names (``Open a new support ticket``). Returns the values and
+    what was inferred, in words."""
+    words = {w.lower() for w in split_words(tool_description)}
+    likely: dict[str, Any] = {}
+    notes = []
+    for name in fields:
+        values = [r.get(name) for r in records if name in r]
+        if not values or not all(isinstance(v, str) for v in values):
+            continue
+        named = set(split_words(name)) & CREATION_WORDS
+        if named and all(ISO_TIME.fullmatch(v) for v in values):
+            last = values[-1]
+            style = ("iso-us" if "." in last else "iso") + ("-z" if last.endswith("Z") else "")
+            likely[name] = mcp_rules.stamp(style)
+            notes.append(f"{name} is likely the time of the call, {likely[name]}")
+            continue
+        states = set(values)
+        hits = [v for v in sorted(states) if v.lower() in words]
+        if len(states) <= MAX_STATES and len(hits) == 1:
+            likely[name] = hits[0]
+            notes.append(f"{name} is likely {hits[0]!r}, as {call.tool}'s description says")
+    return likely, notes
 
 
 # -- what each operation reads, changes and answers ---------------------------------------
@@ -1098,6 +1140,7 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
     effects.update(mcp_style.mark_undo(call.tool, call.collection, call.key, new_id, None, None))
     # the output schema lays out the answer: exact when simgym knows every field it shows
     shown = None
+    likely: dict[str, Any] = {}
     if call.form is not None:
         # a field the call does not give is the server's to fill (its model's default
         # is only what the tool did not set)
@@ -1108,6 +1151,9 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
                 f"{', '.join(call.form.fields)} (its output schema); the server decides "
                 f"{', '.join(unknown)}"
             )
+            likely, guessed = _likely_fills(call, records, call.description, unknown)
+            if guessed:
+                facts.append(f"(not certain: {'; '.join(guessed)})")
         else:
             shown = call.form.show(record)
     return Grounding(
@@ -1117,7 +1163,7 @@ def _create(call: Call, records: list[dict], state: dict[str, Any], fmt: str) ->
         expect=[]
         if shown is not None
         else _unique([shown_value(new_id, fmt)] + _expect_values(record, call.key, fmt)),
-        reshape=_record_reshaper(call, record, fmt, state) if shown is None else None,
+        reshape=_record_reshaper(call, record, fmt, state, likely) if shown is None else None,
     )
 
 

@@ -230,8 +230,11 @@ class RecordForm:
                 value = self.defaults[name]
             else:
                 return None
-            if not fits(value, self.schemas.get(name, True), self.root):
+            schema = _deref(self.schemas.get(name, True), self.root)
+            if not fits(value, schema, self.root):
                 return None
+            if isinstance(schema, dict) and schema.get("type") == "number" and type(value) is int:
+                value = float(value)  # a float field: pydantic writes 100 as 100.0
             out[name] = value
         return out
 
