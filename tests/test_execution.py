@@ -317,3 +317,20 @@ def test_ls_and_sort_follow_the_scenarios_locale():
     )
     results = asyncio.run(play(env, ["ls"]))
     assert results[0].observation.text.startswith(NOISE)
+
+
+def test_without_execution_a_listing_below_an_unrun_program_is_not_certain():
+    """Found on the held-out set with execution off: after `mv lib/money.py
+    lib/currency.py && python3 app.py` (a program no code ran, in the parent directory)
+    `ls lib` was answered from the state, without the rename and Python's __pycache__."""
+    files = {"/home/dev/app.py": "import lib\n", "/home/dev/lib/__init__.py": ""}
+    env = simgym.make(
+        "terminal",
+        world_model=FunctionWorldModel(noise),
+        grounding="strict",
+        execution="off",
+        scenario={"user": "dev", "files": files},
+    )
+    results = asyncio.run(play(env, ["ls lib", "some-program", "ls lib"]))
+    assert body(results[0].observation.text) == "__init__.py"
+    assert results[2].observation.text.startswith(NOISE)

@@ -248,6 +248,18 @@ class _Session:
                 return
             path = parent
 
+    def listable(self, directory: str) -> None:
+        """Raise unless what ``directory`` holds is known: a program no code ran, working
+        in it or above it, may have written anywhere below (Python's ``__pycache__``)."""
+        probe = directory
+        while True:
+            if probe in self.unknown and probe not in self.system:
+                raise _Unknown
+            parent = posixpath.dirname(probe)
+            if parent == probe:
+                return
+            probe = parent
+
     def children(self, directory: str) -> list[str]:
         prefix = directory.rstrip("/") + "/"
         names = set()
@@ -817,6 +829,7 @@ def _ls(session: _Session, args: list[str], user: str, host: str) -> tuple[str, 
         else:
             blocks.append(_columns(shown, "1" in flags or not session.to_terminal))
     for name, path in sorted(dirs_shown, key=lambda shown: _ls_key(shown[0])):
+        session.listable(path)
         names = session.children(path)
         if "a" in flags:
             names = sorted([".", "..", *names], key=_ls_key)
