@@ -14,10 +14,14 @@ ledger takes the grounding's certain effects and learns from the real answer (th
 ``observe`` hook), as it would from a world model that answered right.
 
 Each turn is counted as ``exact`` (the grounding computed the whole answer and it equals
-the server's, comparing JSON parsed: the envelope and the JSON text inside it), ``wrong``
-(it computed one that differs: strict mode would serve a wrong answer) or ``model`` (no
-exact answer: the world model renders it, with the grounding's facts). ``--show`` prints
-every turn that is not ``exact``.
+the server's, comparing JSON parsed: the envelope and the JSON text inside it),
+``guessed`` (a refusal the tool's description or schemas make certain, in simgym's
+default wording, which the server words otherwise: the refusal is right, its message is
+not; the turn's facts say the wording is guessed), ``wrong`` (it computed one that
+differs otherwise: strict mode would serve a wrong answer) or ``model`` (no exact answer:
+the world model renders it, with the grounding's facts). ``--show`` prints every turn
+that is not ``exact``. The tools carry the server's output schemas, as ``simgym mcp
+import`` reads them.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ import simgym.real.mcp  # noqa: F401  (registers the real-mcp backend)
 from simgym.core.errors import ActionError
 from simgym.core.state import apply_patch
 from simgym.core.types import Action
+from simgym.domains.mcp_ground import WORDING_GUESSED
 from simgym.domains.mcp_import import scenario_from_server
 from simgym.real.mcp import RealMCP
 from simgym.real.mcp_servers.records import RecordsStore, build_server
@@ -144,6 +149,15 @@ def parsed(text: str, fmt: str) -> Any:
     return value
 
 
+def failed(text: str) -> bool:
+    """Whether an answer is an error (the envelope's flag, or a json error object)."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and (value.get("isError") is True or set(value) == {"error"})
+
+
 def placeholder(fmt: str) -> str:
     """What a world model that knows nothing writes: an empty success."""
     return (
@@ -171,8 +185,12 @@ def grounded(
         exact = grounding.observation if grounding is not None else None
         if exact is None:
             verdict = "model"
+        elif parsed(exact, fmt) == parsed(answer, fmt):
+            verdict = "exact"
+        elif WORDING_GUESSED in grounding.facts and failed(exact) and failed(answer):
+            verdict = "guessed"
         else:
-            verdict = "exact" if parsed(exact, fmt) == parsed(answer, fmt) else "wrong"
+            verdict = "wrong"
         rows.append(
             {
                 "action": action,
@@ -208,7 +226,9 @@ async def main(argv: list[str] | None = None) -> int:
     scenario = await user_scenario(args.format)
     real = await real_answers(scenario, SEQUENCE)
     rows = grounded(scenario, SEQUENCE, real, args.learn_from)
-    counts = {k: sum(r["verdict"] == k for r in rows) for k in ("exact", "wrong", "model")}
+    counts = {
+        k: sum(r["verdict"] == k for r in rows) for k in ("exact", "guessed", "wrong", "model")
+    }
     for n, row in enumerate(rows, 1):
         if args.show and row["verdict"] != "exact":
             print(f"--- {n} {row['verdict']}: {json.dumps(row['action'])}")
@@ -220,7 +240,8 @@ async def main(argv: list[str] | None = None) -> int:
     print(
         f"{len(rows)} turns ({args.format}, learning from {args.learn_from}): "
         f"{counts['exact']} exact and equal to the real "
-        f"server, {counts['wrong']} exact but wrong, {counts['model']} left to the model"
+        f"server, {counts['guessed']} refusals in guessed wording, {counts['wrong']} exact but "
+        f"wrong, {counts['model']} left to the model"
     )
     return 1 if counts["wrong"] else 0
 
