@@ -891,7 +891,7 @@ def _parent_refusal(
 
 
 WORDING_GUESSED = (
-    "(the wording of this error is simgym's default: the server has not shown its own yet)"
+    "(the wording of this error is simgym's default: no answer of the server has shown another)"
 )
 
 
@@ -1032,12 +1032,15 @@ def _refused_again(
     # a json error's code is only known when this server's errors carry none
     known = fmt != "json" or mcp_style.error_fields(state) == ["message"]
     answer = exact_error(409, message, fmt, state) if known else None
+    facts = [
+        f"this server refused a {doubt.kind} {doubt.field} earlier in this episode, "
+        f"so it refuses this call too: {message}",
+        f"{call.noun} {call.id_value} does not change",
+    ]
+    if doubt.kind in DEFAULT_REFUSALS and message == _default_refusal(call, doubt, state):
+        facts.append(WORDING_GUESSED)  # what it learned was simgym's own default
     return Grounding(
-        facts=[
-            f"this server refused a {doubt.kind} {doubt.field} earlier in this episode, "
-            f"so it refuses this call too: {message}",
-            f"{call.noun} {call.id_value} does not change",
-        ],
+        facts=facts,
         observation=answer,
         expect=[shown_value(doubt.value, fmt)] if answer is None else [],
     )
@@ -1048,6 +1051,14 @@ DEFAULT_REFUSALS = {
     "taken": "{field} {value} is already used by another {noun}",
     "malformed": "invalid {field} {value!r}",
 }
+
+
+def _default_refusal(call: Call, doubt: Doubt, state: dict[str, Any]) -> str:
+    """simgym's text of a refusal for ``doubt`` (the error prefix this server shows)."""
+    message = DEFAULT_REFUSALS[doubt.kind].format(
+        field=doubt.field, value=doubt.value, noun=call.noun
+    )
+    return mcp_style.error_text(message, call.tool, state, call.prefix)
 
 
 def _promised_refusal(
@@ -1061,10 +1072,7 @@ def _promised_refusal(
     if not certain:
         return None
     doubt = certain[0]
-    message = DEFAULT_REFUSALS[doubt.kind].format(
-        field=doubt.field, value=doubt.value, noun=call.noun
-    )
-    text = mcp_style.error_text(message, call.tool, state, call.prefix)
+    text = _default_refusal(call, doubt, state)
     return Grounding(
         facts=[
             *(d.fact for d in doubts),

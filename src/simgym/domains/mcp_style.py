@@ -138,7 +138,8 @@ def not_found(noun: str, record_id: Any, state: dict[str, Any] | None) -> tuple[
     """The message of an error about a ``noun`` that does not exist, and whether it is
     this server's own wording: the one its errors showed for that kind of record, else
     one it showed for another kind that named the kind (``{noun} {id} not found``), else
-    simgym's default, ``<noun> <id> not found`` (a guess)."""
+    simgym's default, ``<noun> <id> not found`` (a guess, as is a learned wording equal to
+    it: in a simulated episode the answer it was learned from may be simgym's own)."""
     learned = _style(state).get("not_found")
     learned = learned if isinstance(learned, dict) else {}
     template = learned.get(noun)
@@ -147,10 +148,13 @@ def not_found(noun: str, record_id: Any, state: dict[str, Any] | None) -> tuple[
             t for t in learned.values() if isinstance(t, str) and (NOUN in t or CAP_NOUN in t)
         ]
         template = generic[0] if generic else None
+    default = f"{noun} {record_id} not found"
     if template is None:
-        return f"{noun} {record_id} not found", False
+        return default, False
     filled = {RECORD: str(record_id), NOUN: noun, CAP_NOUN: noun[:1].upper() + noun[1:]}
-    return re.sub("|".join(map(re.escape, filled)), lambda m: filled[m.group(0)], template), True
+    message = re.sub("|".join(map(re.escape, filled)), lambda m: filled[m.group(0)], template)
+    # a wording learned from an answer in simgym's own default words says no more than it
+    return message, message != default
 
 
 def mark_missing(tool: str, noun: str, record_id: Any) -> dict[str, Any]:
