@@ -288,11 +288,19 @@ def test_an_update_the_description_says_is_refused() -> None:
     assert json.loads(bad.observation) == {
         "content": [{"type": "text", "text": "invalid email 'nope'"}], "isError": True
     }  # fmt: skip
+    # served, its wording is learned back from simgym's own answer: still a guess
+    action = Action.tool_call("update_email", {"user_id": "U-1", "email": "nope"})
+    ledger = apply_patch(ledger, bad.effects)
+    ledger = apply_patch(ledger, MCP.observe(bad.observation, action, ledger) or {})
+    again = ground_mcp(Action.tool_call("update_email", {"user_id": "U-2", "email": "no pe"}),
+                       ledger, world)  # fmt: skip
+    assert json.loads(again.observation)["content"][0]["text"] == "invalid email 'no pe'"
+    assert WORDING_GUESSED in again.facts
     # a description that promises nothing leaves the refusal the server's to say
     silent = world.model_copy(update={"tools": [world.tools[0].model_copy(
         update={"description": "Change a user's email."})]})  # fmt: skip
     maybe = ground_mcp(Action.tool_call("update_email", {"user_id": "U-1", "email": "nope"}),
-                       ledger, silent)  # fmt: skip
+                       MCP.initial_state(world), silent)  # fmt: skip
     assert maybe.observation is None and any("may refuse" in f for f in maybe.facts)
 
 
