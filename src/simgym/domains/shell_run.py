@@ -123,16 +123,13 @@ def _tokens(text: str) -> list[str]:
     lexer.whitespace_split = False
     lexer.commenters = "#"
     out: list[str] = []
-    try:
-        for token in lexer:
-            # a command substitution's first word is a command: split at $( and backquotes
-            for part in re.split(r"(\$\(|`)", token):
-                if part in ("$(", "`"):
-                    out.append("(")
-                elif part:
-                    out.append(part)
-    except ValueError:  # a quote left open: bash would not run it as it stands
-        raise
+    for token in lexer:  # a quote left open raises ValueError: bash would not run it either
+        # a command substitution's first word is a command: split at $( and backquotes
+        for part in re.split(r"(\$\(|`)", token):
+            if part in ("$(", "`"):
+                out.append("(")
+            elif part:
+                out.append(part)
     return out
 
 

@@ -127,6 +127,11 @@ class TerminalScenario(ScenarioBase):
     def working_dir(self) -> str:
         return self.cwd or self.home
 
+    @property
+    def locale(self) -> str:
+        """How the machine collates and formats: its declared locale, else C.UTF-8."""
+        return self.machine.locale if self.machine else "C.UTF-8"
+
     def prompt(self) -> str:
         cwd = self.working_dir
         if cwd == self.home or cwd.startswith(self.home + "/"):
@@ -292,24 +297,7 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
             observation=f"{before} {line}\n{word}\n",
         )
     files = state.get("files") or {}
-    result = run_line(
-        whole,
-        files,
-        cwd=cwd,
-        home=scenario.home,
-        env=state.get("env") or {},
-        user=scenario.user,
-        host=scenario.hostname,
-        unknown=state.get("unknown") or (),
-        clock=scenario.clock,
-        keyboard=True,
-        uname=scenario.uname,
-        programs=scenario.programs or None,
-        modes=state.get("modes"),
-        local_vars=state.get("local_vars") or (),
-        machine=scenario.machine,
-        locale=scenario.machine.locale if scenario.machine else "C.UTF-8",
-    )
+    result = _shell(whole, state, scenario, cwd, keyboard=True)
     after = scenario.model_copy(update={"cwd": result.cwd or cwd}).prompt().rstrip()
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
@@ -344,17 +332,11 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     return Grounding(facts=facts, effects=effects or None, observation=screen)
 
 
-def _pasted(text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt: str) -> Grounding:
-    """Several lines typed at once (a here-document, a pasted script): bash reads them as
-    command lines one after another; each shows after its prompt, its continuation lines
-    after ``>``. Nothing of it is certain unless it runs for real: until then, whatever it
-    may have written is unknown."""
-    lines = chunks(text)
-    shown = [chunk.replace("\n", "\n> ") for chunk in lines]
-    files = state.get("files") or {}
-    result = run_line(
-        text,
-        files,
+def _shell(line: str, state: dict, scenario: TerminalScenario, cwd: str, **options: bool):
+    """The shell over the ledger (:func:`run_line`) on this scenario's machine and state."""
+    return run_line(
+        line,
+        state.get("files") or {},
         cwd=cwd,
         home=scenario.home,
         env=state.get("env") or {},
@@ -364,8 +346,23 @@ def _pasted(text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt
         clock=scenario.clock,
         uname=scenario.uname,
         programs=scenario.programs or None,
-        certain=False,
+        modes=state.get("modes"),
+        local_vars=state.get("local_vars") or (),
+        machine=scenario.machine,
+        locale=scenario.locale,
+        **options,
     )
+
+
+def _pasted(text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt: str) -> Grounding:
+    """Several lines typed at once (a here-document, a pasted script): bash reads them as
+    command lines one after another; each shows after its prompt, its continuation lines
+    after ``>``. Nothing of it is certain unless it runs for real: until then, whatever it
+    may have written is unknown."""
+    lines = chunks(text)
+    shown = [chunk.replace("\n", "\n> ") for chunk in lines]
+    files = state.get("files") or {}
+    result = _shell(text, state, scenario, cwd, certain=False)
     facts = list(result.facts) or [f"working directory: {cwd}"]
     grounding = Grounding(facts=facts, effects=result.patch_for(files) or None)
     return with_run(

@@ -45,7 +45,7 @@ def with_run(
         unknown=state.get("unknown") or (),
         programs=scenario.programs or None,
     )
-    locale = scenario.machine.locale if getattr(scenario, "machine", None) else "C.UTF-8"
+    locale = scenario.locale
     if problem is None and not locale_installed(locale):
         problem = f"the locale {locale} is not installed on this host"
     if problem is not None:

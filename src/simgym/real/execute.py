@@ -48,6 +48,7 @@ from simgym.real.sandbox import (
     Sandbox,
     SandboxError,
     bwrap_problem,
+    placeable,
     reap,
 )
 from simgym.real.seccomp_filter import filter_fd
@@ -153,7 +154,7 @@ class SandboxRunner:
         for path, target in request.links.items():
             link = _host(sandbox, path)
             if (
-                _writable(path)
+                placeable(path)
                 and not link.exists()
                 and not os.path.exists("/usr/bin/" + posixpath.basename(path))
             ):
@@ -518,20 +519,13 @@ def _host(sandbox: Sandbox, path: str) -> Path:
     return sandbox.root / normal.lstrip("/")
 
 
-def _writable(path: str) -> bool:
-    probe = path.rstrip("/") + "/"
-    if probe.startswith("/usr/local/"):
-        return True  # the sandbox's own, as on the real backends
-    return not probe.startswith(("/usr/", "/bin/", "/sbin/", "/lib", "/proc/", "/sys/", "/dev/"))
-
-
 def _lay_files(
     warm: _Warm, files: dict[str, str], modes: dict[str, int], clock: datetime | None
 ) -> None:
     """Make the sandbox's files those of the state: write what differs from what was
     laid last time, delete what the state no longer has, set the permission bits."""
     sandbox = warm.sandbox
-    wanted = {p: c for p, c in files.items() if _writable(p)}
+    wanted = {p: c for p, c in files.items() if placeable(p)}
     stamp = _machine_time(warm, clock)
     for path in sorted(set(warm.laid) - set(wanted), key=len, reverse=True):
         target = _host(sandbox, path)

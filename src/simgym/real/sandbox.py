@@ -75,6 +75,17 @@ _READ_ONLY_PREFIXES = ("/usr/", "/bin/", "/sbin/", "/lib/", "/lib32/", "/lib64/"
 _VIRTUAL_PREFIXES = ("/proc/", "/sys/", "/dev/", "/run/simgym/")
 CONTROL_DIR = "/run/simgym"  # read-only inside: the control loop, tmux and shell settings
 SANDBOX_UID = 1000
+
+
+def placeable(path: str) -> bool:
+    """Whether a file can be placed at absolute ``path`` in a sandbox: not in the host's
+    read-only system trees (``/usr/local`` is the sandbox's own) nor the virtual ones."""
+    probe = path.rstrip("/") + "/"
+    if probe.startswith(_READ_ONLY_PREFIXES) and not probe.startswith("/usr/local/"):
+        return False
+    return not probe.startswith(_VIRTUAL_PREFIXES)
+
+
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -459,10 +470,7 @@ class Sandbox:
 
     def _place(self, path: str, content: str) -> None:
         absolute = self._absolute(path)
-        probe = absolute + "/"
-        if (
-            probe.startswith(_READ_ONLY_PREFIXES) and not probe.startswith("/usr/local/")
-        ) or probe.startswith(_VIRTUAL_PREFIXES):
+        if not placeable(absolute):
             self.skipped.append(path)
             return
         target = self._inside(absolute)
