@@ -9,6 +9,9 @@ ROOT = Path(__file__).resolve().parents[1]
 src = yaml.safe_load(open(ROOT / "devset/episodes/mcp/support_shift_long.yaml"))
 scenario = src["scenario"]
 assert "tool_map" not in scenario
+# the server's clock, held for the episode (the real server runs under libfaketime), so a
+# ticket's creation time is the same moment in the simulation and on the real server
+scenario["clock"] = "2026-03-02T10:15:00Z"
 
 def call(name, **arguments):
     return {"name": name, "arguments": arguments}

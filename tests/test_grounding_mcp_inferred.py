@@ -606,3 +606,35 @@ def test_the_dev_set_scenarios_still_load(path: Path) -> None:
 
     episode = yaml.safe_load(path.read_text())
     MCP.scenario(episode["scenario"])
+
+
+async def test_a_held_clock_stamps_the_real_ticket_and_the_twins_alike(records_world) -> None:
+    """With the scenario's clock the real server runs held at it (libfaketime), so a new
+    ticket's creation time is the clock, and the twin fills in the same moment."""
+    scenario = {**records_world, "clock": "2026-03-02T10:15:00"}
+    calls = [
+        call("create_ticket", customer_id="C-1011", subject="Replace a worn card"),
+        call("list_tickets", customer_id="C-1011"),
+        call("search_customers", query="%"),  # "contains": a percent sign, no wildcard
+        call("search_customers", query="_"),
+    ]
+    env = simgym.make("mcp", world_model=RealMCP(seed_from_scenario=True), scenario=scenario)
+    await env.reset("a support shift")
+    real = [(await env.step(action)).observation.text for action in calls]
+    await env.close()
+    ticket = parsed(real[0], "mcp")["content"][0]
+    assert ticket["created"] == "2026-03-02T10:15:00Z"
+    assert parsed(real[1], "mcp")["content"][0]["tickets"][-1]["created"] == ticket["created"]
+    assert [parsed(r, "mcp")["content"][0]["total"] for r in real[2:]] == [0, 0]
+
+    groundings = replay(scenario, calls, real)
+    # the model's rendering of the new ticket, wrong in its time: the twin's reshape
+    # writes the held clock's moment, as the server did
+    rendered = real[0].replace("2026-03-02T10:15:00Z", "2024-01-01T00:00:00Z")
+    assert groundings[0].reshape is not None
+    assert parsed(groundings[0].reshape(rendered), "mcp") == parsed(real[0], "mcp")
+    assert groundings[1].observation == real[1]
+    # the server's search is "contains", yet another server could read % and _ as SQL
+    # wildcards: the twin does not decide these, it names both readings
+    for n in (2, 3):
+        assert groundings[n].observation is None, n

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,6 +54,13 @@ class MCPScenario(ScenarioBase):
     )
     state: dict[str, Any] = Field(default_factory=dict, description="the server's data")
     output_format: Literal["json", "text", "mcp"] = "json"
+    clock: datetime | None = Field(
+        None,
+        description="the server's clock, held at this moment (UTC) for the episode: the "
+        "times it writes (a ticket's creation) are this moment. The real backend starts the "
+        "server it runs with its clock held there (libfaketime); None: the server's own "
+        "clock, so the times it writes are the world model's to render",
+    )
     tool_map: dict[str, ToolBinding] = Field(
         default_factory=dict,
         description="how tools touch the records in state, by tool name, for grounding "
@@ -96,6 +104,13 @@ class MCPScenario(ScenarioBase):
             if problem is not None:
                 raise ValueError(f"tool {tool.name!r} has an invalid output schema: {problem}")
         return tools
+
+    @field_validator("clock")
+    @classmethod
+    def _utc(cls, value: datetime | None) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
     @model_validator(mode="after")
     def _bindings(self) -> MCPScenario:

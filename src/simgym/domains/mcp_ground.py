@@ -73,6 +73,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -243,6 +244,7 @@ class Call:
     refuses: frozenset[str] = frozenset()  # doubts its description makes certain refusals
     defaults: dict[str, Any] = field(default_factory=dict)  # the input schema's defaults
     description: str = ""  # the tool's description
+    clock: datetime | None = None  # the server's clock, where the scenario holds it
 
     @property
     def sure(self) -> bool:
@@ -268,7 +270,7 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     arguments = {**action.arguments, **(verdict.values or {})}  # as the tool receives them
     binding = scenario.tool_map.get(tool.name)
     if binding is not None and binding.rules is not None:
-        ruled = ground_ruled(tool, arguments, state, binding, fmt)
+        ruled = ground_ruled(tool, arguments, state, binding, fmt, scenario.clock)
         if ruled is not None:
             return ruled
     if binding is not None and binding.op == "none":
@@ -278,6 +280,7 @@ def ground_mcp(action: Action, state: dict[str, Any], scenario: MCPScenario) -> 
     call = resolve(tool, args, state, binding)
     if call is None:
         return _not_understood(tool, args, state)
+    call.clock = scenario.clock
     records = collections(state)[call.collection]
     if not call.sure:
         return _unsure(call, records)
@@ -352,7 +355,12 @@ def _not_understood(tool: ToolSpec, args: dict[str, Any], state: dict[str, Any])
 
 
 def ground_ruled(
-    tool: ToolSpec, arguments: dict[str, Any], state: dict[str, Any], binding: ToolBinding, fmt: str
+    tool: ToolSpec,
+    arguments: dict[str, Any],
+    state: dict[str, Any],
+    binding: ToolBinding,
+    fmt: str,
+    clock: datetime | None = None,
 ) -> Grounding | None:
     """A call of a tool with business rules: refused with the system's own answer when a
     guard holds, else answered and applied from the state (lists and deletes, which the
@@ -388,6 +396,8 @@ def ground_ruled(
     known = record_fields(records) | set(rules.shape)
     given = {k: v for k, v in args.items() if k not in context and k in known and k != key}
     changes = {**given, **mcp_rules.new_values(rules, feats, args)}
+    if clock is not None:  # the server's clock is held at the scenario's
+        changes.update({f: mcp_rules.stamp(style, clock) for f, style in rules.stamps.items()})
     if binding.op == "create":
         changes = {**rules.defaults, **changes}
     if binding.op == "update":
@@ -946,7 +956,7 @@ def _likely_fills(
         if named and all(ISO_TIME.fullmatch(v) for v in values):
             last = values[-1]
             style = ("iso-us" if "." in last else "iso") + ("-z" if last.endswith("Z") else "")
-            likely[name] = mcp_rules.stamp(style)
+            likely[name] = mcp_rules.stamp(style, call.clock)
             notes.append(f"{name} is likely the time of the call, {likely[name]}")
             continue
         states = set(values)

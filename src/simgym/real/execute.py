@@ -51,12 +51,12 @@ from simgym.real.sandbox import (
     placeable,
     reap,
 )
+from simgym.real.clock import FAKETIME_LIB
 from simgym.real.seccomp_filter import filter_fd
 from simgym.real.snapshot import read_text
 
 # The real terminal backend's tmux window (simgym.real.shell.ShellSession).
 COLUMNS, LINES = 160, 48
-FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 # Trees of the sandbox's root that hold the host's system or the runner's own files: their
 # changes are not the machine's (a scenario's own files there are still compared).
 _PRUNED = ("/etc", "/usr", "/run", "/proc", "/sys", "/dev")

@@ -37,6 +37,7 @@ from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task
 from simgym.domains.mcp_import import Connection, connect_target
 from simgym.real.base import RealExecutor
+from simgym.real.clock import held_clock_env
 
 BACKEND_NAME = "real-mcp"
 RECORDS_MODULE = "simgym.real.mcp_servers.records"
@@ -109,7 +110,10 @@ class RealMCP(RealExecutor):
         try:
             if cwd is not None and self.seed_from_scenario:
                 _records_db(Path(cwd) / "records.db", world.state)
-            self._connection = connect_target(command, self.url, env=self.env or None, cwd=cwd)
+            env = dict(self.env)
+            if world.clock is not None and command is not None:
+                env = {**held_clock_env(world.clock), **env}
+            self._connection = connect_target(command, self.url, env=env or None, cwd=cwd)
             await self._open(self._connection)
         except BaseException:
             await self.end_episode()

@@ -280,11 +280,15 @@ class RecordsStore:
         return row
 
     def search_customers(self, query: str, limit: int = 10) -> SearchResult:
-        needle = f"%{query.strip().lower()}%"
+        # "contains", as the tool says: the query's own % and _ are characters, not LIKE's
+        # wildcards (a search for "_" used to find every customer)
+        text = query.strip().lower()
+        needle = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
         with self._connect() as conn:
             rows = conn.execute(
-                "SELECT * FROM customers WHERE lower(name) LIKE ? OR lower(email) LIKE ? "
-                "OR replace(phone, ' ', '') LIKE replace(?, ' ', '') ORDER BY id",
+                "SELECT * FROM customers WHERE lower(name) LIKE ? ESCAPE '\\' "
+                "OR lower(email) LIKE ? ESCAPE '\\' "
+                "OR replace(phone, ' ', '') LIKE replace(?, ' ', '') ESCAPE '\\' ORDER BY id",
                 (needle, needle, needle),
             ).fetchall()
         found = [
@@ -495,8 +499,8 @@ def main(argv: list[str] | None = None) -> None:
 # What still differs: with output_format "json" the real backend writes the structured
 # result as compact json.dumps, as the twin does, so the texts are equal; in the "mcp"
 # format the server's text is FastMCP's JSON indented by 2, which the twin writes compact
-# until an answer in the episode showed it an indent. SQLite's LIKE also reads "_" and "%"
-# in a query as wildcards and folds only ASCII case, where the twin compares plain text.
+# until an answer in the episode showed it an indent. SQLite's lower() folds only ASCII
+# case, where the twin folds every letter.
 TOOL_MAP: dict[str, Any] = {
     "search_customers": {
         "op": "list",

@@ -1,0 +1,37 @@
+"""The scenario's clock for a real program, through libfaketime (Debian's ``faketime``).
+
+A program started with :func:`held_clock_env` in its environment reads the scenario's
+moment as the time, unchanging: what it stamps (a ticket's creation) is the moment the
+simulation stamps too, so a real run and a simulated one of the same episode agree. The
+monotonic clock stays real, since event loops time their waits with it.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+
+def faketime_available() -> bool:
+    return os.path.exists(FAKETIME_LIB)
+
+
+def held_clock_env(clock: datetime) -> dict[str, str]:
+    """Environment variables that hold a dynamically linked program's clock at ``clock``
+    (read as UTC when naive). Raises ``FileNotFoundError`` where libfaketime is missing:
+    a scenario that declares a clock must not meet a server running on its own."""
+    if not faketime_available():
+        raise FileNotFoundError(
+            f"{FAKETIME_LIB} is missing (apt install faketime): the scenario's clock "
+            "cannot reach the real server"
+        )
+    moment = clock.astimezone(UTC) if clock.tzinfo else clock
+    return {
+        "LD_PRELOAD": FAKETIME_LIB,
+        # a date without '@' holds the clock still (libfaketime's absolute form)
+        "FAKETIME": moment.strftime("%Y-%m-%d %H:%M:%S"),
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+        "TZ": "UTC",
+    }
