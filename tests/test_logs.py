@@ -584,7 +584,8 @@ def test_world_from_loan_traces(tmp_path: Path) -> None:
     created = s1["records"][0]
     assert created["arguments"]["email"] == alice["email"] == created["response"]["email"]
     assert created["arguments"]["account_number"] == alice["account_number"]
-    assert created["actor"].startswith("actor-") and created["role"] == "applicant"
+    # the actor is the applicant's email: one identity, one pseudonym (email-shaped)
+    assert created["actor"] == created["arguments"]["email"] and created["role"] == "applicant"
     assert [r["status"] for r in s1["records"]] == [201, 200, 200, 409]  # in time order
     s3 = next(s for s in sessions if s["session"] == "s3")
     invalid = s3["records"][-1]

@@ -55,7 +55,9 @@ def import_logs(
         raise SimgymError(f"unknown format {format!r}; one of {_FORMATS}")
     report = ImportReport()
     try:
-        manifest = build_world(read_logs(files, report, format=format), out, report=report)
+        manifest = build_world(
+            read_logs(files, report, format=format), out, report=report, mask_key=mask_key
+        )
     except SimgymError as exc:
         # the cause is what was skipped: an unreadable file, a refused entity expansion
         if report.records == 0 or report.skipped_total:
