@@ -384,7 +384,7 @@ def create_app(
         move.__name__ = f"{action}_loan"
         return move
 
-    for action in ("submit", "review", "approve", "reject", "withdraw"):
+    for action in ("submit", "review", "approve", "reject", "withdraw", "disburse"):
         app.post(f"/loans/{{loan_id}}/{action}", name=f"{action}_loan")(mover(action))
 
     @app.get("/audit")

@@ -98,6 +98,8 @@ SCENARIOS = {  # name -> weight
     "bad_requests": 1,
     "audit_review": 1,
     "retried_requests": 1,
+    "loan_disbursed": 3,
+    "self_approval": 1,
 }
 
 
@@ -241,6 +243,10 @@ class Session:
                 broken["date_of_birth"] = "31/02/1990"
             self.call(operator, "create_customer", "POST", "/customers", broken)
         status, answer = self.call(operator, "create_customer", "POST", "/customers", body)
+        if status == 201 and rng.random() < 0.12:
+            # the same person entered again by a colleague, with another e-mail: refused
+            again = {**body, "email": f"{first}.{last}.{rng.randint(100, 999)}@example.org"}
+            self.call(self.who("operator"), "create_customer", "POST", "/customers", again)
         return answer["id"] if status == 201 else None
 
     def onboard(self, *, sanctioned: bool = False, documents: list[str] | None = None):
@@ -290,9 +296,11 @@ class Session:
         )
         return cid, account["id"] if status == 201 else None
 
-    def new_loan(self, cid: str, aid: str | None, amount: int | None = None):
+    def new_loan(
+        self, cid: str, aid: str | None, amount: int | None = None, *, role: str = "operator"
+    ):
         rng = self.rng
-        operator = self.who("operator")
+        operator = self.who(role)
         body = {
             "customer_id": cid,
             "amount": amount or rng.choice([5_000, 12_000, 25_000, 40_000, 48_000]),
@@ -394,10 +402,13 @@ def _loan_escalated(s: Session) -> None:
     if lid is None or not s.to_review(lid, operator):
         return
     s.move(s.who("reviewer"), "approve", lid)  # above the reviewer's limit: 403
+    manager = s.who("manager")
     if s.rng.random() < 0.7:
-        s.move(s.who("manager"), "approve", lid)
+        status, _ = s.move(manager, "approve", lid)  # above the manager's too: 403
+        if status == 403:
+            s.move(manager, "reject", lid, {"reason": "above every approval limit"})
     else:
-        s.move(s.who("manager"), "reject", lid, {"reason": "exposure too high"})
+        s.move(manager, "reject", lid, {"reason": "exposure too high"})
     s.look(lid)
 
 
@@ -495,6 +506,51 @@ def _retried_requests(s: Session) -> None:
         s.move(s.who("reviewer"), "approve", lid)  # retried after a lost answer: 409
 
 
+def _loan_disbursed(s: Session) -> None:
+    """An approved loan paid out, with the mistakes a payout desk makes: the approver
+    paying it themselves, another customer's account, a mistyped amount, paying twice."""
+    rng = s.rng
+    cid, aid = s.onboard(documents=list(REQUIRED_DOCUMENTS))
+    if cid is None or aid is None:
+        return
+    lid, operator = s.new_loan(cid, aid)
+    if lid is None or not s.to_review(lid, operator):
+        return
+    approver = s.who(rng.choice(["reviewer", "manager", "manager"]))
+    status, loan = s.move(approver, "approve", lid)
+    if status != 200:
+        return
+    amount = loan["amount"]
+    if approver[1] == "manager" and rng.random() < 0.5:  # the approver pays it: refused
+        s.move(approver, "disburse", lid, {"account_id": aid, "amount": amount})
+    if rng.random() < 0.3:  # another customer's account
+        _, other = s.onboard(documents=list(REQUIRED_DOCUMENTS))
+        if other:
+            s.move(operator, "disburse", lid, {"account_id": other, "amount": amount})
+    if rng.random() < 0.3:  # a mistyped amount
+        wrong = amount + rng.choice([-1_000, 100, 10_000])
+        s.move(operator, "disburse", lid, {"account_id": aid, "amount": wrong})
+    payer = s.who("operator")
+    s.move(payer, "disburse", lid, {"account_id": aid, "amount": amount})
+    s.call(s.who("manager"), "get_account", "GET", "/accounts/{account_id}", account_id=aid)
+    if rng.random() < 0.3:  # paid twice: a disbursed loan is final
+        s.move(payer, "disburse", lid, {"account_id": aid, "amount": amount})
+
+
+def _self_approval(s: Session) -> None:
+    """A manager opens a loan and then tries to approve it: four eyes refuse it."""
+    cid, aid = s.onboard(documents=list(REQUIRED_DOCUMENTS))
+    if cid is None:
+        return
+    lid, manager = s.new_loan(cid, aid, role="manager")
+    if lid is None or not s.to_review(lid, manager):
+        return
+    s.move(manager, "approve", lid)
+    other = next(a for a in ACTORS["manager"] if a != manager[0])
+    s.move((other, "manager"), "approve", lid)
+    s.look(lid)
+
+
 PLAYS = {
     "onboarding": _onboarding,
     "loan_approved": lambda s: _loan_decided(s, True),
@@ -506,6 +562,8 @@ PLAYS = {
     "bad_requests": _bad_requests,
     "audit_review": _audit_review,
     "retried_requests": _retried_requests,
+    "loan_disbursed": _loan_disbursed,
+    "self_approval": _self_approval,
 }
 
 

@@ -35,6 +35,7 @@ PERMISSIONS: dict[str, tuple[str, ...]] = {
     "approve_loan": ("reviewer", "manager"),
     "reject_loan": ("reviewer", "manager"),
     "withdraw_loan": ("operator", "manager"),
+    "disburse_loan": ("operator", "manager"),
     "get_customer": ROLES,
     "get_account": ROLES,
     "get_loan": ROLES,
@@ -49,10 +50,21 @@ TRANSITIONS: dict[str, tuple[tuple[str, ...], str]] = {
     "approve": (("under_review",), "approved"),
     "reject": (("under_review",), "rejected"),
     "withdraw": (("draft", "submitted", "under_review"), "withdrawn"),
+    "disburse": (("approved",), "disbursed"),
 }
-LOAN_STATUSES = ("draft", "submitted", "under_review", "approved", "rejected", "withdrawn")
+LOAN_STATUSES = (
+    "draft",
+    "submitted",
+    "under_review",
+    "approved",
+    "rejected",
+    "withdrawn",
+    "disbursed",
+)
 
-REVIEWER_APPROVAL_LIMIT = 50_000  # above it only a manager approves
+# the largest loan each role may approve; the refusal states the bound
+APPROVAL_LIMITS = {"reviewer": 50_000, "manager": 200_000}
+REVIEWER_APPROVAL_LIMIT = APPROVAL_LIMITS["reviewer"]
 LOAN_MIN, LOAN_MAX = 1_000, 500_000
 TERM_MIN, TERM_MAX = 6, 360
 REQUIRED_DOCUMENTS = ("id_card", "proof_of_address")
@@ -422,6 +434,18 @@ class Bank:
             except ValueError:
                 f.bad("date_of_birth", "is not a calendar date")
         f.done()
+        twin = self._db.execute(
+            "SELECT id FROM customer WHERE name = ? AND date_of_birth = ?", (name, born)
+        ).fetchone()
+        if twin is not None:
+            # one person, one customer: the same name and birth date is the same person,
+            # whatever e-mail address the form gives this time
+            raise ApiError(
+                409,
+                "duplicate_customer",
+                f"a customer named {name} born {born} already exists",
+                existing_id=twin["id"],
+            )
         t = now()
         cid = self._next_id("customer", "cust")
         docs = sorted(set(documents))
@@ -688,6 +712,8 @@ class Bank:
 
         def work(who):
             reason = None
+            if action == "disburse":
+                return self._disburse(who, loan_id, body)
             if action == "reject" or (body not in (None, {}) and action != "submit"):
                 f = _fields(body if body is not None else {}, "reason")
                 if action == "reject":
@@ -720,15 +746,17 @@ class Bank:
                         kyc_status=customer["kyc_status"],
                     )
             if action == "approve":
-                if who.role != "manager" and loan["amount"] > REVIEWER_APPROVAL_LIMIT:
+                limit = APPROVAL_LIMITS.get(who.role, 0)
+                if loan["amount"] > limit:
                     raise ApiError(
                         403,
                         "approval_limit_exceeded",
-                        f"loans above {REVIEWER_APPROVAL_LIMIT} need a manager",
+                        f"amount {loan['amount']} exceeds the approval limit of {limit} "
+                        f"for role {who.role}",
                         object_type="loan",
                         object_id=loan_id,
                         amount=loan["amount"],
-                        limit=REVIEWER_APPROVAL_LIMIT,
+                        limit=limit,
                     )
                 if who.actor == loan["created_by"]:
                     raise ApiError(
@@ -753,6 +781,77 @@ class Bank:
             return 200, dict(self._row("loan", loan_id, "loan"))
 
         return self._run(caller, operation, work)
+
+    def _disburse(self, who: Caller, loan_id: str, body: Any):
+        """Pay an approved loan out to an account of its customer: the amount must match
+        the approved one, and whoever approved it may not pay it (segregation of duties,
+        read from the audit log, not from a field of the loan)."""
+        f = _fields(body if body is not None else {}, "account_id", "amount")
+        account_id = f.text("account_id", max_len=40)
+        amount = f.integer("amount", LOAN_MIN, LOAN_MAX)
+        f.done()
+        loan = self._row("loan", loan_id, "loan")
+        account = self._row("account", account_id, "account")
+        sources, target = TRANSITIONS["disburse"]
+        if loan["status"] not in sources:
+            raise ApiError(
+                409,
+                "invalid_transition",
+                f"cannot disburse a loan application in status {loan['status']}",
+                object_type="loan",
+                object_id=loan_id,
+                status=loan["status"],
+                action="disburse",
+                allowed_from=list(sources),
+            )
+        approver = self._db.execute(
+            "SELECT actor FROM audit WHERE operation = 'approve_loan' AND outcome = 'ok' "
+            "AND object_id = ? ORDER BY seq DESC LIMIT 1",
+            (loan_id,),
+        ).fetchone()
+        if approver is not None and approver["actor"] == who.actor:
+            raise ApiError(
+                403,
+                "segregation_of_duties",
+                "the approver of a loan may not also disburse it",
+                object_type="loan",
+                object_id=loan_id,
+            )
+        if account["customer_id"] != loan["customer_id"]:
+            raise ApiError(
+                409,
+                "account_mismatch",
+                f"account {account_id} does not belong to the loan's customer",
+                object_type="loan",
+                object_id=loan_id,
+                account_customer=account["customer_id"],
+                loan_customer=loan["customer_id"],
+            )
+        if amount != loan["amount"]:
+            raise ApiError(
+                422,
+                "amount_mismatch",
+                f"the amount {amount} does not match the approved amount {loan['amount']}",
+                approved=loan["amount"],
+                requested=amount,
+            )
+        t = now()
+        self._db.execute(
+            "UPDATE loan SET status = ?, updated_at = ? WHERE id = ?", (target, t, loan_id)
+        )
+        self._db.execute(
+            "UPDATE account SET balance = balance + ? WHERE id = ?", (amount, account_id)
+        )
+        (balance,) = self._db.execute(
+            "SELECT balance FROM account WHERE id = ?", (account_id,)
+        ).fetchone()
+        self._changed(t, "loan", loan_id, {"status": target})
+        self._changed(t, "account", account_id, {"balance": balance})
+        self._relate(loan_id, account_id, "paid_into")
+        objects = [(loan_id, "loan"), (account_id, "paid_into"), (loan["customer_id"], "applicant")]
+        attributes = {"from_status": loan["status"], "to_status": target, "amount": amount}
+        self._audit(who, "disburse_loan", "ok", 200, "loan", loan_id, objects, attributes, t)
+        return 200, dict(self._row("loan", loan_id, "loan"))
 
     # ---- audit -----------------------------------------------------------------------
     def get_audit(self, caller: Caller, since: int = 0, limit: int = 100):
