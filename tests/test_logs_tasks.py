@@ -19,6 +19,7 @@ from simgym.core.types import Action
 from simgym.experience import ExperienceStore, IndexReport, open_store, read_file
 from simgym.logs import ImportReport, build_world, read_logs
 from simgym.logs.artifacts import HISTORY
+from simgym.logs.steps import open_twin
 from simgym.logs.tasks import check_task, read_tasks, scoped_scenario
 from simgym.logs.twin import world_scenario
 from simgym.real.backoffice import run_sessions
@@ -67,9 +68,12 @@ def test_experience_is_the_twins_transitions(world_dir: Path):
         assert mcp.render_action(action, scenario) == row["action"]
         assert scenario.tool(action.name) is not None
         assert json.loads(row["observation"]) == record["response"]
-    # records the twin cannot replay (a body that is not an object, a route it lacks)
+    # exactly the records the twin can replay (not a body that is not an object, nor a
+    # route it lacks)
     replayed = {r["source"] for r in rows}
-    assert sum(len(r) for r in sessions.values()) > len(replayed)
+    steps = [s for _, found in open_twin(world_dir).steps() for s in found]
+    assert len(steps) == sum(len(r) for r in sessions.values())
+    assert replayed == {s.source for s in steps if s.call is not None}
     # simgym's experience reader takes the file as it is
     report = IndexReport()
     read = list(read_file(world_dir / "experience.jsonl", report))

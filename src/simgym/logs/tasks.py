@@ -76,6 +76,49 @@ class _Session:
         binding = self.twin.raw.get("tool_map", {}).get(tool) or {}
         return str(binding.get("op", "none"))
 
+    def created(self, record: dict[str, Any], tool: str, arguments: Any) -> list[dict[str, Any]]:
+        """The objects a successful call made: those the reader marked "created" (an HTTP
+        answer with a new id), else, for a call the twin binds as a create, the objects
+        of the bound collection that the request names at most as their own id
+        (``customer_id`` of a new customer). Process logs (OCEL, XES) relate an event to
+        its objects without saying which it made, and XES puts their ids among the
+        event's attributes."""
+        objects = [
+            o
+            for o in record.get("objects") or []
+            if isinstance(o, dict) and o.get("id") is not None
+        ]
+        marked = [o for o in objects if o.get("qualifier") == "created"]
+        if marked:
+            return marked
+        binding = self.twin.raw.get("tool_map", {}).get(tool) or {}
+        if binding.get("op") != "create":
+            return []
+        args = arguments if isinstance(arguments, dict) else {}
+        path = [p for p in str(record.get("path") or "").split("?")[0].split("/") if p]
+        made = []
+        for obj in objects:
+            otype, oid = str(obj.get("type")), str(obj["id"])
+            if self.types.get(otype) != binding.get("collection") or oid in path:
+                continue
+            naming = [k for k, v in args.items() if oid in _strings(v)]
+            if all(_own_id_key(k, otype) for k in naming):
+                made.append(obj)
+        return made
+
+    def own_ids(self, arguments: Any, created: list[dict[str, Any]]) -> Any:
+        """The request without the ids the system gave the records it made (a process
+        log lists them with the event; an agent asks for a record, the service numbers
+        it)."""
+        if not isinstance(arguments, dict):
+            return arguments
+        made = {(str(o.get("type")), str(o["id"])) for o in created}
+        return {
+            k: v
+            for k, v in arguments.items()
+            if not any(str(v) == oid and _own_id_key(k, otype) for otype, oid in made)
+        }
+
     def placeholders(self, value: Any) -> Any:
         if isinstance(value, str) and value in self.labels:
             return f"${self.labels[value]}"
@@ -90,16 +133,13 @@ class _Session:
             return
         record, call = step.record, step.call
         op = self.op_of(call.tool)
-        created = [
-            o
-            for o in record.get("objects") or []
-            if isinstance(o, dict) and o.get("qualifier") == "created" and o.get("id") is not None
-        ]
+        created = self.created(record, call.tool, call.arguments)
         if created and all(str(o["id"]) in self.labels for o in created):
             return  # a retried create that answered the record already made
+        request = self.own_ids(call.arguments, created)
         entry: dict[str, Any] = {
             "name": call.tool,
-            "arguments": self.placeholders(call.arguments),
+            "arguments": self.placeholders(request),
         }
         for obj in created:
             logged = str(obj["id"])
@@ -109,7 +149,7 @@ class _Session:
             label = f"{collection}.{self.counts[collection]}"
             self.counts[collection] += 1
             self.labels[logged] = label
-            self.requests[label] = dict(call.arguments)
+            self.requests[label] = dict(request)
             if "creates" not in entry:
                 entry["creates"], entry["logged_id"] = label, obj["id"]
         self.plan.append(entry)
@@ -159,6 +199,13 @@ class _Session:
                 }
             )
         return found
+
+
+def _own_id_key(key: str, otype: str) -> bool:
+    """Whether an argument named ``key`` holds an object's own id (``id``,
+    ``customer_id`` or ``customerId`` for a customer)."""
+    norm = key.lower().replace("_", "").replace("-", "")
+    return norm in ("id", f"{otype.lower()}id", f"{otype.lower().replace('_', '')}id")
 
 
 def _strings(value: Any) -> list[str]:
