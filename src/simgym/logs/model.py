@@ -112,6 +112,14 @@ class ImportReport:
     files: list[dict[str, JSON]] = field(default_factory=list)
     # the first place each reason was met, with what was wrong there ("a.jsonl:3: ...")
     first: dict[str, str] = field(default_factory=dict)
+    # where the readers looked for each field ("body" -> ["otlp: span attribute ..."]):
+    # the coverage report's reason when a field was never found
+    looked_for: dict[str, list[str]] = field(default_factory=dict)
+
+    def look(self, field_name: str, where: str) -> None:
+        places = self.looked_for.setdefault(field_name, [])
+        if where not in places:
+            places.append(where)
 
     def skip(self, reason: str, where: str | None = None) -> None:
         self.skipped[reason] += 1

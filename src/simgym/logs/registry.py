@@ -3,6 +3,8 @@ detection by extension and first bytes, and :func:`read_logs` over many files.""
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -10,6 +12,7 @@ from pathlib import Path
 
 from simgym.core.errors import SimgymError
 from simgym.core.registry import Registry
+from simgym.logs.mapping import FieldMap
 from simgym.logs.model import ImportReport, LogRecord
 
 Reader = Callable[[Path, ImportReport], Iterator[LogRecord]]
@@ -72,24 +75,57 @@ def detect_format(path: str | os.PathLike[str]) -> str:
     return "jsonl"
 
 
+def _reads_map(reader: Reader) -> bool:
+    try:
+        return "mapping" in inspect.signature(reader).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _note_looked_for(
+    fmt: str, reader: Reader, report: ImportReport, mapping: FieldMap | None
+) -> None:
+    """Tell the report where this format's reader looks for each field (a reader module's
+    ``LOOKS_FOR``), so a field never found can be explained."""
+    module = importlib.import_module(getattr(reader, "__module__", "") or "builtins")
+    looks: dict[str, str] = getattr(module, "LOOKS_FOR", {}) or {}
+    for field, where in looks.items():
+        report.look(field, f"{fmt}: {where}")
+    if mapping is not None:
+        for field in ("body", "actor", "role", "session"):
+            if getattr(mapping, field):
+                report.look(field, f"--map {field}: {', '.join(getattr(mapping, field))}")
+        if mapping.objects:
+            report.look("objects", "--map objects: " + ", ".join(mapping.objects.values()))
+
+
 def read_logs(
     files: Iterable[str | os.PathLike[str]],
     report: ImportReport,
     *,
     format: str = "auto",
+    mapping: FieldMap | None = None,
 ) -> Iterator[LogRecord]:
     """Records from every file in turn (streamed), each with its own or the given format;
-    ``report`` gets a line per file with the format and counts."""
+    ``report`` gets a line per file with the format and counts. ``mapping`` (a mapping
+    file's :class:`FieldMap`) is handed to every reader; a format whose reader cannot
+    use one is an error, never silently read without it."""
     for name in files:
         path = Path(name)
         if not path.is_file():
             raise SimgymError(f"log file not found: {path}")
         fmt = detect_format(path) if format == "auto" else format
         reader = READERS.get(fmt)
+        if mapping is not None and not _reads_map(reader):
+            raise SimgymError(f"{path}: the {fmt} reader does not read a mapping file (--map)")
+        _note_looked_for(fmt, reader, report, mapping)
+        units = (
+            reader(path, report, mapping=mapping) if mapping is not None else reader(path, report)
+        )
         read_before, records_before = report.read, report.records
         skipped_before = report.skipped_total
         try:
-            for record in reader(path, report):
+            for record in units:
                 report.records += 1
                 yield record
         except RecursionError:  # a reader's JSON or XML nested beyond Python's stack

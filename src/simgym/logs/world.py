@@ -33,6 +33,7 @@ from pathlib import Path
 
 from simgym.core.files import replacing, write_atomic
 from simgym.logs.artifacts import add_artifacts
+from simgym.logs.coverage import COVERAGE_KEY, CoverageCounter
 from simgym.logs.mask import RULES, Masker
 from simgym.logs.model import JSON, ImportReport, LogRecord
 from simgym.logs.schema import Shape
@@ -444,8 +445,10 @@ def build_world(
         db.execute("PRAGMA synchronous = OFF")
         db.execute("CREATE TABLE r (session TEXT, time REAL, seq INTEGER, body TEXT)")
         builder = _Builder(Masker(mask_key), db)
+        coverage = CoverageCounter()
         batch: list[tuple[str, float, int, str]] = []
         for seq, record in enumerate(records):
+            coverage.add(record)
             masked = builder.add(record, seq)
             when = masked.time if masked.time is not None else _INF
             batch.append((masked.session, when, seq, json.dumps(masked.to_json(), default=str)))
@@ -495,6 +498,12 @@ def build_world(
         },
         "masking": {"method": "HMAC-SHA256 pseudonyms under one key", "rules": RULES},
         "files": ["interface.json", "entities.json", "rules.json", "sessions.jsonl"],
+        # what the logs carried, field by field, and why the world may not be a twin
+        COVERAGE_KEY: coverage.report(
+            sessions=sessions,
+            entity_types=len(entities),
+            looked_for=report.looked_for if report else None,
+        ),
     }
     _write_json(out / "manifest.json", manifest)
     _mine(out, manifest)

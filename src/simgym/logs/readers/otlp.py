@@ -1,13 +1,33 @@
 """OpenTelemetry traces as OTLP JSON, the way the Collector's file exporter writes them:
-one ``ExportTraceServiceRequest`` a line (``resourceSpans[].scopeSpans[].spans[]``).
+one ``ExportTraceServiceRequest`` a line (``resourceSpans[].scopeSpans[].spans[]``), ids
+as hex or (protobuf's own JSON) base64, enums as numbers or names.
 
-Two kinds of span become records: HTTP server spans (``http.request.method``,
-``http.route``, ``http.response.status_code``, or the older ``http.method``,
-``http.target``, ``http.status_code``) and GenAI tool calls (``gen_ai.operation.name``
-"execute_tool", ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments``/``result``).
-Bodies come from attributes whose keys end in "request.body" / "response.body"; the
-session from ``session.id`` (or ``gen_ai.conversation.id``, else the trace id); the actor
-and role from ``enduser.id`` / ``user.id`` and ``enduser.role`` / ``user.role``.
+Two kinds of span become records, read by the current semantic conventions and their
+deprecated predecessors (:data:`LOOKS_FOR` says where each field is looked for):
+
+- HTTP server spans: ``http.request.method`` (``http.method``), ``http.route``,
+  ``url.path``/``url.query``/``url.full`` (``http.target``, ``http.url``),
+  ``http.response.status_code`` (``http.status_code``);
+- GenAI tool calls: ``gen_ai.operation.name`` "execute_tool", ``gen_ai.tool.name``,
+  ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``/``result``. A tool call has no
+  HTTP status and is given none: a failed one (span status ERROR or ``error.type``) is
+  ``error`` with its error body (the result, or the exception event's message).
+
+Bodies come from span attributes (``http.request.body.content``,
+``http.response.body.content``, any key ending in ``request.body``/``response.body``) or
+span events that carry them (an event named like a request or response body, or holding
+one of those attributes). Actor: ``user.id`` (``enduser.id``), ``user.name``; role:
+``user.roles`` (a string array: several roles are joined, sorted, with ","), ``enduser.role``,
+``enduser.scope``; session: ``session.id``, ``gen_ai.conversation.id``, else the trace (the
+record then says ``session_from: trace``). A mapping file (:mod:`simgym.logs.mapping`)
+names other attributes, looked at first.
+
+Spans of one operation merge: a GenAI tool span and the HTTP span of the same call (the
+HTTP span a descendant of the tool span, or its parent, in one trace) become one record,
+the HTTP call's, named by its route, with the tool's name kept as ``tool`` and the tool's
+arguments, result, actor and session filling what the HTTP span lacks. HTTP client spans
+count only there: alone, the server's span is the call. To pair spans, a file's records
+wait in memory until the file is read.
 """
 
 from __future__ import annotations
@@ -15,14 +35,17 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from simgym.logs.jsonstream import iter_array, numbered_lines
+from simgym.logs.mapping import FieldMap
 from simgym.logs.model import (
     JSON,
     ImportReport,
     LogRecord,
+    ObjectRef,
     maybe_json,
     query_arguments,
     route_objects,
@@ -30,6 +53,33 @@ from simgym.logs.model import (
 )
 
 _CLIENT = {"SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", 3, 4}
+_ERROR = {"STATUS_CODE_ERROR", 2}
+
+METHOD_KEYS = ("http.request.method", "http.method")
+PATH_KEYS = ("url.path", "http.target", "url.full", "http.url")
+STATUS_KEYS = ("http.response.status_code", "http.status_code")
+REQUEST_BODY_KEYS = ("http.request.body.content", "http.request.body")
+RESPONSE_BODY_KEYS = ("http.response.body.content", "http.response.body")
+ACTOR_KEYS = ("user.id", "enduser.id", "user.name")
+ROLE_KEYS = ("user.roles", "enduser.role", "user.role", "enduser.scope")
+SESSION_KEYS = ("session.id", "gen_ai.conversation.id", "mcp.session.id")
+TOOL_ARGUMENT_KEYS = ("gen_ai.tool.call.arguments", "gen_ai.tool.arguments")
+TOOL_RESULT_KEYS = ("gen_ai.tool.call.result", "gen_ai.tool.result")
+AGENT_KEYS = ("gen_ai.agent.name", "gen_ai.agent.id")
+# event attributes that hold an event's payload, in the order they are tried
+_EVENT_BODY_KEYS = ("body", "content", "gen_ai.event.content", "message", "value")
+
+LOOKS_FOR = {
+    "body": "span attributes "
+    + ", ".join(REQUEST_BODY_KEYS + RESPONSE_BODY_KEYS)
+    + ", *.request.body, *.response.body, "
+    + ", ".join(TOOL_ARGUMENT_KEYS + TOOL_RESULT_KEYS)
+    + "; span events named *request*/*response* or holding those attributes",
+    "actor": "span attributes " + ", ".join(ACTOR_KEYS + AGENT_KEYS),
+    "role": "span attributes " + ", ".join(ROLE_KEYS),
+    "session": "span attributes " + ", ".join(SESSION_KEYS) + " (else the trace id)",
+    "objects": "route parameters ({x_id}, /things/{id}) and answers with an id",
+}
 
 
 def any_value(value: dict) -> JSON:
@@ -63,97 +113,314 @@ def hex_id(value: object) -> str:
         return text
 
 
-def _first(attrs: dict[str, JSON], *keys: str) -> JSON:
+def _first(attrs: dict[str, JSON], keys: Iterable[str]) -> JSON:
     for key in keys:
-        if attrs.get(key) is not None:
+        if attrs.get(key) not in (None, ""):
             return attrs[key]
     return None
 
 
-def _body(attrs: dict[str, JSON], suffix: str) -> JSON:
+def _pick(
+    attrs: dict[str, JSON], mapping: FieldMap | None, field: str, keys: Iterable[str]
+) -> JSON:
+    """A field's value: the mapped attribute first, then the standard ones."""
+    if mapping is not None:
+        found = mapping.first(field, attrs)
+        if found is not None:
+            return found[1]
+    return _first(attrs, keys)
+
+
+def _suffixed(attrs: dict[str, JSON], suffix: str) -> JSON:
     for key, value in attrs.items():
-        if key.endswith(suffix):
-            return maybe_json(value)
+        if key.endswith(suffix) and value not in (None, ""):
+            return value
     return None
 
 
-def span_record(span: dict, resource: dict[str, JSON], source: str) -> LogRecord | str:
+def _role(value: JSON) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, list):  # user.roles: every role the caller holds
+        names = sorted({str(v) for v in value if v not in (None, "")})
+        return ",".join(names) or None
+    return str(value)
+
+
+@dataclass(slots=True)
+class _Events:
+    """What a span's events say: bodies and the exception, if any."""
+
+    request: JSON = None
+    response: JSON = None
+    exception: dict[str, JSON] | None = None
+
+
+def _event_payload(attrs: dict[str, JSON], keys: Iterable[str]) -> JSON:
+    value = _first(attrs, keys)
+    return maybe_json(value) if value is not None else None
+
+
+def span_events(span: dict, mapping: FieldMap | None) -> _Events:
+    """Bodies and the exception from a span's events: an event holding a body attribute
+    (or a mapped one), or named for a request/response body ("http.request.body",
+    "request", "gen_ai.tool.message") with its payload in ``body``/``content``/``message``."""
+    found = _Events()
+    for event in span.get("events") or []:
+        if not isinstance(event, dict):
+            continue
+        name = str(event.get("name") or "").lower()
+        attrs = attributes(event.get("attributes", []))
+        if name == "exception":
+            found.exception = {
+                k.split(".", 1)[1]: v
+                for k, v in attrs.items()
+                if k in ("exception.type", "exception.message") and v not in (None, "")
+            }
+            continue
+        request = _pick(attrs, mapping, "body", REQUEST_BODY_KEYS)
+        response = _pick(attrs, mapping, "response", RESPONSE_BODY_KEYS)
+        if request is None and response is None:
+            payload = _event_payload(attrs, _EVENT_BODY_KEYS)
+            if "request" in name or name.endswith("arguments"):
+                request = payload
+            elif "response" in name or "result" in name or name == "gen_ai.tool.message":
+                response = payload
+        if found.request is None and request not in (None, ""):
+            found.request = maybe_json(request)
+        if found.response is None and response not in (None, ""):
+            found.response = maybe_json(response)
+    return found
+
+
+def _mapped_objects(attrs: dict[str, JSON], mapping: FieldMap | None) -> list[ObjectRef]:
+    if mapping is None:
+        return []
+    return [
+        ObjectRef(otype, str(attrs[name]))
+        for otype, name in mapping.objects.items()
+        if attrs.get(name) not in (None, "")
+    ]
+
+
+@dataclass(slots=True)
+class _Span:
+    """A span's record with what pairs it: its ids, and whether it was a client span."""
+
+    record: LogRecord
+    trace: str
+    span: str
+    parent: str
+    client: bool = False
+
+    @property
+    def tool(self) -> bool:
+        return self.record.system in ("tool", "mcp")
+
+
+def span_record(
+    span: dict, resource: dict[str, JSON], source: str, mapping: FieldMap | None = None
+) -> LogRecord | str:
     """The record for one span, or the reason it is not one."""
+    made = _span(span, resource, source, mapping)
+    if isinstance(made, str):
+        return made
+    if made.client:
+        return "HTTP client span (the server's span is the call)"
+    return made.record
+
+
+def _span(
+    span: dict, resource: dict[str, JSON], source: str, mapping: FieldMap | None
+) -> _Span | str:
     attrs = attributes(span.get("attributes", []))
     start = int(span.get("startTimeUnixNano", 0) or 0)
     end = int(span.get("endTimeUnixNano", 0) or 0)
-    session = str(
-        _first(attrs, "session.id", "gen_ai.conversation.id", "mcp.session.id")
-        or hex_id(span.get("traceId"))
-    )
-    actor = _first(attrs, "enduser.id", "user.id", "gen_ai.agent.name")
-    role = _first(attrs, "enduser.role", "user.role", "enduser.scope")
+    trace = hex_id(span.get("traceId"))
+    named_session = _pick(attrs, mapping, "session", SESSION_KEYS)
+    actor = _pick(attrs, mapping, "actor", ACTOR_KEYS)
+    role = _role(_pick(attrs, mapping, "role", ROLE_KEYS))
     status = span.get("status") or {}
-    error = status.get("code") in ("STATUS_CODE_ERROR", 2)
+    failed = status.get("code") in _ERROR or attrs.get("error.type") not in (None, "")
+    mapped_error = mapping.first("error", attrs) if mapping else None
+    if mapped_error is not None:
+        failed = str(mapped_error[1]).lower() in ("true", "1", "yes", "error", "failed")
+    extra: dict[str, JSON] = {"service": resource.get("service.name"), "span": span.get("name")}
+    if named_session is None:
+        extra["session_from"] = "trace"
+    if attrs.get("error.type") not in (None, ""):
+        extra["error.type"] = attrs["error.type"]
+    events = span_events(span, mapping)
     common = {
-        "session": session,
+        "session": str(named_session) if named_session is not None else trace,
         "time": start / 1e9 if start else None,
         "actor": str(actor) if actor is not None else None,
-        "role": str(role) if role is not None else None,
+        "role": role,
         "duration_ms": (end - start) / 1e6 if start and end >= start else None,
         "source": source,
-        "attributes": {"service": resource.get("service.name"), "span": span.get("name")},
+        "attributes": extra,
     }
-    method = _first(attrs, "http.request.method", "http.method")
+    ids = {
+        "trace": trace,
+        "span": hex_id(span.get("spanId")),
+        "parent": hex_id(span.get("parentSpanId")),
+    }
+    method = _first(attrs, METHOD_KEYS)
     if method is not None:
-        if span.get("kind") in _CLIENT:
-            return "HTTP client span (the server's span is the call)"
-        path = _first(attrs, "url.path", "http.target", "url.full", "http.url")
+        path = _first(attrs, PATH_KEYS)
         path = str(path) if path is not None else None
         if path and "://" in path:
             path = "/" + path.split("://", 1)[1].partition("/")[2]
-        route = _first(attrs, "http.route") or (templatize(path) if path else None)
+        route = _first(attrs, ("http.route",)) or (templatize(path) if path else None)
         if route is None:
             return "HTTP span without a route or path"
-        code = _first(attrs, "http.response.status_code", "http.status_code")
+        code = _pick(attrs, mapping, "status", STATUS_KEYS)
         code = int(code) if code is not None else None
-        arguments = _body(attrs, "request.body")
-        response = _body(attrs, "response.body")
-        query = _first(attrs, "url.query")
+        arguments = _pick(attrs, mapping, "body", REQUEST_BODY_KEYS)
+        if arguments is None:
+            arguments = _suffixed(attrs, "request.body")
+        arguments = maybe_json(arguments) if arguments is not None else events.request
+        response = _pick(attrs, mapping, "response", RESPONSE_BODY_KEYS)
+        if response is None:
+            response = _suffixed(attrs, "response.body")
+        response = maybe_json(response) if response is not None else events.response
+        query = _first(attrs, ("url.query",))
         if query and path and "?" not in path:
             path = f"{path}?{query}"
         if arguments in (None, "") and str(method).upper() in ("GET", "DELETE"):
             arguments = query_arguments(path)
-        return LogRecord(
+        objects = route_objects(str(route), path, response)
+        objects += [
+            o for o in _mapped_objects(attrs, mapping) if o.id not in {x.id for x in objects}
+        ]
+        record = LogRecord(
             system="http",
             operation=str(route),
             method=str(method).upper(),
             arguments=arguments,
             status=code,
-            error=error or (code is not None and code >= 500),
+            error=failed or (code is not None and code >= 500),
             response=response,
-            objects=route_objects(str(route), path, response),
+            objects=objects,
             path=path,
-            **common,
+            **common,  # type: ignore[arg-type]
         )
-    tool = _first(attrs, "gen_ai.tool.name")
-    if tool is not None or attrs.get("gen_ai.operation.name") == "execute_tool":
-        if tool is None:
-            return "tool span without gen_ai.tool.name"
-        arguments = maybe_json(_first(attrs, "gen_ai.tool.call.arguments", "gen_ai.tool.arguments"))
-        if arguments is None:
-            arguments = _body(attrs, "request.body")
-        result = maybe_json(_first(attrs, "gen_ai.tool.call.result", "gen_ai.tool.result"))
-        if result is None:
-            result = _body(attrs, "response.body")
-        system = "mcp" if any(k.startswith("mcp.") for k in attrs) else "tool"
-        return LogRecord(
-            system=system,
-            operation=str(tool),
-            arguments=arguments,
-            error=error or attrs.get("error.type") is not None,
-            response=result,
-            **common,
-        )
-    return "span is neither an HTTP server call nor a tool call"
+        return _Span(record, client=span.get("kind") in _CLIENT, **ids)
+    tool = _first(attrs, ("gen_ai.tool.name",))
+    if tool is None and attrs.get("gen_ai.operation.name") != "execute_tool":
+        return "span is neither an HTTP server call nor a tool call"
+    if tool is None:
+        return "tool span without gen_ai.tool.name"
+    if actor is None:
+        agent = _first(attrs, AGENT_KEYS)
+        common["actor"] = str(agent) if agent is not None else None
+    arguments = _pick(attrs, mapping, "body", TOOL_ARGUMENT_KEYS)
+    if arguments is None:
+        arguments = _suffixed(attrs, "request.body")
+    arguments = maybe_json(arguments) if arguments is not None else events.request
+    result = _pick(attrs, mapping, "response", TOOL_RESULT_KEYS)
+    if result is None:
+        result = _suffixed(attrs, "response.body")
+    result = maybe_json(result) if result is not None else events.response
+    if failed and result in (None, ""):
+        result = _error_body(attrs, events.exception)
+    if attrs.get("gen_ai.tool.call.id") not in (None, ""):
+        extra["tool_call_id"] = attrs["gen_ai.tool.call.id"]
+    record = LogRecord(
+        system="mcp" if any(k.startswith("mcp.") for k in attrs) else "tool",
+        operation=str(tool),
+        arguments=arguments,
+        status=None,  # a tool call has no HTTP status; never make one up
+        error=failed,
+        response=result,
+        objects=_mapped_objects(attrs, mapping),
+        **common,  # type: ignore[arg-type]
+    )
+    return _Span(record, **ids)
 
 
-def _spans(resource_spans: list, source: str, report: ImportReport) -> Iterator[LogRecord]:
+def _error_body(attrs: dict[str, JSON], exception: dict[str, JSON] | None) -> JSON:
+    """A failed tool call's answer when the span holds no result: the exception's message
+    (JSON when it is JSON, as many tools raise their error body), else its type."""
+    message = (exception or {}).get("message")
+    parsed = maybe_json(message) if isinstance(message, str) else message
+    if isinstance(parsed, dict):
+        return parsed
+    kind = (exception or {}).get("type") or attrs.get("error.type")
+    if message is None and kind is None:
+        return None
+    error: dict[str, JSON] = {}
+    if kind is not None:
+        error["type"] = kind
+    if message is not None:
+        error["message"] = message
+    return {"error": error}
+
+
+def merge_spans(spans: list[_Span], report: ImportReport) -> Iterator[LogRecord]:
+    """One record per operation: each tool span paired with the HTTP span of its call
+    (see the module docstring); unpaired client spans are skipped."""
+    by_id = {(s.trace, s.span): s for s in spans}
+    http_of: dict[int, _Span] = {}
+    for s in spans:
+        if s.tool:
+            continue
+        # walk up from an HTTP span to the nearest tool span of its trace
+        seen, parent = 0, by_id.get((s.trace, s.parent))
+        while parent is not None and seen < 64:
+            if parent.tool:
+                best = http_of.get(id(parent))
+                # the server's span beats a client's: it holds the status and bodies
+                if best is None or (best.client and not s.client):
+                    http_of[id(parent)] = s
+                break
+            parent, seen = by_id.get((parent.trace, parent.parent)), seen + 1
+    for s in spans:  # a tool run inside an HTTP handler: the HTTP span is its parent
+        if s.tool and id(s) not in http_of:
+            parent = by_id.get((s.trace, s.parent))
+            if parent is not None and not parent.tool and not parent.client:
+                if not any(p is parent for p in http_of.values()):
+                    http_of[id(s)] = parent
+    paired = {id(h) for h in http_of.values()}
+    for s in spans:
+        if s.tool:
+            http = http_of.get(id(s))
+            yield _merged(http.record, s.record) if http is not None else s.record
+        elif id(s) in paired:
+            continue
+        elif s.client:
+            report.skip("HTTP client span (the server's span is the call)")
+        else:
+            yield s.record
+
+
+def _merged(http: LogRecord, tool: LogRecord) -> LogRecord:
+    """The HTTP call's record, told it was the tool's call, with the tool's fields where
+    the HTTP span has none."""
+    if http.arguments in (None, "", {}):
+        http.arguments = tool.arguments
+    if http.response in (None, ""):
+        http.response = tool.response
+    http.actor = http.actor or tool.actor
+    http.role = http.role or tool.role
+    if http.attributes.get("session_from") and not tool.attributes.get("session_from"):
+        http.session = tool.session
+        http.attributes.pop("session_from")
+    if tool.error and http.status is None:
+        http.error = True
+    http.attributes["tool"] = tool.operation
+    if "tool_call_id" in tool.attributes:
+        http.attributes["tool_call_id"] = tool.attributes["tool_call_id"]
+    return http
+
+
+def _spans(
+    resource_spans: Iterable,
+    source: str,
+    report: ImportReport,
+    mapping: FieldMap | None,
+    out: list[_Span],
+) -> None:
     for rs in resource_spans:
         if not isinstance(rs, dict):
             report.skip("malformed resourceSpans item")
@@ -163,28 +430,31 @@ def _spans(resource_spans: list, source: str, report: ImportReport) -> Iterator[
             for span in ss.get("spans", []) or []:
                 report.read += 1
                 try:
-                    made = span_record(span, resource, source)
+                    made = _span(span, resource, source, mapping)
                 except (TypeError, ValueError, AttributeError, KeyError):
                     made = "malformed span"
                 if isinstance(made, str):
-                    report.skip(made)
+                    report.skip(made, source)
                 else:
-                    yield made
+                    out.append(made)
 
 
-def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
+def read(
+    path: Path, report: ImportReport, *, mapping: FieldMap | None = None
+) -> Iterator[LogRecord]:
     """Records from an OTLP JSON lines file (each line one export request). A file that
     is one pretty-printed request (its first line is just "{") is streamed instead, one
     ``resourceSpans`` item at a time."""
+    spans: list[_Span] = []
     lines = numbered_lines(path)
     for number, raw in lines:
         if number == 1 and raw.strip() == b"{":
             lines.close()
             try:
-                yield from _spans(iter_array(path, "resourceSpans"), path.name, report)
+                _spans(iter_array(path, "resourceSpans"), path.name, report, mapping, spans)
             except ValueError:
                 report.skip("malformed OTLP JSON document (rest of it unread)")
-            return
+            break
         try:
             request = json.loads(raw)
             resource_spans = request.get("resourceSpans", request.get("resource_spans"))
@@ -192,6 +462,7 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 raise ValueError("no resourceSpans")
         except (ValueError, AttributeError):
             report.read += 1
-            report.skip("unreadable OTLP line")
+            report.skip("unreadable OTLP line", f"{path.name}:{number}")
             continue
-        yield from _spans(resource_spans, f"{path.name}:{number}", report)
+        _spans(resource_spans, f"{path.name}:{number}", report, mapping, spans)
+    yield from merge_spans(spans, report)
