@@ -4,26 +4,38 @@ read). A trace is a session (named by its ``concept:name``); an event is a recor
 the actor, ``org:role`` as the role, and its other attributes (``lifecycle:transition``
 included) as the arguments. The trace is the object the event touched ("case").
 
-Two conventions give a flattened business log more (both are what the back office's XES
-export writes): an event attribute named ``<type>_id`` names an object of that type that
-the event touched too, and the attributes nested inside it are that object's state
-(IEEE 1849's nested attributes); an event carrying its HTTP call (``http.request.method``
-and ``http.route``, optionally ``url.path`` and ``http.response.status_code``) is named as
-the HTTP readers name the call, with that status, its ``concept:name`` kept as the
-``activity`` attribute. Without a status, a ``lifecycle:transition`` of "ate_abort" or
-"pi_abort" marks the event failed."""
+Object references. An event attribute named ``<type>_id`` names an object of that type
+the event touched, and the attributes nested inside it are that object's state (IEEE
+1849's nested attributes). Logs nobody here wrote often name the object without the
+suffix (``invoice`` holding "INV-1001"), so the file is read twice: the first pass
+profiles every attribute, and one is taken as an object reference (its key, less a
+``_ref``/``_no``/``Id`` suffix, the type) when most of its values are ids of objects seen
+elsewhere in the log (a ``<type>_id`` value, a trace's name), or look like ids (letters
+and digits like "INV-1001", UUIDs, long hex) and are not people (``org:resource``
+values). A mapping file's ``objects`` names them outright.
+
+An event carrying its HTTP call (``http.request.method`` and ``http.route``, optionally
+``url.path`` and ``http.response.status_code``) is named as the HTTP readers name the
+call, with that status, its ``concept:name`` kept as the ``activity`` attribute. Without
+a status, a ``lifecycle:transition`` of "ate_abort" or "pi_abort" marks the event
+failed."""
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree.ElementTree import Element, ParseError, iterparse
 
+from simgym.logs.mapping import FieldMap
 from simgym.logs.model import (
     JSON,
     ImportReport,
     LogRecord,
     ObjectRef,
+    maybe_json,
     parse_time,
     pop_http,
     pop_outcome,
@@ -31,6 +43,22 @@ from simgym.logs.model import (
 
 _TYPED = {"string", "date", "int", "float", "boolean", "id"}
 _ABORTED = {"ate_abort", "pi_abort"}
+# attributes the standard's extensions define, and the HTTP call's: never object references
+_STANDARD_PREFIXES = ("concept:", "org:", "time:", "lifecycle:", "cost:", "http.", "url.")
+_LOOKS_LIKE_ID = re.compile(
+    r"^(?:[A-Za-z]{1,16}[-_:#/]?\d[\w-]*|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|[0-9a-fA-F]{16,})$"
+)
+_TYPE_SUFFIXES = ("_id", "_ref", "_no", "_number", "Id", "Ref", "No")
+MAX_PROFILED = 2000  # distinct values kept per attribute while profiling
+MIN_SHARE = 0.8  # of an attribute's values that must be ids for it to name objects
+
+LOOKS_FOR = {
+    "body": "event attributes (as arguments) and outcome attributes (as the answer)",
+    "actor": "event attribute org:resource",
+    "role": "event attribute org:role",
+    "session": "the trace's concept:name",
+    "objects": "event attributes <type>_id, and attributes whose values are ids",
+}
 
 
 def _local(tag: str) -> str:
@@ -53,46 +81,138 @@ def _value(element: Element) -> JSON:
     return raw
 
 
-def _objects(case: str, attrs: dict[str, JSON], nested: dict[str, dict[str, JSON]]) -> list:
+def object_type(key: str) -> str:
+    """The object type an attribute names: "invoice_id" and "invoiceRef" -> "invoice"."""
+    for suffix in _TYPE_SUFFIXES:
+        if key.endswith(suffix) and len(key) > len(suffix):
+            return key[: -len(suffix)]
+    return key
+
+
+@dataclass
+class _Profile:
+    """What the first pass saw of each event attribute's values."""
+
+    values: dict[str, Counter[str]] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+    id_like: Counter[str] = field(default_factory=Counter)
+    known: set[str] = field(default_factory=set)  # ids named by <type>_id, trace names
+    people: set[str] = field(default_factory=set)
+
+    def add(self, case: str, attrs: dict[str, JSON]) -> None:
+        self.known.add(case)
+        if attrs.get("org:resource") is not None:
+            self.people.add(str(attrs["org:resource"]))
+        for key, value in attrs.items():
+            if key.startswith(_STANDARD_PREFIXES) or not isinstance(value, str | int):
+                continue
+            if isinstance(value, bool):
+                continue
+            text = str(value)
+            if key.endswith("_id") and len(key) > 3:
+                self.known.add(text)
+            self.counts[key] += 1
+            self.id_like[key] += bool(_LOOKS_LIKE_ID.match(text)) and isinstance(value, str)
+            seen = self.values.setdefault(key, Counter())
+            if len(seen) < MAX_PROFILED or text in seen:
+                seen[text] += 1
+
+    def references(self) -> dict[str, str]:
+        """Attribute key -> object type, for the attributes that name objects by value."""
+        found: dict[str, str] = {}
+        for key, n in self.counts.items():
+            if key.endswith("_id") and len(key) > 3:
+                found[key] = key[:-3]
+                continue
+            values = self.values.get(key, Counter())
+            sampled = sum(values.values()) or 1
+            known = sum(c for v, c in values.items() if v in self.known) / sampled
+            people = sum(c for v, c in values.items() if v in self.people) / sampled
+            if people >= 0.5 or len(values) < 2 and n > 2:
+                continue  # a person, or one constant value: not an object
+            if known >= MIN_SHARE or self.id_like[key] / n >= MIN_SHARE:
+                found[key] = object_type(key)
+        return found
+
+
+def _objects(
+    case: str,
+    attrs: dict[str, JSON],
+    nested: dict[str, dict[str, JSON]],
+    references: dict[str, str],
+) -> list[ObjectRef]:
     found = [ObjectRef("case", case, None, None)]
     for key, value in attrs.items():
-        if key.endswith("_id") and len(key) > 3 and isinstance(value, str | int):
-            found.append(ObjectRef(key[:-3], str(value), None, nested.get(key) or None))
+        otype = references.get(key)
+        if otype and isinstance(value, str | int) and not isinstance(value, bool):
+            found.append(ObjectRef(otype, str(value), key, nested.get(key) or None))
     return found
 
 
 def _record(
-    case: str, attrs: dict[str, JSON], nested: dict[str, dict[str, JSON]], source: str
+    case: str,
+    attrs: dict[str, JSON],
+    nested: dict[str, dict[str, JSON]],
+    source: str,
+    references: dict[str, str],
+    mapping: FieldMap | None,
 ) -> LogRecord:
     name = attrs.pop("concept:name")
+    mapped = {
+        f: mapping.first(f, attrs) if mapping is not None else None
+        for f in ("actor", "role", "session", "body", "response", "status")
+    }
+    for found in mapped.values():
+        if found is not None:
+            attrs.pop(found[0], None)
     actor = attrs.pop("org:resource", None)
     role = attrs.pop("org:role", None)
+    actor = mapped["actor"][1] if mapped["actor"] else actor
+    role = mapped["role"][1] if mapped["role"] else role
     time = parse_time(attrs.pop("time:timestamp", None))
     method, route, path, status = pop_http(attrs)
+    if mapped["status"] is not None:
+        try:
+            status = int(mapped["status"][1])  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            pass
     http = method is not None and route is not None
     aborted = str(attrs.get("lifecycle:transition", "")).lower() in _ABORTED
-    objects = _objects(case, attrs, nested)
+    objects = _objects(case, attrs, nested, references)
     answer = pop_outcome(attrs)
+    arguments: JSON = dict(attrs)
+    if mapped["body"] is not None:
+        arguments = maybe_json(mapped["body"][1])
+    if mapped["response"] is not None:
+        answer = maybe_json(mapped["response"][1])
+    extra: dict[str, JSON] = {"activity": str(name)} if http else {}
+    session = case
+    if mapped["session"] is not None:
+        session = str(mapped["session"][1])
     return LogRecord(
-        session=case,
+        session=session,
         operation=route if http else str(name),  # type: ignore[arg-type]
         system="http" if http else "process",
         time=time,
         actor=str(actor) if actor is not None else None,
         role=str(role) if role is not None else None,
         method=method if http else None,
-        arguments=dict(attrs),
+        arguments=arguments,
         status=status,
         error=(status is not None and status >= 500) or (status is None and aborted),
         response=answer,
         objects=objects,
         path=path if http else None,
         source=source,
-        attributes={"activity": str(name)} if http else {},
+        attributes=extra,
     )
 
 
-def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
+def _events(
+    path: Path, report: ImportReport | None
+) -> Iterator[tuple[str, int, dict[str, JSON], dict[str, dict[str, JSON]]]]:
+    """(case, trace number, event attributes, nested attributes) of each event, streamed;
+    ``report`` (the second pass's) counts them and their faults."""
     stack: list[str] = []
     children: list[dict[str, JSON]] = []  # the nested attributes of each open attribute
     trace_attrs: dict[str, JSON] = {}
@@ -128,14 +248,30 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 elif parent in _TYPED and children:
                     children[-1][key] = _value(element)
             elif tag == "event":
-                report.read += 1
+                if report is not None:
+                    report.read += 1
                 if event_attrs.get("concept:name") is None:
-                    report.skip("XES event without concept:name")
+                    if report is not None:
+                        report.skip("XES event without concept:name", f"{path.name}#trace{traces}")
                 else:
                     case = str(trace_attrs.get("concept:name", f"trace-{traces}"))
-                    yield _record(case, event_attrs, event_nested, f"{path.name}#trace{traces}")
+                    yield case, traces, event_attrs, event_nested
                 element.clear()
             elif tag == "trace":
                 element.clear()
     except ParseError as exc:
-        report.skip(f"XML ends early or is malformed ({exc})")
+        if report is not None:
+            report.skip(f"XML ends early or is malformed ({exc})")
+
+
+def read(
+    path: Path, report: ImportReport, *, mapping: FieldMap | None = None
+) -> Iterator[LogRecord]:
+    profile = _Profile()
+    for case, _, attrs, _ in _events(path, None):
+        profile.add(case, attrs)
+    references = profile.references()
+    if mapping is not None:
+        references.update({name: otype for otype, name in mapping.objects.items()})
+    for case, trace, attrs, nested in _events(path, report):
+        yield _record(case, attrs, nested, f"{path.name}#trace{trace}", references, mapping)
