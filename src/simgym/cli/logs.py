@@ -46,17 +46,31 @@ def import_logs(
     mask_key: Annotated[
         str, typer.Option(help="key of the pseudonyms: the same key gives the same ones")
     ] = "simgym",
+    field_map: Annotated[
+        Path | None,
+        typer.Option(
+            "--map",
+            help="a mapping file (YAML or JSON): which attributes hold the body, response, "
+            "actor, role, session, status, error and object ids (keys: body, response, "
+            "actor, role, session, status, error, objects)",
+        ),
+    ] = None,
 ) -> None:
     """Read log files and write a business world: interface, entities, rules, sessions."""
     from simgym.core.errors import SimgymError
     from simgym.logs import FORMATS, ImportReport, build_world, read_logs
+    from simgym.logs.mapping import load_map
 
     if format != "auto" and format not in FORMATS:
         raise SimgymError(f"unknown format {format!r}; one of {_FORMATS}")
+    mapping = load_map(field_map) if field_map is not None else None
     report = ImportReport()
     try:
         manifest = build_world(
-            read_logs(files, report, format=format), out, report=report, mask_key=mask_key
+            read_logs(files, report, format=format, mapping=mapping),
+            out,
+            report=report,
+            mask_key=mask_key,
         )
     except SimgymError as exc:
         # the cause is what was skipped: an unreadable file, a refused entity expansion
@@ -82,6 +96,18 @@ def import_logs(
         where = report.first.get(reason)
         first = f" (first: {escape(where)})" if where else ""
         _console.print(f"  skipped {n}: {escape(reason)}{first}", highlight=False)
+    _print_coverage(manifest.get("coverage") or {})
+
+
+def _print_coverage(coverage: dict) -> None:
+    """The coverage report: a loud line per problem first, then what was found."""
+    from simgym.logs.coverage import summary_lines, warning_lines
+
+    for line in warning_lines(coverage):
+        # one line however narrow the terminal: a warning must not read as two
+        _console.print(f"[bold red]{escape(line)}[/]", highlight=False, soft_wrap=True)
+    for line in summary_lines(coverage):
+        _console.print(escape(line), highlight=False, soft_wrap=True)
 
 
 @logs_app.command("inspect")
@@ -105,6 +131,12 @@ def inspect(
         f"{counts.get('sessions', 0)} sessions, created {manifest.get('created_at', '?')}",
         highlight=False,
     )
+    coverage = manifest.get("coverage")
+    if not isinstance(coverage, dict):  # a world imported before coverage was kept
+        from simgym.logs.coverage import recount
+
+        coverage = recount(world)
+    _print_coverage(coverage)
     perf = {row["operation"]: row for row in rules.get("performance", [])}
     ops = Table(title="operations")
     for column in ("operation", "calls", "arguments", "statuses", "error rate", "p50 ms"):
