@@ -99,6 +99,12 @@ def _note_looked_for(
             report.look("objects", "--map objects: " + ", ".join(mapping.objects.values()))
 
 
+def _together(reader: Reader) -> Callable[..., Iterator[LogRecord]] | None:
+    """A reader module's ``read_together`` (files of its format read as one), if any."""
+    module = importlib.import_module(getattr(reader, "__module__", "") or "builtins")
+    return getattr(module, "read_together", None)
+
+
 def read_logs(
     files: Iterable[str | os.PathLike[str]],
     report: ImportReport,
@@ -107,37 +113,81 @@ def read_logs(
     mapping: FieldMap | None = None,
 ) -> Iterator[LogRecord]:
     """Records from every file in turn (streamed), each with its own or the given format;
-    ``report`` gets a line per file with the format and counts. ``mapping`` (a mapping
-    file's :class:`FieldMap`) is handed to every reader; a format whose reader cannot
-    use one is an error, never silently read without it."""
+    ``report`` gets a line per file with the format and counts. A format whose reader
+    module has ``read_together`` (OTLP: one call's spans may sit in several files) reads
+    all its files as one, at the first one's turn. ``mapping`` (a mapping file's
+    :class:`FieldMap`) is handed to every reader; a format whose reader cannot use one is
+    an error, never silently read without it."""
+    paths: list[tuple[Path, str]] = []
     for name in files:
         path = Path(name)
         if not path.is_file():
             raise SimgymError(f"log file not found: {path}")
-        fmt = detect_format(path) if format == "auto" else format
+        paths.append((path, detect_format(path) if format == "auto" else format))
+    grouped: set[str] = set()
+    for path, fmt in paths:
         reader = READERS.get(fmt)
         if mapping is not None and not _reads_map(reader):
             raise SimgymError(f"{path}: the {fmt} reader does not read a mapping file (--map)")
         _note_looked_for(fmt, reader, report, mapping)
-        units = (
-            reader(path, report, mapping=mapping) if mapping is not None else reader(path, report)
-        )
-        read_before, records_before = report.read, report.records
-        skipped_before = report.skipped_total
-        try:
-            for record in units:
-                report.records += 1
-                yield record
-        except RecursionError:  # a reader's JSON or XML nested beyond Python's stack
-            raise SimgymError(
-                f"{path}: nested too deeply to read (after {report.read - read_before} units)"
-            ) from None
+        together = _together(reader)
+        if together is not None:
+            if fmt not in grouped:
+                grouped.add(fmt)
+                group = [p for p, f in paths if f == fmt]
+                yield from _read_group(together, group, fmt, report, mapping)
+            continue
+        yield from _read_one(reader, path, fmt, report, mapping)
+
+
+def _read_group(
+    together: Callable[..., Iterator[LogRecord]],
+    group: list[Path],
+    fmt: str,
+    report: ImportReport,
+    mapping: FieldMap | None,
+) -> Iterator[LogRecord]:
+    counts: dict[str, dict[str, int]] = {}
+    extra = {"mapping": mapping} if mapping is not None else {}
+    try:
+        for record in together(group, report, counts, **extra):
+            report.records += 1
+            yield record
+    except RecursionError:
+        raise SimgymError(f"{', '.join(map(str, group))}: nested too deeply to read") from None
+    for path in group:
+        row = counts.get(str(path), {"read": 0, "records": 0, "skipped": 0})
         report.files.append(
             {
                 "path": str(path),
                 "format": fmt,
-                "read": report.read - read_before,
-                "records": report.records - records_before,
-                "skipped": report.skipped_total - skipped_before,
+                "read": row["read"],
+                "records": row["records"],
+                "skipped": row["skipped"],
             }
         )
+
+
+def _read_one(
+    reader: Reader, path: Path, fmt: str, report: ImportReport, mapping: FieldMap | None
+) -> Iterator[LogRecord]:
+    units = reader(path, report, mapping=mapping) if mapping is not None else reader(path, report)
+    read_before, records_before = report.read, report.records
+    skipped_before = report.skipped_total
+    try:
+        for record in units:
+            report.records += 1
+            yield record
+    except RecursionError:  # a reader's JSON or XML nested beyond Python's stack
+        raise SimgymError(
+            f"{path}: nested too deeply to read (after {report.read - read_before} units)"
+        ) from None
+    report.files.append(
+        {
+            "path": str(path),
+            "format": fmt,
+            "read": report.read - read_before,
+            "records": report.records - records_before,
+            "skipped": report.skipped_total - skipped_before,
+        }
+    )

@@ -212,6 +212,7 @@ class _Span:
     span: str
     parent: str
     client: bool = False
+    file: str = ""
 
     @property
     def tool(self) -> bool:
@@ -360,6 +361,13 @@ def _error_body(attrs: dict[str, JSON], exception: dict[str, JSON] | None) -> JS
 def merge_spans(spans: list[_Span], report: ImportReport) -> Iterator[LogRecord]:
     """One record per operation: each tool span paired with the HTTP span of its call
     (see the module docstring); unpaired client spans are skipped."""
+    for _, record in _merge(spans, report):
+        if record is not None:
+            yield record
+
+
+def _merge(spans: list[_Span], report: ImportReport) -> Iterator[tuple[_Span, LogRecord | None]]:
+    """(span, its record), or (span, None) for a client span skipped."""
     by_id = {(s.trace, s.span): s for s in spans}
     http_of: dict[int, _Span] = {}
     for s in spans:
@@ -385,13 +393,14 @@ def merge_spans(spans: list[_Span], report: ImportReport) -> Iterator[LogRecord]
     for s in spans:
         if s.tool:
             http = http_of.get(id(s))
-            yield _merged(http.record, s.record) if http is not None else s.record
+            yield s, (_merged(http.record, s.record) if http is not None else s.record)
         elif id(s) in paired:
             continue
         elif s.client:
-            report.skip("HTTP client span (the server's span is the call)")
+            report.skip("HTTP client span (the server's span is the call)", s.record.source)
+            yield s, None
         else:
-            yield s.record
+            yield s, s.record
 
 
 def _merged(http: LogRecord, tool: LogRecord) -> LogRecord:
@@ -439,13 +448,12 @@ def _spans(
                     out.append(made)
 
 
-def read(
-    path: Path, report: ImportReport, *, mapping: FieldMap | None = None
-) -> Iterator[LogRecord]:
-    """Records from an OTLP JSON lines file (each line one export request). A file that
-    is one pretty-printed request (its first line is just "{") is streamed instead, one
-    ``resourceSpans`` item at a time."""
-    spans: list[_Span] = []
+def _collect(
+    path: Path, report: ImportReport, mapping: FieldMap | None, spans: list[_Span]
+) -> None:
+    """Every span of one file (OTLP JSON lines, or one pretty-printed request streamed one
+    ``resourceSpans`` item at a time) into ``spans``."""
+    first = len(spans)
     lines = numbered_lines(path)
     for number, raw in lines:
         if number == 1 and raw.strip() == b"{":
@@ -465,4 +473,41 @@ def read(
             report.skip("unreadable OTLP line", f"{path.name}:{number}")
             continue
         _spans(resource_spans, f"{path.name}:{number}", report, mapping, spans)
+    for made in spans[first:]:
+        made.file = str(path)
+
+
+def read(
+    path: Path, report: ImportReport, *, mapping: FieldMap | None = None
+) -> Iterator[LogRecord]:
+    """Records from one OTLP JSON file (its spans paired within the file)."""
+    spans: list[_Span] = []
+    _collect(path, report, mapping, spans)
     yield from merge_spans(spans, report)
+
+
+def read_together(
+    paths: list[Path],
+    report: ImportReport,
+    counts: dict[str, dict[str, int]],
+    *,
+    mapping: FieldMap | None = None,
+) -> Iterator[LogRecord]:
+    """Records from several OTLP files read as one: the spans of a call may sit in
+    different files (a tool-calling agent's exporter and the API's). ``counts`` gets,
+    per file, the spans read and skipped and the records they became."""
+    spans: list[_Span] = []
+    for path in paths:
+        read, skipped = report.read, report.skipped_total
+        _collect(path, report, mapping, spans)
+        counts[str(path)] = {
+            "read": report.read - read,
+            "skipped": report.skipped_total - skipped,
+            "records": 0,
+        }
+    for made, record in _merge(spans, report):
+        if record is None:
+            counts[made.file]["skipped"] += 1
+        else:
+            counts[made.file]["records"] += 1
+            yield record
