@@ -1,18 +1,31 @@
 """Fidelity of a twin on held-out sessions: ``simgym logs eval``.
 
-The sessions of a log are split by a keyed hash of their ids (the same ``seed`` gives the
-same split on every run and in every format). A world is built from the training part;
-each held-out session is then replayed, call by call, through the twin (a fresh episode
-from the world's initial state) and compared with what the real system logged:
+A world is built from training logs and each held-out session is replayed, call by
+call, through its twin (a fresh episode from the world's initial state) and compared
+with what the real system logged. The held-out sessions are either a separate log
+(``heldout``: the training logs are all used) or a share of the sessions of the same
+logs, split by a keyed hash of their ids (the same ``seed`` gives the same split on
+every run and in every format).
 
-* **outcome agreement**: both succeeded, or both refused with the same error code;
-* **violations answered**: of the held-out calls the real system refused with a kind of
-  refusal the world mined (life-cycle 409s, permission 401/403s, and the rest), the share
-  the twin refused with the same code, and with exactly the same answer;
+* **outcome agreement**: the real call succeeded and the twin answered a success of the
+  same shape (a JSON object with the real answer's fields, no error); or the real call
+  was refused and the twin refused with the same status and the same error code. An
+  answer that is neither (free text, an object missing the real fields) disagrees;
+* **refusals**: per kind of refusal (:mod:`simgym.logs.refusals`: life-cycle,
+  permission, limit, self-approval, segregation of duties, match, duplicate, validation,
+  not found, unknown), the real refusals the twin answered with the right status and
+  error code, and with exactly the same answer; the kind comes from the mined guard
+  that explains the refusal, else from the real error code;
+* **violations**: the same, over the refusals of a kind (status and code) the world mined;
 * **JSON validity**: the share of the twin's observations that parse as JSON;
 * **state agreement**: for every object a session touched, each field of the state the
   log last shows it in (ids and times left out) against the twin's ledger right after
-  the same call.
+  the same call, as a share of these field checks;
+* **model's share**: the replayed calls whose answer no rule or state decided (the
+  world model wrote it).
+
+A world whose import found no bodies or no object state is no twin: the evaluation
+says why and stops (:class:`NotATwin`).
 
 Ids the real system assigned in a session (a new loan) differ from those the twin
 assigns; a create's id is mapped to the twin's new record so later calls name it.
@@ -30,19 +43,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simgym.domains.mcp_rules import find
+from simgym.core.errors import SimgymError
+from simgym.domains.mcp_rules import Guard, find
 from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
+from simgym.logs.coverage import coverage_problems
 from simgym.logs.mask import Masker
-from simgym.logs.model import ImportReport, LogRecord
+from simgym.logs.model import OUTCOME_KEYS, ImportReport, LogRecord
+from simgym.logs.refusals import KINDS, guard_kind, refusal_kind
 from simgym.logs.registry import read_logs
 from simgym.logs.twin import collection_names, load_world, world_scenario
 from simgym.logs.world import build_world
 
-LIFE_CYCLE = frozenset({409, 412, 423})
-PERMISSION = frozenset({401, 403})
 _VOLATILE = re.compile(r"(^id$|_at$|^time|stamp)")
 _ABSENT = object()  # a record or field the twin does not have
+_REFUSED = re.compile(r"refuses this call with status (\w+) \((.*)\)$")
+
+
+class NotATwin(SimgymError):
+    """The world built from the logs holds no bodies or no state: nothing to evaluate."""
 
 
 def held_out(session: str, fraction: float, seed: int) -> bool:
@@ -61,6 +80,12 @@ class Tally:
     not_replayed: Counter[str] = field(default_factory=Counter)
     json_valid: int = 0
     agree: int = 0
+    model_answers: int = 0
+    refusals: Counter[str] = field(default_factory=Counter)
+    refusals_answered: Counter[str] = field(default_factory=Counter)
+    refusals_exact: Counter[str] = field(default_factory=Counter)
+    kind_from: Counter[str] = field(default_factory=Counter)
+    conflicts: Counter[tuple[str, str, str, str]] = field(default_factory=Counter)
     violations: Counter[str] = field(default_factory=Counter)
     violations_answered: Counter[str] = field(default_factory=Counter)
     violations_exact: Counter[str] = field(default_factory=Counter)
@@ -73,8 +98,21 @@ class Tally:
         def rate(n: int, d: int) -> float | None:
             return round(n / d, 4) if d else None
 
-        groups = sorted(self.violations)
+        def by_kind(
+            calls: Counter[str], answered: Counter[str], exact: Counter[str], order: Iterable[str]
+        ) -> dict[str, Any]:
+            return {
+                g: {
+                    "calls": calls[g],
+                    "answered": rate(answered[g], calls[g]),
+                    "exact": rate(exact[g], calls[g]),
+                }
+                for g in order
+                if calls[g]
+            }
+
         total = sum(self.violations.values())
+        refused = sum(self.refusals.values())
         return {
             "sessions": self.sessions,
             "calls": self.calls,
@@ -82,30 +120,33 @@ class Tally:
             "not_replayed": dict(self.not_replayed.most_common()),
             "json_validity": rate(self.json_valid, self.replayed),
             "outcome_agreement": rate(self.agree, self.replayed),
+            "model_answers": self.model_answers,
+            "model_share": rate(self.model_answers, self.replayed),
+            "refusals": refused,
+            "refusals_answered": rate(sum(self.refusals_answered.values()), refused),
+            "refusals_exact": rate(sum(self.refusals_exact.values()), refused),
+            "refusals_by_kind": by_kind(
+                self.refusals, self.refusals_answered, self.refusals_exact, KINDS
+            ),
+            "refusal_kind_from": dict(self.kind_from.most_common()),
+            "refusal_kind_conflicts": [
+                {"tool": t, "code": c, "kind": k, "guard_says": g, "calls": n}
+                for (t, c, k, g), n in self.conflicts.most_common(20)
+            ],
             "violations": total,
             "violations_answered": rate(sum(self.violations_answered.values()), total),
             "violations_exact": rate(sum(self.violations_exact.values()), total),
-            "violations_by_kind": {
-                g: {
-                    "calls": self.violations[g],
-                    "answered": rate(self.violations_answered[g], self.violations[g]),
-                    "exact": rate(self.violations_exact[g], self.violations[g]),
-                }
-                for g in groups
-            },
+            "violations_by_kind": by_kind(
+                self.violations,
+                self.violations_answered,
+                self.violations_exact,
+                sorted(self.violations),
+            ),
             "refusals_not_mined": self.unmined,
             "final_state_checks": self.checks,
             "final_state_agreement": rate(self.checks_agree, self.checks),
             "mismatches": self.mismatches[:20],
         }
-
-
-def _group(status: int) -> str:
-    if status in LIFE_CYCLE:
-        return "life-cycle"
-    if status in PERMISSION:
-        return "permission"
-    return "other"
 
 
 def _parse(text: str) -> tuple[bool, Any]:
@@ -124,16 +165,48 @@ def _twin_code(body: Any) -> str | None:
     return None
 
 
-def _mined_kinds(world_dir: Path) -> dict[str, set[str]]:
-    """Tool -> the kinds of refusal (``409:invalid_transition``) its guards answer."""
+def _success_shape(real: Any, twin: Any) -> bool:
+    """Whether a twin's success answer has the real success's shape: the same kind of
+    JSON value and, for an object, every field the real answer has (bar the outcome
+    notes a process log adds to an event)."""
+    if isinstance(real, dict):
+        wanted = {k for k in real if k not in OUTCOME_KEYS or k in ("result", "reason")}
+        return isinstance(twin, dict) and wanted <= set(twin)
+    if isinstance(real, list):
+        return isinstance(twin, list)
+    if real is None:
+        return True  # the log kept no answer: any success will do
+    return type(real) is type(twin) or (isinstance(real, str) and isinstance(twin, str))
+
+
+def _fired(grounding: dict[str, Any] | None) -> tuple[int | None, str | None]:
+    """The status and the conditions of the mined guard that refused a twin's call."""
+    for fact in (grounding or {}).get("facts") or []:
+        found = _REFUSED.search(str(fact))
+        if found:
+            status = int(found.group(1)) if found.group(1).isdigit() else None
+            return status, found.group(2)
+    return None, None
+
+
+def _guards(world_dir: Path) -> dict[str, list[dict[str, Any]]]:
+    """Tool -> its mined guards (``behaviour.json``), each with the text of its
+    conditions as the twin states them."""
     path = world_dir / "behaviour.json"
     if not path.is_file():
         return {}
     tools = json.loads(path.read_text(encoding="utf-8")).get("tools", {})
-    return {
-        tool: {f"{g.get('status')}:{error_code(g.get('answer'))}" for g in rules.get("guards", [])}
-        for tool, rules in tools.items()
-    }
+    out: dict[str, list[dict[str, Any]]] = {}
+    for tool, rules in tools.items():
+        kept = []
+        for guard in rules.get("guards") or []:
+            try:
+                when = "; ".join(c.text() for c in Guard.model_validate(guard).when)
+            except ValueError:
+                when = None  # a guard the twin could not load either
+            kept.append({**guard, "_text": when or "the record does not exist"})
+        out[tool] = kept
+    return out
 
 
 def _swap(value: Any, ids: dict[str, Any]) -> Any:
@@ -168,7 +241,12 @@ class _Replay:
             roles=bool(world["roles"]),
         )
         self.bindings = self.scenario["tool_map"]
-        self.mined = _mined_kinds(world_dir)
+        self.guards = _guards(world_dir)
+        self.creates = frozenset(
+            tool
+            for tool, b in self.bindings.items()
+            if isinstance(b, dict) and b.get("op") == "create"
+        )
         self.env = env
         self.tally = tally
         self.collection_of = collection_names(
@@ -200,28 +278,25 @@ class _Replay:
                 break
             valid, body = _parse(text)
             tally.json_valid += valid
+            turns = self.env.trajectory.turns if self.env.trajectory else []
+            grounding = turns[-1].grounding if turns else None
+            # an answer the state or a rule decided whole; any other is the model's
+            tally.model_answers += not (grounding or {}).get("exact")
             kind = outcome(logged)
             twin = _twin_code(body) if valid else "unreadable"
+            fired_status, fired_when = _fired(grounding)
             if kind == "ok":
-                agree = twin is None
+                agree = valid and twin is None and _success_shape(logged.get("response"), body)
+                seen = "ok" if agree else twin or "another shape"
             else:
-                real_code = kind.split(":", 1)[1]
-                agree = twin is not None and (twin == real_code or not real_code)
+                agree = self._refusal(logged, valid, twin, fired_status)
+                seen = f"{fired_status}:{twin}" if twin and twin != "unreadable" else twin or "ok"
             tally.agree += agree
             if kind != "ok":
-                status = int(kind.split(":", 1)[0]) if kind[0].isdigit() else 500
-                if kind in self.mined.get(call.tool, set()):
-                    group = _group(status)
-                    tally.violations[group] += 1
-                    tally.violations_answered[group] += agree
-                    # the twin names its own ids: compare with the real answer's ids mapped
-                    expected = _swap(logged.get("response"), ids)
-                    tally.violations_exact[group] += body == _swap_text(expected, ids)
-                else:
-                    tally.unmined += 1
+                self._kind(call.tool, logged, fired_status, fired_when, twin, agree, body, ids)
             if not agree and len(tally.mismatches) < 50:
                 tally.mismatches.append(
-                    {"tool": call.tool, "real": kind, "twin": twin or "ok", "twin_text": text[:200]}
+                    {"tool": call.tool, "real": kind, "twin": seen, "twin_text": text[:200]}
                 )
             if kind != "ok":
                 continue
@@ -252,6 +327,63 @@ class _Replay:
                     }
                 )
         self._final_state(real_final, ids)
+
+    @staticmethod
+    def _refusal(
+        logged: dict[str, Any], valid: bool, twin: str | None, fired_status: int | None
+    ) -> bool:
+        """Whether the twin refused a call the real system refused, with its status (where
+        the log has one) and its error code (where the real answer has one)."""
+        if not valid or twin is None:
+            return False
+        status = logged.get("status")
+        code = error_code(logged.get("response"))
+        if isinstance(status, int) and status != fired_status:
+            return False  # a refusal the model wrote has no status: not the right one
+        return not code or twin == code
+
+    def _kind(
+        self,
+        tool: str,
+        logged: dict[str, Any],
+        fired_status: int | None,
+        fired_when: str | None,
+        twin: str | None,
+        agree: bool,
+        body: Any,
+        ids: dict[str, Any],
+    ) -> None:
+        """Count one real refusal under its kind: the mined guard that fired when it gave
+        the real status and code, else the first mined guard of the tool that gives them,
+        else what the real error code says."""
+        tally = self.tally
+        status = logged.get("status")
+        code = error_code(logged.get("response"))
+        guards = self.guards.get(tool, [])
+        same = [
+            g for g in guards if g.get("status") == status and error_code(g.get("answer")) == code
+        ]
+        fired = [g for g in same if g["_text"] == fired_when and fired_status == g.get("status")]
+        guard = (fired or same or [None])[0]
+        kind, source = refusal_kind(
+            guard, code, status if isinstance(status, int) else None, self.creates
+        )
+        tally.kind_from[source] += 1
+        if guard is not None and source != "mined guard":
+            # the guard that explains it says another kind: worth a look at the miner
+            tally.conflicts[(tool, code, kind, guard_kind(guard, self.creates))] += 1
+        # the twin names its own ids: compare with the real answer's ids mapped
+        expected = _swap_text(_swap(logged.get("response"), ids), ids)
+        exact = agree and body == expected
+        tally.refusals[kind] += 1
+        tally.refusals_answered[kind] += agree
+        tally.refusals_exact[kind] += exact
+        if same:
+            tally.violations[kind] += 1
+            tally.violations_answered[kind] += agree
+            tally.violations_exact[kind] += exact
+        else:
+            tally.unmined += 1
 
     def _ids(self, collection: str | None) -> set[Any]:
         state = self.env.state or {}
@@ -293,6 +425,7 @@ def evaluate(
     out_dir: str | Path,
     *,
     format: str = "auto",
+    heldout: list[str] | None = None,
     holdout: float = 0.2,
     seed: int = 0,
     world_model: Any = "local",
@@ -302,10 +435,16 @@ def evaluate(
     max_sessions: int | None = None,
     **backend: Any,
 ) -> dict[str, Any]:
-    """Build a world from the training sessions of ``files`` in ``out_dir/world`` and
-    replay the held-out sessions through its twin; return the report (see module doc)."""
+    """Build a world in ``out_dir/world`` from the training sessions and replay the
+    held-out ones through its twin; return the report (see the module doc), also written
+    to ``out_dir/eval.json``. With ``heldout`` (log files of the same system), every
+    session of ``files`` trains and those files' sessions are held out; else a
+    ``holdout`` share of the sessions of ``files``, picked by ``seed``. Raises
+    :class:`NotATwin` when the world has no bodies or no state."""
     from simgym.build import make  # the engine only when an evaluation runs
 
+    if heldout is None and not 0 < holdout < 1:
+        raise ValueError(f"holdout is a share between 0 and 1, not {holdout}")
     out = Path(out_dir)
     world_dir = out / "world"
     if world_dir.exists():
@@ -315,12 +454,33 @@ def evaluate(
 
     def training() -> Iterable[LogRecord]:
         for record in read_logs(files, report, format=format):
-            if held_out(record.session, holdout, seed):
+            if heldout is None and held_out(record.session, holdout, seed):
                 held.append(record)
             else:
                 yield record
 
     manifest = build_world(training(), world_dir, report=report, mask_key=mask_key)
+    setup: dict[str, Any] = {
+        "files": files,
+        "format": format,
+        "heldout": heldout,
+        "holdout": None if heldout else holdout,
+        "seed": None if heldout else seed,
+        "mask_key": "default" if mask_key == "simgym" else "given",
+    }
+    problems = coverage_problems(world_dir)
+    if problems:
+        out.mkdir(parents=True, exist_ok=True)
+        refused = {**setup, "twin": False, "problems": problems}
+        (out / "eval.json").write_text(json.dumps(refused, indent=2, default=str) + "\n")
+        raise NotATwin(
+            "not a twin, so not evaluated: " + "; ".join(problems) + f" (world: {world_dir})"
+        )
+    if heldout is not None:
+        held_report = ImportReport()
+        held = list(read_logs(heldout, held_report, format=format))
+        if not held:
+            raise SimgymError(f"the held-out logs hold no records: {', '.join(heldout)}")
     sessions = _sessions(held, Masker(mask_key))
     names = sorted(sessions)[:max_sessions] if max_sessions else sorted(sessions)
     scenario = world_scenario(world_dir)
@@ -340,10 +500,8 @@ def evaluate(
         if callable(close):
             close()
     result = {
-        "files": files,
-        "format": format,
-        "holdout": holdout,
-        "seed": seed,
+        **setup,
+        "twin": True,
         "world_model": world_model if isinstance(world_model, str) else type(world_model).__name__,
         "grounding": grounding,
         "experience": bool(options.get("experience")),
