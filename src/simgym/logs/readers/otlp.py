@@ -393,7 +393,10 @@ def _merge(spans: list[_Span], report: ImportReport) -> Iterator[tuple[_Span, Lo
     for s in spans:
         if s.tool:
             http = http_of.get(id(s))
-            yield s, (_merged(http.record, s.record) if http is not None else s.record)
+            if http is None:
+                yield s, s.record
+            else:  # the record is the HTTP span's: its file counts it
+                yield http, _merged(http.record, s.record)
         elif id(s) in paired:
             continue
         elif s.client:
