@@ -18,18 +18,9 @@ def test_all_seven_domains_are_registered():
 
 @pytest.mark.parametrize("name", DOMAINS)
 def test_domain_is_complete(name):
-    domain = simgym.get_domain(name)
-    assert domain.description and domain.action_hint
-    assert issubclass(domain.scenario_model, simgym.ScenarioBase)
-    template = domain.prompt_template()
-    assert "<predicted_observation>" in template
-    assert "$control" in template and "$demonstrations" in template
-    assert len(domain.demonstrations) >= 2
-    scenario = domain.scenario(None)  # the default scenario validates
-    prompt = domain.system_prompt(scenario)
-    unfilled = [s for s in string.Template(template).get_identifiers() if f"${s}" in prompt]
-    assert not unfilled, f"{name}: slots left unfilled: {unfilled}"
-    assert domain.initial_observation(scenario)
+    """The public conformance check (what a plugin's own tests run) passes on each."""
+    domain = simgym.check_domain(name)
+    assert domain.name == name and domain.family in ("shell", "tool", "search", "gui")
 
 
 @pytest.mark.parametrize("name", DOMAINS)

@@ -38,6 +38,10 @@ _EXPORTS = {
     "WorldModel": "simgym.core.worldmodel",
     "WorldModelError": "simgym.core.errors",
     "arollout": "simgym.rollout.runner",
+    "check_backend": "simgym.core.conformance",
+    "check_domain": "simgym.core.conformance",
+    "ConformanceError": "simgym.core.errors",
+    "PluginError": "simgym.core.errors",
     "domain_names": "simgym.core.domain",
     "finished_ids": "simgym.core.trajectories",
     "get_domain": "simgym.core.domain",
@@ -72,6 +76,7 @@ _SUBPACKAGES = frozenset(
 if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first use
     from simgym import rollout
     from simgym.build import make, world_model
+    from simgym.core.conformance import check_backend, check_domain
     from simgym.core.contract import parse_output
     from simgym.core.domain import (
         Demonstration,
@@ -84,7 +89,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first
     from simgym.core.env import SimEnv
     from simgym.core.errors import (
         ActionError,
+        ConformanceError,
         EpisodeStateError,
+        PluginError,
         ScenarioError,
         SimgymError,
         UnknownDomainError,
@@ -133,6 +140,7 @@ from simgym.core.version import __version__ as __version__  # noqa: E402
 __all__ = [
     "Action",
     "ActionError",
+    "ConformanceError",
     "Demonstration",
     "Domain",
     "EpisodeStateError",
@@ -141,6 +149,7 @@ __all__ = [
     "LocalWorldModel",
     "Observation",
     "OpenAIWorldModel",
+    "PluginError",
     "Prediction",
     "ReplayWorldModel",
     "ScenarioBase",
@@ -159,6 +168,8 @@ __all__ = [
     "WorldModel",
     "WorldModelError",
     "arollout",
+    "check_backend",
+    "check_domain",
     "domain_names",
     "finished_ids",
     "get_domain",

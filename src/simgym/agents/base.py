@@ -98,6 +98,7 @@ _AGENTS: Registry[Callable[..., Agent]] = Registry(
         "reckless": "simgym.agents.reference:RecklessAgent",
         "scripted": "simgym.agents.scripted:ScriptedAgent",
     },
+    group="simgym.agents",  # installed plugins add agents by entry point
 )
 
 

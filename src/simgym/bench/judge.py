@@ -31,21 +31,13 @@ from typing import Any
 from simgym.bench.data import clean_observation, row_from_record
 from simgym.bench.pool import RunSummary, now, run_pool, with_retries
 from simgym.bench.store import RowWriter, prepare_resume
+from simgym.core.domain import family_of as domain_family
 from simgym.core.worldmodel import WorldModel
 from simgym.rewards.answers import json_objects, read_number, strip_reasoning
 
 DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 SCALE = 5.0  # each dimension is graded 1-5
 PROMPTS = Path(__file__).parent / "prompts"
-FAMILIES = {
-    "mcp": "tool",
-    "search": "search",
-    "terminal": "shell",
-    "swe": "shell",
-    "android": "gui",
-    "web": "gui",
-    "os": "gui",
-}
 OFFICIAL_ATTEMPTS = 3
 
 OnResult = Callable[[dict[str, Any]], None]
@@ -65,7 +57,9 @@ class JudgePrompt:
 
 
 def family_of(domain: str) -> str:
-    return FAMILIES.get(domain, "generic")
+    """The judge rubric's family for ``domain``: the domain's own :attr:`Domain.family`,
+    ``"generic"`` for a domain with none (or one not installed here)."""
+    return domain_family(domain) or "generic"
 
 
 def load_prompt(domain: str, prompts_dir: str | os.PathLike[str] | None = None) -> JudgePrompt:

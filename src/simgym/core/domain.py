@@ -1,7 +1,10 @@
 """What a domain is: data plus a few small functions, and the registry of domains.
 
-A domain module (in ``simgym/domains/``) builds one :class:`Domain` and calls
-:func:`register_domain`. Adding a domain is one module plus its prompt file.
+A domain module (in ``simgym/domains/``) builds one :class:`Domain`, named in the
+registry below as a ``"module:attr"`` string. Another package adds a domain through the
+``simgym.domains`` entry-point group (``sql = "simgym_sql:SQL"``) and checks it with
+:func:`simgym.check_domain`; code elsewhere asks a domain's :attr:`Domain.family`, never
+its name, so a new domain needs no line changed outside its own package.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from simgym.core.errors import ActionError, ScenarioError, UnknownDomainError
+from simgym.core.errors import ActionError, PluginError, ScenarioError, UnknownDomainError
 from simgym.core.grounding import Grounding
 from simgym.core.registry import Registry
 from simgym.core.types import Action, ToolSpec
@@ -25,6 +28,12 @@ from simgym.core.types import Action, ToolSpec
 # reads instructions. "compact": a few lines with the same slots, for a small model trained
 # on it (every prompt token costs ~10 ms on two CPU cores before the first answer token).
 PROMPT_STYLES = ("full", "compact")
+# What a domain's observations are like, for the parts of simgym that treat alike the
+# domains of one kind (the viewer, the bench judge's rubric, fault templates): "shell"
+# (a terminal or a repository's tool output), "tool" (a tool server's results), "search"
+# (ranked results and pages), "gui" (accessibility trees of screens). "" is none of them:
+# such a domain gets the generic treatment everywhere.
+FAMILIES = ("shell", "tool", "search", "gui")
 
 
 @functools.lru_cache(maxsize=128)
@@ -77,7 +86,8 @@ class Domain:
     observation that breaks a format the real environment always keeps (a tool server's
     JSON), or None; strict grounding uses it. A final
     action of kind ``text`` is the agent's answer and is not simulated; other final
-    actions (``exit``) are simulated and then end the episode.
+    actions (``exit``) are simulated and then end the episode. ``family`` is one of
+    :data:`FAMILIES` or ``""`` (none: generic treatment).
     """
 
     name: str
@@ -106,6 +116,7 @@ class Domain:
     demonstrations: tuple[Demonstration, ...] = ()
     action_hint: str = ""
     example_tasks: tuple[str, ...] = field(default=())
+    family: str = ""
 
     def scenario(
         self, data: dict[str, Any] | BaseModel | None, *, strict: bool = False
@@ -249,7 +260,22 @@ def dump_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, indent=2, sort_keys=False)
 
 
-# The built-in domains, imported when first asked for (``"module:attr"``, see core.registry).
+def _check_plugin(name: str, value: object) -> None:
+    """A ``simgym.domains`` entry point must name a :class:`Domain` of the same name."""
+    if not isinstance(value, Domain):
+        raise PluginError(
+            f"plugin domain {name!r} is a {type(value).__name__}, not a simgym.Domain "
+            "(its entry point must name the Domain object itself)"
+        )
+    if value.name != name:
+        raise PluginError(
+            f"plugin domain entry point {name!r} names a Domain called {value.name!r}; "
+            "the two must agree"
+        )
+
+
+# The built-in domains, imported when first asked for (``"module:attr"``, see core.registry);
+# installed plugins add theirs through the ``simgym.domains`` entry-point group.
 _DOMAINS: Registry[Domain] = Registry(
     "domain",
     {
@@ -262,6 +288,8 @@ _DOMAINS: Registry[Domain] = Registry(
         "web": "simgym.domains.web:WEB",
     },
     error=UnknownDomainError,
+    group="simgym.domains",
+    check=_check_plugin,
 )
 
 
@@ -272,8 +300,37 @@ def register_domain(domain: Domain) -> Domain:
 
 
 def get_domain(name: str) -> Domain:
+    """The domain registered as ``name`` (built-in, registered, or an installed plugin's).
+
+    Args:
+        name: the domain's name, e.g. ``"terminal"``.
+
+    Returns:
+        The :class:`Domain`.
+
+    Raises:
+        UnknownDomainError: no domain has that name.
+        PluginError: the plugin that declares it failed to load.
+    """
     return _DOMAINS.get(name)
 
 
 def domain_names() -> list[str]:
+    """Every domain name: the built-ins, run-time registrations and installed plugins."""
     return _DOMAINS.names()
+
+
+def family_of(name: str) -> str:
+    """The family of the domain ``name`` (see :data:`FAMILIES`), ``""`` when it has none
+    or is not installed here (a trajectory recorded with a plugin this machine lacks).
+
+    Args:
+        name: a domain name.
+
+    Returns:
+        ``"shell"``, ``"tool"``, ``"search"``, ``"gui"`` or ``""``.
+    """
+    try:
+        return get_domain(name).family
+    except (UnknownDomainError, PluginError):
+        return ""

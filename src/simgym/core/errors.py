@@ -32,3 +32,13 @@ class WorldModelError(SimgymError):
 
 class EpisodeStateError(SimgymError, RuntimeError):
     """An environment used out of order: step before reset, or after the episode ended."""
+
+
+class PluginError(SimgymError):
+    """A plugin (an entry point another package declares) that could not be loaded, or
+    that did not give what its group expects."""
+
+
+class ConformanceError(SimgymError, AssertionError):
+    """A domain or backend that breaks the contract (:mod:`simgym.core.conformance`);
+    the message lists every problem found."""

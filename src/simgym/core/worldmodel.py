@@ -8,7 +8,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from simgym.core.contract import parse_output
-from simgym.core.errors import SimgymError
+from simgym.core.errors import PluginError, SimgymError
 from simgym.core.registry import Registry
 from simgym.core.types import Task, Usage
 
@@ -119,7 +119,8 @@ def require_shareable(world_model: Any, shared_by: str, name: str | None = None)
 
 
 BackendFactory = Callable[..., WorldModel]
-# The built-in backends, imported when first asked for (``"module:attr"``).
+# The built-in backends, imported when first asked for (``"module:attr"``); installed
+# plugins add theirs through the ``simgym.worldmodels`` entry-point group.
 _BACKENDS: Registry[BackendFactory] = Registry(
     "world model",
     {
@@ -134,7 +135,19 @@ _BACKENDS: Registry[BackendFactory] = Registry(
         "real-search": "simgym.real.search:RealSearch",
         "real-http": "simgym.real.http:RealHTTP",
     },
+    group="simgym.worldmodels",
+    check=lambda name, value: _check_factory(name, value),
 )
+
+
+def _check_factory(name: str, value: object) -> None:
+    """A ``simgym.worldmodels`` entry point must name a factory (a class or a callable
+    that takes the backend's options and returns a world model)."""
+    if not callable(value):
+        raise PluginError(
+            f"plugin world model {name!r} is a {type(value).__name__}, not a factory that "
+            "builds one (a class or a function taking the backend's options)"
+        )
 
 
 def register_backend(name: str, factory: BackendFactory | str) -> None:
@@ -144,7 +157,20 @@ def register_backend(name: str, factory: BackendFactory | str) -> None:
 
 
 def backend_names() -> list[str]:
+    """Every backend name: built-ins, run-time registrations and installed plugins."""
     return _BACKENDS.names()
+
+
+def backend_factory(name: str) -> BackendFactory:
+    """The factory registered as ``name`` (loads a plugin's, if one declares it).
+
+    Args:
+        name: a backend name such as ``"openai"`` or a plugin's.
+
+    Returns:
+        The callable that builds the backend from its options.
+    """
+    return _BACKENDS.get(name)
 
 
 def create_world_model(spec: str | WorldModel, **options: Any) -> WorldModel:

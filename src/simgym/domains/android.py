@@ -287,6 +287,7 @@ DEMONSTRATIONS = (
 ANDROID = register_domain(
     Domain(
         name="android",
+        family="gui",
         description="An Android phone: taps, typing and swipes in, the view hierarchy out.",
         scenario_model=AndroidScenario,
         prompt_file=Path(__file__).parent / "prompts" / "android.md",

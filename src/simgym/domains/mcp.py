@@ -379,6 +379,7 @@ DEMONSTRATIONS = (
 MCP = register_domain(
     Domain(
         name="mcp",
+        family="tool",
         description="An MCP tool server: tool calls in, tool results out.",
         scenario_model=MCPScenario,
         prompt_file=Path(__file__).parent / "prompts" / "mcp.md",

@@ -389,6 +389,7 @@ DEMONSTRATIONS = (
 OS = register_domain(
     Domain(
         name="os",
+        family="gui",
         description="A desktop: pyautogui code in, the desktop's accessibility tree out.",
         scenario_model=OSScenario,
         prompt_file=Path(__file__).parent / "prompts" / "os.md",

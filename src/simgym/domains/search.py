@@ -589,6 +589,7 @@ DEMONSTRATIONS = (
 SEARCH = register_domain(
     Domain(
         name="search",
+        family="search",
         description="A web search engine and page fetcher for research agents.",
         scenario_model=SearchScenario,
         prompt_file=Path(__file__).parent / "prompts" / "search.md",

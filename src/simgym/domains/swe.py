@@ -606,6 +606,7 @@ DEMONSTRATIONS = (
 SWE = register_domain(
     Domain(
         name="swe",
+        family="shell",
         description="A software repository: repository tool calls in, tool output out.",
         scenario_model=SWEScenario,
         prompt_file=Path(__file__).parent / "prompts" / "swe.md",

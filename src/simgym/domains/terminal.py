@@ -450,6 +450,7 @@ DEMONSTRATIONS = (
 TERMINAL = register_domain(
     Domain(
         name="terminal",
+        family="shell",
         description="A Linux shell: keystrokes in, terminal screen out.",
         scenario_model=TerminalScenario,
         prompt_file=Path(__file__).parent / "prompts" / "terminal.md",

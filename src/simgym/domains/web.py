@@ -295,6 +295,7 @@ DEMONSTRATIONS = (
 WEB = register_domain(
     Domain(
         name="web",
+        family="gui",
         description="A web browser: BrowserGym-style actions in, accessibility tree out.",
         scenario_model=WebScenario,
         prompt_file=Path(__file__).parent / "prompts" / "web.md",

@@ -5,14 +5,20 @@ actions in a real environment: a sandboxed shell, a repository, a browser, an MC
 a search index. Keys are domain names (``simgym record`` picks a task's executor by its
 domain), plus ``http``: the service behind a business world's twin, an mcp scenario whose
 tools carry HTTP routes; it needs the service's URL (``$SIMGYM_REAL_HTTP_URL``).
+
+A domain from a plugin records with the plugin's own world model named ``real-<domain>``
+(``simgym.worldmodels`` entry point), built with ``limits=`` when its factory takes it.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from simgym.core.registry import Registry
+from simgym.core.worldmodel import backend_factory, backend_names
 
 ExecutorFactory = Callable[..., Any]
 
@@ -50,5 +56,28 @@ def _http(limits: Any = None) -> Any:
 
 def real_backends() -> dict[str, ExecutorFactory]:
     """Domain name -> the factory of the real executor that runs it (``limits=`` for the
-    sandbox, where it has one). Loads them all; use ``EXECUTORS.get(name)`` for one."""
-    return {name: EXECUTORS.get(name) for name in EXECUTORS.names()}
+    sandbox, where it has one). Loads them all; use ``EXECUTORS.get(name)`` for one.
+    Plugins' ``real-<domain>`` world models are included for the domains not built in."""
+    found = {name: EXECUTORS.get(name) for name in EXECUTORS.names()}
+    for backend in backend_names():
+        domain = backend.removeprefix("real-")
+        if backend.startswith("real-") and domain and domain not in found:
+            found[domain] = _taking_limits(backend_factory(backend))
+    return found
+
+
+def _taking_limits(factory: ExecutorFactory) -> ExecutorFactory:
+    """``factory`` called as ``factory(limits=...)``, dropping ``limits`` where it takes
+    no such option (a plugin's backend that runs no sandbox)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return factory
+    if "limits" in parameters or any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
+        return factory
+
+    @functools.wraps(factory)
+    def build(limits: Any = None, **options: Any) -> Any:
+        return factory(**options)
+
+    return build

@@ -10,7 +10,9 @@ A spec is one of:
   parts may carry ``"weight"`` (default 1);
 * a reward object, used as it is.
 
-Specs are plain data, so they travel in YAML, JSON and to other machines.
+Specs are plain data, so they travel in YAML, JSON and to other machines. Installed
+packages add reward types through the ``simgym.rewards`` entry-point group (a factory
+taking the spec's options), read only when a type is not built in.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simgym.core.errors import SimgymError
+from simgym.core.registry import load_plugin, plugin_entry_points
 from simgym.core.types import Trajectory
 from simgym.rewards._records import RecordChecks
 from simgym.rewards._state import StateCheck
@@ -30,6 +33,7 @@ from simgym.rewards.base import Reward, RewardResult
 from simgym.rewards.hybrid import HybridReward
 
 RewardFactory = Callable[..., Reward]
+PLUGIN_GROUP = "simgym.rewards"
 
 
 def _judge(**options: Any) -> Reward:
@@ -74,8 +78,23 @@ def register_reward(name: str, factory: RewardFactory) -> None:
 
 
 def reward_names() -> list[str]:
-    """Every name a spec may use (aliases included)."""
-    return sorted({*_FACTORIES, *_ALIASES, "hybrid", "task"})
+    """Every name a spec may use (aliases and installed plugins' included)."""
+    return sorted({*_FACTORIES, *_ALIASES, "hybrid", "task", *plugin_entry_points(PLUGIN_GROUP)})
+
+
+def _factory(kind: str) -> RewardFactory | None:
+    """The factory of a reward type: built in, registered, or an installed plugin's."""
+    name = _ALIASES.get(kind, kind)
+    factory = _FACTORIES.get(name)
+    if factory is None:
+        loaded = load_plugin(PLUGIN_GROUP, name, "reward")
+        if loaded is not None:
+            if not callable(loaded):
+                raise SimgymError(
+                    f"plugin reward {name!r} is a {type(loaded).__name__}, not a factory"
+                )
+            factory = _FACTORIES[name] = loaded  # type: ignore[assignment]
+    return factory
 
 
 def build_reward(spec: Any = None) -> Reward:
@@ -115,7 +134,7 @@ def _from_dict(spec: dict[str, Any]) -> Reward:
         if not isinstance(parts, list):
             raise SimgymError("a hybrid reward needs 'parts': a list of reward specs")
         return _hybrid(parts, name)
-    factory = _FACTORIES.get(_ALIASES.get(kind, kind))
+    factory = _factory(kind)
     if factory is None:
         raise SimgymError(f"unknown reward type {kind!r}; available: {', '.join(reward_names())}")
     try:

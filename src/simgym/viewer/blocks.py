@@ -10,10 +10,13 @@ from collections.abc import Iterable, Sequence
 from html import escape
 from typing import Any
 
+from simgym.core.domain import family_of
+
 # JSON nodes with more children than this start folded
 _FOLD_OVER = 8
 _MAX_JSON_NODES = 5_000
-_TREE_DOMAINS = {"web", "os", "android"}
+# How each domain family's observations are shown (a domain with none: plain text)
+_FAMILY_CLASS = {"shell": "term", "gui": "tree"}
 
 
 class Html(str):
@@ -97,11 +100,8 @@ def observation_block(text: str, domain: str, kind: str = "observation") -> str:
     value = as_json(text)
     if value is not None:
         return f'<div class="{cls}">{json_block(value)}</div>'
-    if domain == "terminal":
-        return f'<pre class="{cls} term">{e(text)}</pre>'
-    if domain in _TREE_DOMAINS:
-        return f'<pre class="{cls} tree">{e(text)}</pre>'
-    return f'<pre class="{cls} text">{e(text)}</pre>'
+    shown = _FAMILY_CLASS.get(family_of(domain), "text")
+    return f'<pre class="{cls} {shown}">{e(text)}</pre>'
 
 
 def details(summary: str, body: str, *, opened: bool = False, cls: str = "") -> str:
