@@ -1,0 +1,222 @@
+"""Guards over relations, not over values: the candidates :mod:`.behaviour` weighs.
+
+A back office refuses by relations between what a call says and what the records hold:
+the caller is the record's requester (self-approval), the caller did an earlier step on
+the same record (segregation of duties), an amount is above the limit of the caller's
+role, linked records disagree (a three-way match), a record with the same fields exists
+(a duplicate). Learned over values instead, such a rule names the people and amounts the
+log happened to show; these candidates name features only, so they hold for people and
+amounts the log never showed. Each is a :class:`~simgym.domains.mcp_rules.Condition`,
+plain data in ``behaviour.json``.
+
+Also here: what a refusal's answer states (the numbers in it, a list of allowed roles),
+and the status of a logged call whose format carries none (from its error body).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from simgym.domains.mcp_rules import Condition, Features
+
+_VALUE_SIDES = ("rec.", "hist.")  # what a caller's value is compared with, besides links
+_NOT_LINKED = ("arg.", "has.", "type.", "fmt.", "args.", "match.", "limit.", "rec.", "hist.")
+_GROUPS = ("arg.role", "arg.actor")  # who a limit may depend on, the role first
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+_STATUS_KEYS = ("status", "status_code", "statusCode", "http_status", "httpStatus")
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int | float) and not isinstance(value, bool)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values of one kind (0 is not False, 1 not "1")."""
+    if not _scalar(a) or not _scalar(b):
+        return False
+    return a == b and (isinstance(a, str) == isinstance(b, str))
+
+
+def _linked(key: str) -> bool:
+    """A feature of a record the call points to (``accounts.customer_id``)."""
+    return "." in key and not key.startswith(_NOT_LINKED)
+
+
+def _field(key: str) -> str:
+    return key.split(".", 1)[1] if "." in key else key
+
+
+def relations(
+    pos: list[Features],
+    neg: list[Features],
+    keys: list[str],
+    said: list[set[float]] | None = None,
+) -> list[Condition]:
+    """Relational conditions that hold for every positive; the caller checks negatives."""
+    if not pos:
+        return []
+    return [
+        *_equal_pairs(pos, keys),
+        *_differing_pairs(pos, keys),
+        *_limits(pos, neg, keys, said),
+        *_duplicates(pos, keys),
+    ]
+
+
+def _equal_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
+    """``arg.x`` equals a field of the record, of a linked record, or an earlier step's
+    actor, in every positive (the requester approving: ``arg.actor`` = ``rec.created_by``)."""
+    first = pos[0]
+    out = []
+    for a in keys:
+        if not a.startswith("arg.") or "~" in a or not _scalar(first.get(a)):
+            continue
+        for b in keys:
+            if b == a or "~" in b or not (b.startswith(_VALUE_SIDES) or _linked(b)):
+                continue
+            if all(_same(p.get(a), p.get(b)) for p in pos):
+                out.append(Condition(feature=a, equals=b))
+    return out
+
+
+def _differing_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
+    """Two features of one field name that disagree in every positive: the call's and the
+    record's (an amount not the approved one), or the record's and a linked record's (an
+    account of another customer)."""
+    out = []
+    sides = [k for k in keys if "~" not in k and (k.startswith(("arg.", "rec.")) or _linked(k))]
+    for i, a in enumerate(sides):
+        for b in sides[i + 1 :]:
+            if _field(a) != _field(b) or a.split(".", 1)[0] == b.split(".", 1)[0]:
+                continue
+            if b.startswith("arg.") and not a.startswith("arg."):
+                a, b = b, a
+            if all(_scalar(p.get(a)) and _scalar(p.get(b)) and p.get(a) != p.get(b) for p in pos):
+                out.append(Condition(feature=a, differs=b))
+    return out
+
+
+def _limits(
+    pos: list[Features], neg: list[Features], keys: list[str], said: list[set[float]] | None
+) -> list[Condition]:
+    """A number above a bound of its group (role or actor): per group the bound a refusal
+    states, when one lies between the group's largest success and smallest refusal, else
+    the largest success; a group with neither has no known bound."""
+    out = []
+    numeric = [
+        k
+        for k in keys
+        if k.startswith(("arg.", "rec.")) and "~" not in k and all(_number(p.get(k)) for p in pos)
+    ]
+    for by in _GROUPS:
+        if not all(_scalar(p.get(by)) for p in pos):
+            continue
+        for key in numeric:
+            limits: dict[str, float] = {}
+            for group in {str(p[by]) for p in pos}:
+                mine = [i for i, p in enumerate(pos) if str(p[by]) == group]
+                low = min(pos[i][key] for i in mine)
+                oks = [n[key] for n in neg if str(n.get(by)) == group and _number(n.get(key))]
+                top = max(oks) if oks else None
+                if top is not None and top >= low:
+                    break  # a success above a refusal: no bound of this group explains it
+                stated = set.intersection(*(said[i] for i in mine)) if said else set()
+                fits = sorted(b for b in stated if (top is None or b >= top) and b < low)
+                if fits:
+                    limits[group] = fits[-1]
+                elif top is not None:
+                    limits[group] = float(top)
+            else:
+                if limits:
+                    out.append(Condition(feature=key, limits=limits, limit_by=by))
+    return out
+
+
+def _duplicates(pos: list[Features], keys: list[str]) -> list[Condition]:
+    """A record of a collection agreeing with the call on the fields every positive's
+    closest record agrees on (two or more): a duplicate."""
+    out = []
+    for key in keys:
+        if not key.startswith("match."):
+            continue
+        common: set[str] | None = None
+        for p in pos:
+            sets = p.get(key)
+            if not isinstance(sets, list) or not sets:
+                common = set()
+                break
+            widest = set(max(sets, key=len))
+            common = widest if common is None else common & widest
+        if common and len(common) >= 2:
+            out.append(Condition(feature=key, covers=sorted(common)))
+    return out
+
+
+# -- what an answer says -------------------------------------------------------------------
+
+
+def stated_numbers(answer: Any) -> set[float]:
+    """Every number an answer states, as a value or inside its text."""
+    found: set[float] = set()
+    if _number(answer):
+        found.add(float(answer))
+    elif isinstance(answer, str):
+        found.update(float(m) for m in _NUMBER.findall(answer))
+    elif isinstance(answer, dict):
+        for value in answer.values():
+            found |= stated_numbers(value)
+    elif isinstance(answer, list):
+        for value in answer:
+            found |= stated_numbers(value)
+    return found
+
+
+def _string_lists(answer: Any) -> list[list[str]]:
+    if isinstance(answer, list):
+        if answer and all(isinstance(v, str) for v in answer):
+            return [answer]
+        return [x for v in answer for x in _string_lists(v)]
+    if isinstance(answer, dict):
+        return [x for v in answer.values() for x in _string_lists(v)]
+    return []
+
+
+def allowed_roles(answers: list[Any], ok: set[str], refused: set[str]) -> list[str] | None:
+    """The roles a permission refusal says are allowed: a list of names in every answer
+    holding each role seen to succeed and none seen refused; None when none says so."""
+    common: set[str] | None = None
+    for answer in answers:
+        fits = [
+            set(names)
+            for names in _string_lists(answer)
+            if ok <= set(names) and not set(names) & refused
+        ]
+        if not fits:
+            return None
+        union = set().union(*fits)
+        common = union if common is None else common & union
+    return sorted(common) if common else None
+
+
+def status_of(record: dict[str, Any]) -> int | None:
+    """A logged call's status: the log's own, else the one its error body names (GenAI
+    spans, OCEL and XES carry none); never a guess."""
+    status = record.get("status")
+    if isinstance(status, int) and not isinstance(status, bool):
+        return status
+    body = record.get("response")
+    for where in (body.get("error") if isinstance(body, dict) else None, body):
+        if not isinstance(where, dict):
+            continue
+        for key in (*_STATUS_KEYS, "code"):
+            value = where.get(key)
+            if isinstance(value, str) and value.isdigit():
+                value = int(value)
+            if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+                return value
+    return None
