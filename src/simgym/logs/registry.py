@@ -30,6 +30,7 @@ READERS: Registry[Reader] = Registry(
         "jsonl": _R + "flat:read_jsonl",
         "csv": _R + "flat:read_csv",
     },
+    group="simgym.log_readers",  # installed plugins add formats by entry point
 )
 FORMATS = ("otlp", "ocel", "xes", "har", "mcp", "trajectories", "jsonl", "csv")
 
