@@ -223,10 +223,18 @@ def _print_guards(behaviour: dict) -> None:
 @friendly_errors
 @world_model_options
 def eval_twin(
-    files: Annotated[list[Path], typer.Argument(help="log files of one format")],
+    files: Annotated[list[Path], typer.Argument(help="training log files of one system")],
     out: Annotated[
         Path, typer.Option("--out", "-o", help="folder for the training world and eval.json")
     ],
+    heldout: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--heldout",
+            help="held-out log file (repeat for more): every session of FILES trains, "
+            "these are replayed; without it a --holdout share of FILES' sessions is",
+        ),
+    ] = None,
     format: Annotated[str, typer.Option(help="the logs' format, or auto")] = "auto",
     holdout: Annotated[float, typer.Option(help="share of sessions held out")] = 0.2,
     seed: Annotated[int, typer.Option(help="the split's key")] = 0,
@@ -237,50 +245,87 @@ def eval_twin(
     max_sessions: Annotated[
         int | None, typer.Option(help="replay at most this many held-out sessions")
     ] = None,
+    mask_key: Annotated[
+        str, typer.Option(help="key of the pseudonyms: the same key gives the same ones")
+    ] = "simgym",
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     *,
     wm: WorldModelOptions,
 ) -> None:
-    """Fidelity of the twin: build a world from the training sessions, replay the
-    held-out sessions through it, compare with what the real system logged."""
+    """Fidelity of the twin: build a world from the training logs, replay held-out
+    sessions through it, compare with what the real system logged. A world whose logs
+    had no bodies or no object state is no twin: it is refused (exit status 1)."""
     from simgym.core.errors import SimgymError
-    from simgym.logs.eval import evaluate
+    from simgym.logs.eval import NotATwin, evaluate
 
-    if not 0 < holdout < 1:
+    if heldout is None and not 0 < holdout < 1:
         raise SimgymError(f"--holdout is a share between 0 and 1, not {holdout}")
-    report = evaluate(
-        [str(f) for f in files],
-        out,
-        format=format,
-        holdout=holdout,
-        seed=seed,
-        world_model=wm.build(),
-        grounding=grounding,
-        experience=experience,
-        max_sessions=max_sessions,
-    )
+    for path in heldout or []:
+        if not path.is_file():
+            raise SimgymError(f"--heldout {path}: no such file")
+    try:
+        report = evaluate(
+            [str(f) for f in files],
+            out,
+            format=format,
+            heldout=[str(h) for h in heldout] if heldout else None,
+            holdout=holdout,
+            seed=seed,
+            world_model=wm.build(),
+            grounding=grounding,
+            experience=experience,
+            mask_key=mask_key,
+            max_sessions=max_sessions,
+        )
+    except NotATwin as exc:
+        _console.print(f"[bold red]{escape(str(exc))}[/]", highlight=False)
+        raise typer.Exit(1) from None
     if as_json:
         print(json.dumps(report, indent=2, default=str))
         return
-    table = Table(title=f"twin fidelity on {report['sessions']} held-out sessions")
-    table.add_column("metric")
+    _print_eval(report)
+    _console.print(f"report: {escape(str(out / 'eval.json'))}", highlight=False)
+
+
+def _share(n: float | None, of: int | None = None) -> str:
+    if n is None:
+        return "-"
+    return f"{n:.1%}" + (f" of {of}" if of is not None else "")
+
+
+def _print_eval(report: dict) -> None:
+    """The fidelity report as a table: a row per measure, a row per kind of refusal."""
+    held = ", ".join(report.get("heldout") or []) or f"{report.get('holdout')} of the sessions"
+    table = Table(title=f"twin fidelity on {report['sessions']} held-out sessions ({held})")
+    table.add_column("measure")
     table.add_column("value")
-    for key in (
-        "calls",
-        "replayed",
-        "json_validity",
-        "outcome_agreement",
-        "violations",
-        "violations_answered",
-        "violations_exact",
-        "final_state_checks",
-        "final_state_agreement",
-    ):
-        value = report.get(key)
-        table.add_row(key.replace("_", " "), "-" if value is None else str(value))
-    for kind, row in report.get("violations_by_kind", {}).items():
-        table.add_row(f"  {kind} violations", f"{row['calls']} answered {row['answered']}")
+    replayed = report["replayed"]
+    table.add_row("calls replayed", f"{replayed} of {report['calls']}")
     for reason, n in report.get("not_replayed", {}).items():
         table.add_row("  not replayed", f"{n}: {escape(reason)}")
+    table.add_row("JSON validity", _share(report.get("json_validity")))
+    table.add_row(
+        "outcome agreement (status and error code)",
+        _share(report.get("outcome_agreement"), replayed),
+    )
+    table.add_row(
+        "refusals answered with the right status and code",
+        _share(report.get("refusals_answered"), report.get("refusals", 0)),
+    )
+    for kind, row in report.get("refusals_by_kind", {}).items():
+        table.add_row(
+            f"  {kind}",
+            f"{_share(row['answered'], row['calls'])}; exact answer {_share(row['exact'])}",
+        )
+    sources = ", ".join(f"{k} {n}" for k, n in report.get("refusal_kind_from", {}).items())
+    if sources:
+        table.add_row("  kinds read from", escape(sources))
+    table.add_row(
+        "final-state agreement (field checks)",
+        _share(report.get("final_state_agreement"), report.get("final_state_checks", 0)),
+    )
+    table.add_row(
+        "model's share of answers (no rule or state decided)",
+        _share(report.get("model_share"), replayed),
+    )
     _console.print(table)
-    _console.print(f"report: {escape(str(out / 'eval.json'))}", highlight=False)
