@@ -42,6 +42,15 @@ COLUMNS = (
 )
 
 
+LOOKS_FOR = {
+    "body": "columns request, response",
+    "actor": "column actor",
+    "role": "column role",
+    "session": "column session",
+    "objects": "route parameters and answers with an id (HTTP rows)",
+}
+
+
 def _text(value: JSON) -> str | None:
     return None if value in (None, "") else str(value)
 
@@ -70,8 +79,9 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
     error = str(error).lower() in ("true", "1", "yes") if error not in (None, "") else False
     duration = row.get("duration_ms")
     op = route if method and route else (operation or route or "")
+    session = _text(row.get("session"))
     return LogRecord(
-        session=_text(row.get("session")) or "default",
+        session=session or "default",
         operation=op,
         system=_text(row.get("system")) or ("http" if method else "tool"),
         time=parse_time(row.get("time")),
@@ -86,6 +96,7 @@ def row_record(row: dict[str, JSON], source: str, *, parse_bodies: bool) -> LogR
         path=path if method else None,
         duration_ms=float(duration) if duration not in (None, "") else None,  # type: ignore[arg-type]
         source=source,
+        attributes={} if session else {"session_from": "default"},
     )
 
 

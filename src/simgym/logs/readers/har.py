@@ -35,6 +35,14 @@ _SESSION_HEADERS = ("x-session", "x-session-id")
 _ACTOR_HEADERS = ("x-actor", "x-user", "x-user-id", "x-forwarded-user", "x-remote-user")
 _ROLE_HEADERS = ("x-role", "x-user-role")
 
+LOOKS_FOR = {
+    "body": "request postData.text and response content.text",
+    "actor": "request headers " + ", ".join(_ACTOR_HEADERS),
+    "role": "request headers " + ", ".join(_ROLE_HEADERS),
+    "session": "the entry's pageref, headers " + ", ".join(_SESSION_HEADERS) + " (else the file)",
+    "objects": "route parameters and answers with an id",
+}
+
 
 def _header(headers: dict[str, str], names: tuple[str, ...]) -> str | None:
     return next((headers[n] for n in names if headers.get(n)), None)
@@ -88,10 +96,12 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 for h in request.get("headers") or []
                 if isinstance(h, dict)
             }
+            named = entry.get("pageref") or _header(headers, _SESSION_HEADERS)
+            extra = {"host": url.netloc, "mime": mime}
+            if not named:
+                extra["session_from"] = "file"
             yield LogRecord(
-                session=str(
-                    entry.get("pageref") or _header(headers, _SESSION_HEADERS) or path.stem
-                ),
+                session=str(named or path.stem),
                 operation=route,
                 system="http",
                 actor=_header(headers, _ACTOR_HEADERS),
@@ -106,7 +116,7 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
                 path=url.path or "/",
                 duration_ms=float(entry["time"]) if entry.get("time") is not None else None,
                 source=f"{path.name}#entry{number}",
-                attributes={"host": url.netloc, "mime": mime},
+                attributes=extra,
             )
     except ValueError:
         report.skip("malformed HAR (rest of the entries unread)")

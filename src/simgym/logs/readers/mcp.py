@@ -17,6 +17,14 @@ from simgym.logs.model import JSON, ImportReport, LogRecord, parse_time
 
 _HANDSHAKE = {"initialize", "ping", "tools/list", "resources/list", "prompts/list"}
 
+LOOKS_FOR = {
+    "body": "tools/call params.arguments and the result's content",
+    "actor": "the initialize request's clientInfo.name",
+    "role": "nothing (MCP carries no role)",
+    "session": "each line's session or session_id (else the file)",
+    "objects": "nothing (MCP names no objects)",
+}
+
 
 def _content(result: dict) -> JSON:
     if result.get("structuredContent") is not None:
@@ -46,7 +54,8 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
         except ValueError:
             report.skip("not a JSON-RPC message")
             continue
-        session = str(line.get("session") or line.get("session_id") or path.stem)
+        named = line.get("session") or line.get("session_id")
+        session = str(named or path.stem)
         time = parse_time(line.get("time") or line.get("timestamp"))
         if "method" in message:
             method = message["method"]
@@ -84,6 +93,7 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
             response=error if error is not None else _content(result),
             duration_ms=(time - started) * 1000 if time and started else None,
             source=f"{path.name}:{number}",
+            attributes={} if named else {"session_from": "file"},
         )
     for _ in pending:
         report.skip("request never answered")

@@ -27,6 +27,15 @@ def _next(episodes: Iterator[Trajectory], report: ImportReport) -> Trajectory | 
     return episode
 
 
+LOOKS_FOR = {
+    "body": "each turn's action and observation",
+    "actor": "the episode's agent name",
+    "role": "none: every caller is the agent",
+    "session": "the episode id",
+    "objects": "nothing (trajectories name no objects)",
+}
+
+
 def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
     episodes = read_trajectories(path)
     while (trajectory := _next(episodes, report)) is not None:

@@ -55,7 +55,7 @@ MIN_SHARE = 0.8  # of an attribute's values that must be ids for it to name obje
 LOOKS_FOR = {
     "body": "event attributes (as arguments) and outcome attributes (as the answer)",
     "actor": "event attribute org:resource",
-    "role": "event attribute org:role",
+    "role": "event attributes org:role, org:group",
     "session": "the trace's concept:name",
     "objects": "event attributes <type>_id, and attributes whose values are ids",
 }
@@ -167,6 +167,8 @@ def _record(
             attrs.pop(found[0], None)
     actor = attrs.pop("org:resource", None)
     role = attrs.pop("org:role", None)
+    group = attrs.pop("org:group", None)
+    role = role if role is not None else group  # a department stands in for a role
     actor = mapped["actor"][1] if mapped["actor"] else actor
     role = mapped["role"][1] if mapped["role"] else role
     time = parse_time(attrs.pop("time:timestamp", None))
