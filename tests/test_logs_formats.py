@@ -112,6 +112,26 @@ def test_sessions_group_the_same_way_in_json_and_sqlite(worlds, run) -> None:
     assert sessions("ocel-sqlite") == sessions("ocel-json") <= sessions("jsonl")
 
 
+def test_every_format_reports_what_it_covered(worlds) -> None:
+    """Each format's coverage: the bank's logs carry bodies and object state in every
+    format (no problem, so each world may be called a twin), the process logs name an
+    actor and role on every event, and OCEL JSON and SQLite cover the same."""
+    for name, (manifest, _) in worlds.items():
+        coverage = manifest["coverage"]
+        assert coverage["problems"] == [] and coverage["twin"] is True, name
+        assert coverage["calls"] == manifest["counts"]["records"], name
+        assert coverage["fields"]["body"]["share"] == 1.0, name
+        assert coverage["fields"]["session"]["share"] == 1.0, name
+    for name in ("ocel-json", "ocel-sqlite", "xes"):
+        fields = worlds[name][0]["coverage"]["fields"]
+        assert fields["actor"]["share"] == fields["role"]["share"] == 1.0, name
+    json_cov, sqlite_cov = (worlds[n][0]["coverage"] for n in ("ocel-json", "ocel-sqlite"))
+    assert json_cov["fields"] == sqlite_cov["fields"]
+    assert json_cov["operations"] == sqlite_cov["operations"]
+    # the refusals the request logs saw include those only they can see (400, 401, 422)
+    assert {"400", "401", "422"} <= set(worlds["otlp"][0]["coverage"]["refusals"])
+
+
 def test_har_and_xes_follow_their_specifications(run) -> None:
     out, summary = run
     har = json.loads((out / "client.har").read_text())["log"]
