@@ -44,7 +44,6 @@ HOTROD = "jaeger-hotrod-dispatch/n_plus_one_full_serial.json"
 OCEL_ORDERS = "ocel-rs-order-management/order_management_small.json"
 OCEL_EDGE = "ocel-rs-edge-cases/edge_cases.json"
 XES_NESTED = "rustxes-nested/test.xes"
-XES_SEPSIS = "sepsis-prefix/sepsis-first-60-traces.xes"
 
 
 # --------------------------------------------------------------------------- the importer
@@ -643,7 +642,7 @@ def xes_traces(path: Path) -> list[dict]:
     return traces
 
 
-XES_FILES = [XES_NESTED, XES_SEPSIS]
+XES_FILES = [XES_NESTED]
 
 
 @pytest.mark.parametrize("log", XES_FILES)
@@ -678,26 +677,6 @@ def test_xes_activities_are_the_operations(imported, log) -> None:
     assert world.operation_names == {e["concept:name"][1] for t in traces for e in t["events"]}
 
 
-def test_xes_sepsis_prefix_counts() -> None:
-    """what SOURCE.md says of the trimmed file, so that the file and its notes agree"""
-    traces = xes_traces(DATA / XES_SEPSIS)
-    events = [e for t in traces for e in t["events"]]
-    assert (len(traces), len(events)) == (60, 656)
-    assert len({e["concept:name"][1] for e in events}) == 15
-    assert {e["lifecycle:transition"][1] for e in events} == {"complete"}
-
-
-def lifecycle_of(record: dict):
-    """the record's lifecycle:transition, wherever the importer keeps it"""
-    if isinstance(record.get("status"), str):
-        return record["status"]
-    for part in ("response", "arguments", "attributes"):
-        value = record.get(part)
-        if isinstance(value, dict) and "lifecycle:transition" in value:
-            return value["lifecycle:transition"]
-    return None
-
-
 def paired_events(world: World, traces: list[dict]) -> list[tuple[dict, dict]]:
     """(record, XES event) pairs: a session goes with the trace of the same (activity, time)
     sequence"""
@@ -713,15 +692,6 @@ def paired_events(world: World, traces: list[dict]) -> list[tuple[dict, dict]]:
     return pairs
 
 
-def test_xes_life_cycle_transitions_are_kept(imported) -> None:
-    traces = xes_traces(DATA / XES_SEPSIS)
-    world = imported(XES_SEPSIS).require()
-    pairs = paired_events(world, traces)
-    assert len(pairs) == sum(len(t["events"]) for t in traces)
-    for record, event in pairs:
-        assert lifecycle_of(record) == event["lifecycle:transition"][1]
-
-
 XES_LIST_PROBLEM = (
     "rustxes test.xes: the event 'Register client' has a <list key=\"revisions\"> attribute "
     "(8 values); the record's arguments are {'system': 'alpha', 'attempt': 23}: the list "
@@ -734,7 +704,6 @@ STANDARD_KEYS = {"concept:name", "time:timestamp", "lifecycle:transition"}
     "log",
     [
         pytest.param(XES_NESTED, marks=pytest.mark.xfail(strict=True, reason=XES_LIST_PROBLEM)),
-        XES_SEPSIS,
     ],
 )
 def test_xes_event_attributes_are_kept(imported, log) -> None:
