@@ -370,3 +370,34 @@ def test_world_with_bodies_and_state_has_no_problems(tmp_path: Path) -> None:
     assert coverage["fields"]["role"] == {"calls": 0, "share": 0.0}
     assert "user.roles" in coverage["not_found"]["role"]
     assert coverage_problems(tmp_path / "w") == []
+
+
+def test_spans_stream_unless_a_tool_span_must_be_paired(tmp_path: Path) -> None:
+    from simgym.logs.readers.otlp import read
+
+    spans = Spans()
+    _server(
+        spans,
+        {
+            http_attributes.HTTP_REQUEST_METHOD: "GET",
+            url_attributes.URL_PATH: "/orders/PO-1",
+            http_attributes.HTTP_RESPONSE_STATUS_CODE: 200,
+        },
+    )
+    line = spans.write(tmp_path / "one.json").read_text()
+    plain = tmp_path / "plain.json"
+    plain.write_text(line * 3)
+    report = ImportReport()
+    records = read(plain, report)
+    next(records)
+    assert report.read == 1  # the first line only: the rest is not read yet
+    assert len(list(records)) == 2 and report.read == 3
+
+    with _tool_span(spans, "lookup", {}):
+        pass
+    mixed = spans.write(tmp_path / "mixed.json")
+    mixed.write_text(line + mixed.read_text())
+    report = ImportReport()
+    records = read(mixed, report)
+    next(records)
+    assert report.read == 3  # every span read first, to pair them

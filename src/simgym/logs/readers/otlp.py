@@ -26,8 +26,9 @@ Spans of one operation merge: a GenAI tool span and the HTTP span of the same ca
 HTTP span a descendant of the tool span, or its parent, in one trace) become one record,
 the HTTP call's, named by its route, with the tool's name kept as ``tool`` and the tool's
 arguments, result, actor and session filling what the HTTP span lacks. HTTP client spans
-count only there: alone, the server's span is the call. To pair spans, a file's records
-wait in memory until the file is read.
+count only there: alone, the server's span is the call. To pair spans, the records of
+files that hold tool spans wait in memory until every OTLP file of the import is read;
+files without one stream, a line at a time.
 """
 
 from __future__ import annotations
@@ -480,13 +481,55 @@ def _collect(
         made.file = str(path)
 
 
+_TOOL_MARK = b"execute_tool"
+_CHUNK = 1 << 20
+
+
+def has_tool_spans(paths: Iterable[Path]) -> bool:
+    """Whether any file may hold a GenAI tool span (its operation name appears in the
+    bytes): only then must spans wait to be paired."""
+    for path in paths:
+        with open(path, "rb") as f:
+            tail = b""
+            while chunk := f.read(_CHUNK):
+                if _TOOL_MARK in tail + chunk or b"gen_ai.tool.name" in tail + chunk:
+                    return True
+                tail = chunk[-32:]
+    return False
+
+
+def _stream(path: Path, report: ImportReport, mapping: FieldMap | None) -> Iterator[_Span]:
+    """Spans one at a time (no tool span to pair them with: nothing need wait)."""
+    spans: list[_Span] = []
+    lines = numbered_lines(path)
+    for number, raw in lines:
+        if number == 1 and raw.strip() == b"{":
+            lines.close()
+            _collect(path, report, mapping, spans)  # one document: its own streaming
+            yield from spans
+            return
+        try:
+            request = json.loads(raw)
+            resource_spans = request.get("resourceSpans", request.get("resource_spans"))
+            if not isinstance(resource_spans, list):
+                raise ValueError("no resourceSpans")
+        except (ValueError, AttributeError):
+            report.read += 1
+            report.skip("unreadable OTLP line", f"{path.name}:{number}")
+            continue
+        _spans(resource_spans, f"{path.name}:{number}", report, mapping, spans)
+        for made in spans:
+            made.file = str(path)
+        yield from spans
+        spans.clear()
+
+
 def read(
     path: Path, report: ImportReport, *, mapping: FieldMap | None = None
 ) -> Iterator[LogRecord]:
     """Records from one OTLP JSON file (its spans paired within the file)."""
-    spans: list[_Span] = []
-    _collect(path, report, mapping, spans)
-    yield from merge_spans(spans, report)
+    counts: dict[str, dict[str, int]] = {}
+    yield from read_together([path], report, counts, mapping=mapping)
 
 
 def read_together(
@@ -498,7 +541,25 @@ def read_together(
 ) -> Iterator[LogRecord]:
     """Records from several OTLP files read as one: the spans of a call may sit in
     different files (a tool-calling agent's exporter and the API's). ``counts`` gets,
-    per file, the spans read and skipped and the records they became."""
+    per file, the spans read and skipped and the records they became. Without a tool
+    span in any file the spans stream, one export line at a time."""
+    if not has_tool_spans(paths):
+        for path in paths:
+            read, skipped, records = report.read, report.skipped_total, 0
+            for made in _stream(path, report, mapping):
+                if made.client:
+                    report.skip(
+                        "HTTP client span (the server's span is the call)", made.record.source
+                    )
+                else:
+                    records += 1
+                    yield made.record
+            counts[str(path)] = {
+                "read": report.read - read,
+                "skipped": report.skipped_total - skipped,
+                "records": records,
+            }
+        return
     spans: list[_Span] = []
     for path in paths:
         read, skipped = report.read, report.skipped_total
