@@ -49,9 +49,15 @@ class Office:
         self.client = TestClient(create_app(self.store))
         self.tokens: dict[str, str] = {}
         self.policy = self.store.seed_policy(
-            holder="Ada Berg", product="home", coverage_limit=200_000.0, deductible=250.0,
-            effective_from="2025-06-01", effective_to="2026-05-31", issued_by=AGENT,
-            issued_at_ns=1_748_000_000 * 10**9)
+            holder="Ada Berg",
+            product="home",
+            coverage_limit=200_000.0,
+            deductible=250.0,
+            effective_from="2025-06-01",
+            effective_to="2026-05-31",
+            issued_by=AGENT,
+            issued_at_ns=1_748_000_000 * 10**9,
+        )
 
     def __call__(self, user: str | None, method: str, path: str, body=None):
         headers = {"x-session-id": "t-1"}
@@ -65,17 +71,32 @@ class Office:
     def claim(self, amount: float = 3_000.0, incident: str | None = None, by: str = AGENT) -> str:
         if incident is None:  # a different incident each time, so no claim is a duplicate
             incident = f"2026-02-{1 + len(self.store.claims) % 28:02d}"
-        r = self(by, "POST", "/v1/claims", {
-            "policy_id": self.policy, "claimant": "Ada Berg", "incident_date": incident,
-            "loss_type": "water_damage", "claimed_amount": amount})
+        r = self(
+            by,
+            "POST",
+            "/v1/claims",
+            {
+                "policy_id": self.policy,
+                "claimant": "Ada Berg",
+                "incident_date": incident,
+                "loss_type": "water_damage",
+                "claimed_amount": amount,
+            },
+        )
         assert r.status_code == 201, r.text
         return r.json()["claim_number"]
 
-    def assessed(self, amount: float = 3_000.0, by: str = AGENT, assessor: str = ADJ) -> tuple[str, str]:
+    def assessed(
+        self, amount: float = 3_000.0, by: str = AGENT, assessor: str = ADJ
+    ) -> tuple[str, str]:
         number = self.claim(amount, by=by)
         assert self(assessor, "POST", f"/v1/claims/{number}/review").status_code == 200
-        r = self(assessor, "POST", f"/v1/claims/{number}/assessments",
-                 {"assessed_amount": amount, "recommendation": "approve"})
+        r = self(
+            assessor,
+            "POST",
+            f"/v1/claims/{number}/assessments",
+            {"assessed_amount": amount, "recommendation": "approve"},
+        )
         assert r.status_code == 201, r.text
         return number, r.json()["assessment_id"]
 
@@ -104,14 +125,20 @@ def test_happy_path_through_the_whole_life_cycle(office):
     r = office(ADJ2, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment})
     assert r.status_code == 200 and r.json()["status"] == "approved"
     assert r.json()["approved_by"] == ADJ2 and r.json()["approved_amount"] == 3_000.0
-    r = office(FIN, "POST", "/v1/payouts", {"claim_number": number, "amount": 3_000.0,
-                                            "payee_iban": "DE89370400440532013000"})
+    r = office(
+        FIN,
+        "POST",
+        "/v1/payouts",
+        {"claim_number": number, "amount": 3_000.0, "payee_iban": "DE89370400440532013000"},
+    )
     assert r.status_code == 201 and r.json()["payout_id"].startswith("PAY-")
     assert r.headers["location"] == f"/v1/payouts/{r.json()['payout_id']}"
     assert office(FIN, "GET", f"/v1/claims/{number}").json()["status"] == "paid"
     r = office(ADJ, "POST", f"/v1/claims/{number}/closure")
     assert r.status_code == 200 and r.json()["status"] == "closed"
-    statuses = [c.value for c in office.store.changes if c.object_id == number and c.name == "status"]
+    statuses = [
+        c.value for c in office.store.changes if c.object_id == number and c.name == "status"
+    ]
     assert statuses == ["filed", "under_review", "approved", "paid", "closed"]
 
 
@@ -124,46 +151,84 @@ def test_authentication(office):
 
 def test_permissions_by_role(office):
     number, assessment = office.assessed()
-    body = refused(office(AGENT2, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": assessment}), 403, "insufficient_role")
+    body = refused(
+        office(AGENT2, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}),
+        403,
+        "insufficient_role",
+    )
     assert "adjuster" in body["allowed_roles"] and "agent" in body["detail"]
-    refused(office(FIN, "POST", f"/v1/claims/{number}/assessments",
-                   {"assessed_amount": 10.0, "recommendation": "approve"}), 403, "insufficient_role")
-    refused(office(ADJ, "POST", "/v1/payouts", {"claim_number": number, "amount": 1.0,
-                                                "payee_iban": "DE89370400440532013000"}),
-            403, "insufficient_role")
+    refused(
+        office(
+            FIN,
+            "POST",
+            f"/v1/claims/{number}/assessments",
+            {"assessed_amount": 10.0, "recommendation": "approve"},
+        ),
+        403,
+        "insufficient_role",
+    )
+    refused(
+        office(
+            ADJ,
+            "POST",
+            "/v1/payouts",
+            {"claim_number": number, "amount": 1.0, "payee_iban": "DE89370400440532013000"},
+        ),
+        403,
+        "insufficient_role",
+    )
     refused(office(FIN, "POST", "/v1/claims", {}), 403, "insufficient_role")
 
 
 def test_approval_limit_depends_on_role_and_is_stated(office):
     number, assessment = office.assessed(12_400.0)
-    body = refused(office(ADJ2, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": assessment}), 403, "approval_limit_exceeded")
+    body = refused(
+        office(ADJ2, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}),
+        403,
+        "approval_limit_exceeded",
+    )
     assert "EUR 5,000.00" in body["detail"] and "EUR 12,400.00" in body["detail"]
     assert body["approval_limit"] == APPROVAL_LIMITS["adjuster"] == 5_000.0
     r = office(SENIOR, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment})
     assert r.status_code == 200
     number, assessment = office.assessed(60_000.0)
-    body = refused(office(SENIOR, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": assessment}), 403, "approval_limit_exceeded")
+    body = refused(
+        office(SENIOR, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}),
+        403,
+        "approval_limit_exceeded",
+    )
     assert "EUR 25,000.00" in body["detail"]
     # a claims manager (who is also in finance) has the higher of their limits
-    assert office(MANAGER_FIN, "POST", f"/v1/claims/{number}/approval",
-                  {"assessment_id": assessment}).status_code == 200
+    assert (
+        office(
+            MANAGER_FIN, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}
+        ).status_code
+        == 200
+    )
     # exactly at the limit is allowed
     number, assessment = office.assessed(5_000.0)
-    assert office(ADJ2, "POST", f"/v1/claims/{number}/approval",
-                  {"assessment_id": assessment}).status_code == 200
+    assert (
+        office(
+            ADJ2, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}
+        ).status_code
+        == 200
+    )
 
 
 def test_no_self_approval(office):
     number, assessment = office.assessed(1_000.0, assessor=ADJ)
-    body = refused(office(ADJ, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": assessment}), 403, "self_approval_forbidden")
+    body = refused(
+        office(ADJ, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}),
+        403,
+        "self_approval_forbidden",
+    )
     assert body["conflicting_field"] == "assessor"
     number, assessment = office.assessed(1_000.0, by=ADJ2, assessor=ADJ)
-    body = refused(office(ADJ2, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": assessment}), 403, "self_approval_forbidden")
+    body = refused(
+        office(ADJ2, "POST", f"/v1/claims/{number}/approval", {"assessment_id": assessment}),
+        403,
+        "self_approval_forbidden",
+    )
     assert body["conflicting_field"] == "filed_by" and ADJ2 in body["detail"]
 
 
@@ -174,8 +239,11 @@ def test_segregation_of_duties_and_payout_match(office):
     pay = {"claim_number": number, "amount": 8_000.0, "payee_iban": "DE89370400440532013000"}
     body = refused(office(MANAGER_FIN, "POST", "/v1/payouts", pay), 403, "segregation_of_duties")
     assert body["conflicting_field"] == "approved_by"
-    body = refused(office(FIN, "POST", "/v1/payouts", {**pay, "amount": 8_250.0}), 422,
-                   "payout_amount_mismatch")
+    body = refused(
+        office(FIN, "POST", "/v1/payouts", {**pay, "amount": 8_250.0}),
+        422,
+        "payout_amount_mismatch",
+    )
     assert body["approved_amount"] == 8_000.0 and "EUR 8,000.00" in body["detail"]
     assert office(FIN, "POST", "/v1/payouts", pay).status_code == 201
     # paying twice is a refused transition
@@ -184,9 +252,22 @@ def test_segregation_of_duties_and_payout_match(office):
 
 def test_duplicate_claims_over_three_fields(office):
     first = office.claim(2_500.0, incident="2026-02-11")
-    body = refused(office(AGENT2, "POST", "/v1/claims", {
-        "policy_id": office.policy, "claimant": "Ada Berg", "incident_date": "2026-02-11",
-        "loss_type": "storm", "claimed_amount": 2_500.0}), 409, "duplicate_claim")
+    body = refused(
+        office(
+            AGENT2,
+            "POST",
+            "/v1/claims",
+            {
+                "policy_id": office.policy,
+                "claimant": "Ada Berg",
+                "incident_date": "2026-02-11",
+                "loss_type": "storm",
+                "claimed_amount": 2_500.0,
+            },
+        ),
+        409,
+        "duplicate_claim",
+    )
     assert body["duplicate_of"] == first
     # one field different: not a duplicate
     office.claim(2_500.01, incident="2026-02-11")
@@ -195,64 +276,145 @@ def test_duplicate_claims_over_three_fields(office):
 
 def test_refused_transitions(office):
     number = office.claim()
-    body = refused(office(ADJ, "POST", f"/v1/claims/{number}/assessments",
-                          {"assessed_amount": 100.0, "recommendation": "approve"}),
-                   409, "invalid_state_transition")
+    body = refused(
+        office(
+            ADJ,
+            "POST",
+            f"/v1/claims/{number}/assessments",
+            {"assessed_amount": 100.0, "recommendation": "approve"},
+        ),
+        409,
+        "invalid_state_transition",
+    )
     assert body["current_status"] == "filed"
     refused(office(ADJ, "POST", f"/v1/claims/{number}/closure"), 409, "invalid_state_transition")
-    refused(office(ADJ, "POST", f"/v1/claims/{number}/approval", {"assessment_id": "ASM-000001-1"}),
-            404, "resource_not_found")
+    refused(
+        office(ADJ, "POST", f"/v1/claims/{number}/approval", {"assessment_id": "ASM-000001-1"}),
+        404,
+        "resource_not_found",
+    )
     assert office(ADJ, "POST", f"/v1/claims/{number}/review").status_code == 200
     refused(office(ADJ, "POST", f"/v1/claims/{number}/review"), 409, "invalid_state_transition")
-    first = office(ADJ, "POST", f"/v1/claims/{number}/assessments",
-                   {"assessed_amount": 900.0, "recommendation": "approve"}).json()["assessment_id"]
-    second = office(ADJ, "POST", f"/v1/claims/{number}/assessments",
-                    {"assessed_amount": 950.0, "recommendation": "approve"}).json()["assessment_id"]
-    body = refused(office(SENIOR, "POST", f"/v1/claims/{number}/approval",
-                          {"assessment_id": first}), 409, "invalid_state_transition")
+    first = office(
+        ADJ,
+        "POST",
+        f"/v1/claims/{number}/assessments",
+        {"assessed_amount": 900.0, "recommendation": "approve"},
+    ).json()["assessment_id"]
+    second = office(
+        ADJ,
+        "POST",
+        f"/v1/claims/{number}/assessments",
+        {"assessed_amount": 950.0, "recommendation": "approve"},
+    ).json()["assessment_id"]
+    body = refused(
+        office(SENIOR, "POST", f"/v1/claims/{number}/approval", {"assessment_id": first}),
+        409,
+        "invalid_state_transition",
+    )
     assert body["current_status"] == "superseded"
     r = office(SENIOR, "POST", f"/v1/claims/{number}/approval", {"assessment_id": second})
     assert r.status_code == 200 and r.json()["approved_amount"] == 950.0
-    refused(office(SENIOR, "POST", f"/v1/claims/{number}/rejection", {"reason": "late"}),
-            409, "invalid_state_transition")
+    refused(
+        office(SENIOR, "POST", f"/v1/claims/{number}/rejection", {"reason": "late"}),
+        409,
+        "invalid_state_transition",
+    )
     r = office(AGENT, "POST", f"/v1/policies/{office.policy}/cancellation", {"reason": "sold"})
     assert r.status_code == 200 and r.json()["status"] == "cancelled"
-    refused(office(AGENT, "POST", f"/v1/policies/{office.policy}/cancellation", {"reason": "x"}),
-            409, "invalid_state_transition")
+    refused(
+        office(AGENT, "POST", f"/v1/policies/{office.policy}/cancellation", {"reason": "x"}),
+        409,
+        "invalid_state_transition",
+    )
 
 
 def test_validation_and_existence(office):
-    body = refused(office(AGENT, "POST", "/v1/claims", {"policy_id": office.policy,
-                                                        "incident_date": "20/02/2026",
-                                                        "claimed_amount": -5}),
-                   400, "validation_failed")
+    body = refused(
+        office(
+            AGENT,
+            "POST",
+            "/v1/claims",
+            {"policy_id": office.policy, "incident_date": "20/02/2026", "claimed_amount": -5},
+        ),
+        400,
+        "validation_failed",
+    )
     names = {p["name"] for p in body["invalid-params"]}
     assert names == {"claimant", "incident_date", "loss_type", "claimed_amount"}
-    r = office.client.post("/v1/claims", content=b"{not json",
-                           headers={"authorization": f"Bearer {office.tokens[AGENT]}"})
+    r = office.client.post(
+        "/v1/claims",
+        content=b"{not json",
+        headers={"authorization": f"Bearer {office.tokens[AGENT]}"},
+    )
     refused(r, 400, "validation_failed")
-    body = refused(office(AGENT, "POST", "/v1/claims", {
-        "policy_id": office.policy, "claimant": "Ada Berg", "incident_date": "2026-02-01",
-        "loss_type": "collision", "claimed_amount": 100.0}), 400, "validation_failed")
+    body = refused(
+        office(
+            AGENT,
+            "POST",
+            "/v1/claims",
+            {
+                "policy_id": office.policy,
+                "claimant": "Ada Berg",
+                "incident_date": "2026-02-01",
+                "loss_type": "collision",
+                "claimed_amount": 100.0,
+            },
+        ),
+        400,
+        "validation_failed",
+    )
     assert body["invalid-params"][0]["name"] == "loss_type"
-    refused(office(AGENT, "POST", "/v1/claims", {
-        "policy_id": "00000000-0000-4000-8000-000000000000", "claimant": "X",
-        "incident_date": "2026-02-01", "loss_type": "fire", "claimed_amount": 1.0}),
-        404, "resource_not_found")
+    refused(
+        office(
+            AGENT,
+            "POST",
+            "/v1/claims",
+            {
+                "policy_id": "00000000-0000-4000-8000-000000000000",
+                "claimant": "X",
+                "incident_date": "2026-02-01",
+                "loss_type": "fire",
+                "claimed_amount": 1.0,
+            },
+        ),
+        404,
+        "resource_not_found",
+    )
     refused(office(ADJ, "GET", "/v1/claims/CLM-2026-999999"), 404, "resource_not_found")
     refused(office(FIN, "GET", "/v1/payouts/PAY-00000000"), 404, "resource_not_found")
 
 
 def test_policy_period_and_coverage(office):
-    body = refused(office(AGENT, "POST", "/v1/claims", {
-        "policy_id": office.policy, "claimant": "Ada Berg", "incident_date": "2025-05-20",
-        "loss_type": "fire", "claimed_amount": 800.0}), 422, "policy_not_in_force")
+    body = refused(
+        office(
+            AGENT,
+            "POST",
+            "/v1/claims",
+            {
+                "policy_id": office.policy,
+                "claimant": "Ada Berg",
+                "incident_date": "2025-05-20",
+                "loss_type": "fire",
+                "claimed_amount": 800.0,
+            },
+        ),
+        422,
+        "policy_not_in_force",
+    )
     assert "2025-06-01" in body["detail"]
     number = office.claim(250_000.0)
     office(ADJ, "POST", f"/v1/claims/{number}/review")
-    body = refused(office(ADJ, "POST", f"/v1/claims/{number}/assessments",
-                          {"assessed_amount": 250_000.0, "recommendation": "approve"}),
-                   422, "exceeds_coverage")
+    body = refused(
+        office(
+            ADJ,
+            "POST",
+            f"/v1/claims/{number}/assessments",
+            {"assessed_amount": 250_000.0, "recommendation": "approve"},
+        ),
+        422,
+        "exceeds_coverage",
+    )
     assert body["coverage_limit"] == 200_000.0 and "EUR 200,000.00" in body["detail"]
 
 
@@ -339,7 +501,10 @@ def test_spans_follow_current_semantic_conventions(run):
         attrs = span["attrs"]
         for key in ("http.request.method", "url.path", "http.route", "http.response.status_code"):
             assert key in attrs, (key, span["name"])
-        assert span["name"] == f"{attrs['http.request.method']['stringValue']} {attrs['http.route']['stringValue']}"
+        assert (
+            span["name"]
+            == f"{attrs['http.request.method']['stringValue']} {attrs['http.route']['stringValue']}"
+        )
         assert "session.id" in attrs
         if int(attrs["http.response.status_code"]["intValue"]) != 401:
             assert "user.id" in attrs
@@ -348,15 +513,26 @@ def test_spans_follow_current_semantic_conventions(run):
         if attrs["http.request.method"]["stringValue"] == "POST":
             assert "http.request.body.content" in attrs
         assert "http.response.body.content" in attrs
-        assert not any(k.startswith("enduser.") or k in ("http.method", "http.status_code",
-                                                        "http.target") for k in attrs)
-    tools = [s for s in spans if s["attrs"].get("gen_ai.operation.name", {}).get("stringValue") == "execute_tool"]
+        assert not any(
+            k.startswith("enduser.") or k in ("http.method", "http.status_code", "http.target")
+            for k in attrs
+        )
+    tools = [
+        s
+        for s in spans
+        if s["attrs"].get("gen_ai.operation.name", {}).get("stringValue") == "execute_tool"
+    ]
     assert tools and all(s["service"] == "claims-copilot" for s in tools)
     failed = 0
     for tool in tools:
         attrs = tool["attrs"]
-        for key in ("gen_ai.tool.name", "gen_ai.tool.call.id", "gen_ai.tool.call.arguments",
-                    "gen_ai.tool.call.result", "gen_ai.conversation.id"):
+        for key in (
+            "gen_ai.tool.name",
+            "gen_ai.tool.call.id",
+            "gen_ai.tool.call.arguments",
+            "gen_ai.tool.call.result",
+            "gen_ai.conversation.id",
+        ):
             assert key in attrs
         json.loads(attrs["gen_ai.tool.call.arguments"]["stringValue"])
         result = json.loads(attrs["gen_ai.tool.call.result"]["stringValue"])
@@ -417,7 +593,12 @@ def test_xes_has_one_trace_per_claim(run):
     out, _ = run
     root = ET.parse(out / "claims.xes").getroot()
     assert root.tag == f"{XES_NS}log"
-    assert {e.get("prefix") for e in root.findall(f"{XES_NS}extension")} >= {"concept", "time", "org", "lifecycle"}
+    assert {e.get("prefix") for e in root.findall(f"{XES_NS}extension")} >= {
+        "concept",
+        "time",
+        "org",
+        "lifecycle",
+    }
     ocel = json.loads((out / "claims.jsonocel").read_text())
     claims = {o["id"] for o in ocel["objects"] if o["type"] == "claim"}
     traces = root.findall(f"{XES_NS}trace")
@@ -445,22 +626,46 @@ def test_xes_has_one_trace_per_claim(run):
 def test_driver_is_deterministic(tmp_path):
     a = run_sessions(25, 7, tmp_path / "a")
     b = run_sessions(25, 7, tmp_path / "b")
-    c = run_sessions(25, 8, tmp_path / "c")
+    run_sessions(25, 8, tmp_path / "c")
     assert a == b
     for name in ("traces.jsonl", "claims.jsonocel", "claims.xes", "truth.json"):
         assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
-    assert (tmp_path / "a" / "traces.jsonl").read_bytes() != (tmp_path / "c" / "traces.jsonl").read_bytes()
+    assert (tmp_path / "a" / "traces.jsonl").read_bytes() != (
+        tmp_path / "c" / "traces.jsonl"
+    ).read_bytes()
 
 
 def test_command_line_and_light_import(tmp_path):
     result = subprocess.run(
-        [sys.executable, "-m", "simgym.real.claims", "--sessions", "3", "--seed", "1",
-         "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "simgym.real.claims",
+            "--sessions",
+            "3",
+            "--seed",
+            "1",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["sessions"] == 3 and set(summary["files"]) == {
-        "traces.jsonl", "claims.jsonocel", "claims.xes", "truth.json"}
-    probe = ("import sys, simgym; "
-             "print(any(m.startswith('simgym.real.claims') for m in sys.modules))")
-    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          timeout=120).stdout.strip() == "False"
+        "traces.jsonl",
+        "claims.jsonocel",
+        "claims.xes",
+        "truth.json",
+    }
+    probe = (
+        "import sys, simgym; print(any(m.startswith('simgym.real.claims') for m in sys.modules))"
+    )
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+        ).stdout.strip()
+        == "False"
+    )

@@ -35,8 +35,9 @@ class ProblemResponse(JSONResponse):
 
 
 def _caller(office: ClaimsOffice, request: Request) -> Caller:
-    caller = office.authenticate(request.headers.get("authorization"),
-                                 request.headers.get("x-session-id", ""))
+    caller = office.authenticate(
+        request.headers.get("authorization"), request.headers.get("x-session-id", "")
+    )
     request.state.caller = caller
     return caller
 
@@ -48,23 +49,35 @@ async def _body(request: Request) -> dict[str, Any]:
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        raise ApiError("validation_failed", f"body: is not valid JSON ({exc.msg}).",
-                       **{"invalid-params": [{"name": "body", "reason": "is not valid JSON"}]})
+        raise ApiError(
+            "validation_failed",
+            f"body: is not valid JSON ({exc.msg}).",
+            **{"invalid-params": [{"name": "body", "reason": "is not valid JSON"}]},
+        ) from exc
     if not isinstance(data, dict):
-        raise ApiError("validation_failed", "body: must be a JSON object.",
-                       **{"invalid-params": [{"name": "body", "reason": "must be a JSON object"}]})
+        raise ApiError(
+            "validation_failed",
+            "body: must be a JSON object.",
+            **{"invalid-params": [{"name": "body", "reason": "must be a JSON object"}]},
+        )
     return data
 
 
 def create_app(office: ClaimsOffice) -> FastAPI:
-    app = FastAPI(title="Northwind Mutual Claims API", version="2.3.0", openapi_url=None,
-                  docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="Northwind Mutual Claims API",
+        version="2.3.0",
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
 
     @app.exception_handler(ApiError)
     async def _problem(request: Request, exc: ApiError) -> ProblemResponse:
         headers = {"WWW-Authenticate": 'Bearer realm="claims"'} if exc.status == 401 else None
-        return ProblemResponse(exc.problem(request.url.path), status_code=exc.status,
-                               headers=headers)
+        return ProblemResponse(
+            exc.problem(request.url.path), status_code=exc.status, headers=headers
+        )
 
     def created(body: dict[str, Any], location: str) -> JSONResponse:
         return JSONResponse(body, status_code=201, headers={"Location": location})
@@ -91,8 +104,9 @@ def create_app(office: ClaimsOffice) -> FastAPI:
         return created(record, f"/v1/claims/{record['claim_number']}")
 
     @app.get("/v1/claims")
-    async def search_claims(request: Request, status: str | None = None,
-                            policy_id: str | None = None, limit: int = 20):
+    async def search_claims(
+        request: Request, status: str | None = None, policy_id: str | None = None, limit: int = 20
+    ):
         return office.search_claims(_caller(office, request), status, policy_id, limit)
 
     @app.get("/v1/claims/{claim_number}")
@@ -218,9 +232,13 @@ class ServerTracing:
         attributes["http.response.body.size"] = len(body)
         if body:
             attributes["http.response.body.content"] = body.decode("utf-8", "replace")
-        span = self.tracer.start_span(f"{method} {route}" if route else method, context=parent,
-                                      kind=SpanKind.SERVER, attributes=attributes,
-                                      start_time=start)
+        span = self.tracer.start_span(
+            f"{method} {route}" if route else method,
+            context=parent,
+            kind=SpanKind.SERVER,
+            attributes=attributes,
+            start_time=start,
+        )
         if error is not None:
             span.set_attribute("error.type", type(error).__qualname__)
             span.set_status(Status(StatusCode.ERROR, str(error)))

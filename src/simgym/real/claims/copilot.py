@@ -47,26 +47,59 @@ class Tool:
     description: str
 
 
-TOOLS: dict[str, Tool] = {t.name: t for t in (
-    Tool("issue_policy", "POST", "/v1/policies", "Issue a new insurance policy to a holder."),
-    Tool("get_policy", "GET", "/v1/policies/{policy_id}", "Look up a policy by its id."),
-    Tool("cancel_policy", "POST", "/v1/policies/{policy_id}/cancellation", "Cancel an active policy."),
-    Tool("file_claim", "POST", "/v1/claims", "File a new claim against a policy."),
-    Tool("search_claims", "GET", "/v1/claims", "List claims, optionally by status or policy."),
-    Tool("get_claim", "GET", "/v1/claims/{claim_number}", "Read a claim with its assessments."),
-    Tool("start_review", "POST", "/v1/claims/{claim_number}/review", "Take a filed claim into review."),
-    Tool("record_assessment", "POST", "/v1/claims/{claim_number}/assessments",
-         "Record the assessed amount and a recommendation for a claim under review."),
-    Tool("approve_claim", "POST", "/v1/claims/{claim_number}/approval",
-         "Approve a claim at its current assessment's amount."),
-    Tool("reject_claim", "POST", "/v1/claims/{claim_number}/rejection", "Reject a claim under review."),
-    Tool("close_claim", "POST", "/v1/claims/{claim_number}/closure", "Close a paid or rejected claim."),
-    Tool("issue_payout", "POST", "/v1/payouts", "Pay an approved claim to the payee's IBAN."),
-    Tool("get_payout", "GET", "/v1/payouts/{payout_id}", "Look up a payout."),
-)}
+TOOLS: dict[str, Tool] = {
+    t.name: t
+    for t in (
+        Tool("issue_policy", "POST", "/v1/policies", "Issue a new insurance policy to a holder."),
+        Tool("get_policy", "GET", "/v1/policies/{policy_id}", "Look up a policy by its id."),
+        Tool(
+            "cancel_policy",
+            "POST",
+            "/v1/policies/{policy_id}/cancellation",
+            "Cancel an active policy.",
+        ),
+        Tool("file_claim", "POST", "/v1/claims", "File a new claim against a policy."),
+        Tool("search_claims", "GET", "/v1/claims", "List claims, optionally by status or policy."),
+        Tool("get_claim", "GET", "/v1/claims/{claim_number}", "Read a claim with its assessments."),
+        Tool(
+            "start_review",
+            "POST",
+            "/v1/claims/{claim_number}/review",
+            "Take a filed claim into review.",
+        ),
+        Tool(
+            "record_assessment",
+            "POST",
+            "/v1/claims/{claim_number}/assessments",
+            "Record the assessed amount and a recommendation for a claim under review.",
+        ),
+        Tool(
+            "approve_claim",
+            "POST",
+            "/v1/claims/{claim_number}/approval",
+            "Approve a claim at its current assessment's amount.",
+        ),
+        Tool(
+            "reject_claim",
+            "POST",
+            "/v1/claims/{claim_number}/rejection",
+            "Reject a claim under review.",
+        ),
+        Tool(
+            "close_claim",
+            "POST",
+            "/v1/claims/{claim_number}/closure",
+            "Close a paid or rejected claim.",
+        ),
+        Tool("issue_payout", "POST", "/v1/payouts", "Pay an approved claim to the payee's IBAN."),
+        Tool("get_payout", "GET", "/v1/payouts/{payout_id}", "Look up a payout."),
+    )
+}
 
 
-def split_arguments(tool: Tool, arguments: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def split_arguments(
+    tool: Tool, arguments: dict[str, Any]
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(path, query, body) of a tool call."""
     path = tool.path
     rest = dict(arguments)
@@ -84,8 +117,17 @@ Send = Callable[[str, str, dict[str, Any], dict[str, str], dict[str, Any] | None
 class Copilot:
     """One conversation between a staff member and the assistant."""
 
-    def __init__(self, tracer: trace.Tracer, clock: SimClock, send: Send, rng: random.Random,
-                 *, user_id: str, token: str, session_id: str) -> None:
+    def __init__(
+        self,
+        tracer: trace.Tracer,
+        clock: SimClock,
+        send: Send,
+        rng: random.Random,
+        *,
+        user_id: str,
+        token: str,
+        session_id: str,
+    ) -> None:
         self.tracer = tracer
         self.clock = clock
         self.send = send
@@ -107,7 +149,9 @@ class Copilot:
         self.clock.advance_s(8, 75)  # the user types
         self.context_tokens += self.rng.randint(15, 80)
         span = self.tracer.start_span(
-            f"invoke_agent {AGENT_NAME}", kind=SpanKind.INTERNAL, start_time=self.clock.now_ns(),
+            f"invoke_agent {AGENT_NAME}",
+            kind=SpanKind.INTERNAL,
+            start_time=self.clock.now_ns(),
             attributes={
                 "gen_ai.operation.name": "invoke_agent",
                 "gen_ai.agent.name": AGENT_NAME,
@@ -117,15 +161,20 @@ class Copilot:
                 "gen_ai.conversation.id": self.conversation_id,
                 "session.id": self.session_id,
                 "user.id": self.user_id,
-            })
+            },
+        )
         self._turn, self._turn_usage = span, [0, 0]
         self.clock.advance_ms(3, 12)
         try:
             yield
         finally:
             self._chat("stop", self.rng.randint(40, 220))
-            span.set_attributes({"gen_ai.usage.input_tokens": self._turn_usage[0],
-                                 "gen_ai.usage.output_tokens": self._turn_usage[1]})
+            span.set_attributes(
+                {
+                    "gen_ai.usage.input_tokens": self._turn_usage[0],
+                    "gen_ai.usage.output_tokens": self._turn_usage[1],
+                }
+            )
             self.clock.advance_ms(1, 6)
             span.end(end_time=self.clock.now_ns())
             self._turn = None
@@ -135,7 +184,10 @@ class Copilot:
         start = self.clock.now_ns()
         self.clock.advance_ms(350 + output_tokens * 9, 900 + output_tokens * 22)
         span = self.tracer.start_span(
-            f"chat {MODEL}", context=context, kind=SpanKind.CLIENT, start_time=start,
+            f"chat {MODEL}",
+            context=context,
+            kind=SpanKind.CLIENT,
+            start_time=start,
             attributes={
                 "gen_ai.operation.name": "chat",
                 "gen_ai.provider.name": PROVIDER,
@@ -148,7 +200,8 @@ class Copilot:
                 "gen_ai.conversation.id": self.conversation_id,
                 "server.address": "api.openai.com",
                 "server.port": 443,
-            })
+            },
+        )
         span.end(end_time=self.clock.now_ns())
         self._turn_usage[0] += self.context_tokens
         self._turn_usage[1] += output_tokens
@@ -163,8 +216,10 @@ class Copilot:
         self._chat("tool_calls", 18 + len(arguments_json) // 3)
         call_id = "call_" + self._alnum(24)
         tool_span = self.tracer.start_span(
-            f"execute_tool {name}", context=trace.set_span_in_context(self._turn),
-            kind=SpanKind.INTERNAL, start_time=self.clock.now_ns(),
+            f"execute_tool {name}",
+            context=trace.set_span_in_context(self._turn),
+            kind=SpanKind.INTERNAL,
+            start_time=self.clock.now_ns(),
             attributes={
                 "gen_ai.operation.name": "execute_tool",
                 "gen_ai.tool.name": name,
@@ -173,12 +228,15 @@ class Copilot:
                 "gen_ai.tool.description": tool.description,
                 "gen_ai.tool.call.arguments": arguments_json,
                 "gen_ai.conversation.id": self.conversation_id,
-            })
+            },
+        )
         self.clock.advance_ms(0.5, 2.0)
         path, query, body = split_arguments(tool, arguments)
         url = f"https://{API_HOST}{path}" + (f"?{urlencode(query)}" if query else "")
         http_span = self.tracer.start_span(
-            tool.method, context=trace.set_span_in_context(tool_span), kind=SpanKind.CLIENT,
+            tool.method,
+            context=trace.set_span_in_context(tool_span),
+            kind=SpanKind.CLIENT,
             start_time=self.clock.now_ns(),
             attributes={
                 "http.request.method": tool.method,
@@ -186,7 +244,8 @@ class Copilot:
                 "server.address": API_HOST,
                 "server.port": API_PORT,
                 "network.protocol.version": "1.1",
-            })
+            },
+        )
         headers = {
             "authorization": f"Bearer {self.token}",
             "x-session-id": self.session_id,
@@ -195,8 +254,9 @@ class Copilot:
         }
         _PROPAGATOR.inject(headers, context=trace.set_span_in_context(http_span))
         self.clock.advance_ms(0.8, 3.0)
-        status, text = self.send(tool.method, path, query, headers,
-                                 body if tool.method != "GET" else None)
+        status, text = self.send(
+            tool.method, path, query, headers, body if tool.method != "GET" else None
+        )
         self.clock.advance_ms(0.8, 3.0)
         http_span.set_attribute("http.response.status_code", status)
         if status >= 400:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import random
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,17 +38,67 @@ from simgym.real.claims.store import (
 )
 
 START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)  # a Monday
-FIRST = ("Anna", "Ben", "Clara", "David", "Elif", "Farid", "Greta", "Hugo", "Ines", "Jan",
-         "Katrin", "Luca", "Mia", "Noah", "Olga", "Paul", "Rosa", "Samir", "Tara", "Viktor")
-LAST = ("Becker", "Costa", "Dubois", "Eriksen", "Fischer", "Garcia", "Horvath", "Ivanova",
-        "Jansen", "Keller", "Lindqvist", "Moreau", "Nowak", "Okafor", "Petrov", "Quinn",
-        "Richter", "Schmidt", "Vogel", "Zimmermann")
-AMOUNT_RANGES = {"home": (400, 60_000), "motor": (300, 30_000), "travel": (80, 6_000),
-                 "liability": (800, 140_000)}
-COVERAGE = {"home": (150_000, 400_000), "motor": (25_000, 60_000), "travel": (5_000, 15_000),
-            "liability": (100_000, 1_000_000)}
+FIRST = (
+    "Anna",
+    "Ben",
+    "Clara",
+    "David",
+    "Elif",
+    "Farid",
+    "Greta",
+    "Hugo",
+    "Ines",
+    "Jan",
+    "Katrin",
+    "Luca",
+    "Mia",
+    "Noah",
+    "Olga",
+    "Paul",
+    "Rosa",
+    "Samir",
+    "Tara",
+    "Viktor",
+)
+LAST = (
+    "Becker",
+    "Costa",
+    "Dubois",
+    "Eriksen",
+    "Fischer",
+    "Garcia",
+    "Horvath",
+    "Ivanova",
+    "Jansen",
+    "Keller",
+    "Lindqvist",
+    "Moreau",
+    "Nowak",
+    "Okafor",
+    "Petrov",
+    "Quinn",
+    "Richter",
+    "Schmidt",
+    "Vogel",
+    "Zimmermann",
+)
+AMOUNT_RANGES = {
+    "home": (400, 60_000),
+    "motor": (300, 30_000),
+    "travel": (80, 6_000),
+    "liability": (800, 140_000),
+}
+COVERAGE = {
+    "home": (150_000, 400_000),
+    "motor": (25_000, 60_000),
+    "travel": (5_000, 15_000),
+    "liability": (100_000, 1_000_000),
+}
 CLIENT_IPS = {s.user_id: f"10.20.{3 + i // 4}.{20 + i}" for i, s in enumerate(STAFF)}
-BROWSER = "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/131.0 Safari/537.36"
+BROWSER = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/131.0 Safari/537.36"
+)
 
 
 def iban(rng: random.Random) -> str:
@@ -66,9 +116,19 @@ class Channel:
         self.session_id = session_id
         self.client_id = "claims-copilot" if copilot else "web-portal"
         self.token = world.office.issue_token(staff.user_id, self.client_id)
-        self.copilot = (Copilot(world.copilot_tracer, world.clock, world.send,
-                                random.Random(world.rng.random()), user_id=staff.user_id,
-                                token=self.token, session_id=session_id) if copilot else None)
+        self.copilot = (
+            Copilot(
+                world.copilot_tracer,
+                world.clock,
+                world.send,
+                random.Random(world.rng.random()),
+                user_id=staff.user_id,
+                token=self.token,
+                session_id=session_id,
+            )
+            if copilot
+            else None
+        )
 
     def relogin(self) -> None:
         self.world.office.revoke_token(self.token)
@@ -87,10 +147,15 @@ class Channel:
             world.clock.advance_s(3, 45)  # reading the screen, filling the form
             tool = TOOLS[name]
             path, query, payload = split_arguments(tool, arguments)
-            headers = {"authorization": f"Bearer {self.token}", "x-session-id": self.session_id,
-                       "user-agent": BROWSER, "x-forwarded-for": CLIENT_IPS[self.staff.user_id]}
-            status, text = world.send(tool.method, path, query, headers,
-                                      payload if tool.method != "GET" else None)
+            headers = {
+                "authorization": f"Bearer {self.token}",
+                "x-session-id": self.session_id,
+                "user-agent": BROWSER,
+                "x-forwarded-for": CLIENT_IPS[self.staff.user_id],
+            }
+            status, text = world.send(
+                tool.method, path, query, headers, payload if tool.method != "GET" else None
+            )
             body = json.loads(text) if text else None
         world.calls += 1
         world.statuses[status] += 1
@@ -114,30 +179,54 @@ class World:
         self.clock = SimClock(START, seed)
         self.office = ClaimsOffice(self.clock, seed)
         self.sink = OtlpJsonLines(out / "traces.jsonl")
-        self.api_provider = make_provider(self.sink, service="claims-api", version="2.3.0",
-                                          instance="claims-api-7d9f8c6b5-x2kqp", seed=f"api:{seed}")
-        self.copilot_provider = make_provider(self.sink, service="claims-copilot", version="0.9.4",
-                                              instance="claims-copilot-5c7b9d-m4tzr",
-                                              seed=f"copilot:{seed}")
+        self.api_provider = make_provider(
+            self.sink,
+            service="claims-api",
+            version="2.3.0",
+            instance="claims-api-7d9f8c6b5-x2kqp",
+            seed=f"api:{seed}",
+        )
+        self.copilot_provider = make_provider(
+            self.sink,
+            service="claims-copilot",
+            version="0.9.4",
+            instance="claims-copilot-5c7b9d-m4tzr",
+            seed=f"copilot:{seed}",
+        )
         self.copilot_tracer = self.copilot_provider.get_tracer("nwm.claims.copilot", "0.9.4")
-        app = ServerTracing(create_app(self.office),
-                            self.api_provider.get_tracer("nwm.claims.api", "2.3.0"), self.clock)
-        self.client = TestClient(app, base_url="https://claims-api.northwind-mutual.example",
-                                 raise_server_exceptions=True)
+        app = ServerTracing(
+            create_app(self.office),
+            self.api_provider.get_tracer("nwm.claims.api", "2.3.0"),
+            self.clock,
+        )
+        self.client = TestClient(
+            app,
+            base_url="https://claims-api.northwind-mutual.example",
+            raise_server_exceptions=True,
+        )
         self.calls = 0
         self.statuses: Counter[int] = Counter()
         self.codes: Counter[str] = Counter()
         self.sessions_by_kind: Counter[str] = Counter()
 
-    def send(self, method: str, path: str, query: dict[str, Any], headers: dict[str, str],
-             body: dict[str, Any] | None) -> tuple[int, str]:
+    def send(
+        self,
+        method: str,
+        path: str,
+        query: dict[str, Any],
+        headers: dict[str, str],
+        body: dict[str, Any] | None,
+    ) -> tuple[int, str]:
         url = path + (f"?{urlencode(query)}" if query else "")
         if body is None:
             response = self.client.request(method, url, headers=headers)
         else:
-            response = self.client.request(method, url,
-                                           headers={**headers, "content-type": "application/json"},
-                                           content=json.dumps(body).encode("utf-8"))
+            response = self.client.request(
+                method,
+                url,
+                headers={**headers, "content-type": "application/json"},
+                content=json.dumps(body).encode("utf-8"),
+            )
         return response.status_code, response.text
 
     def close(self) -> None:
@@ -158,15 +247,24 @@ class World:
             product = self.rng.choice(PRODUCTS)
             start = today - timedelta(days=self.rng.randint(20, 330))
             low, high = COVERAGE[product]
-            issued = int(datetime.combine(start - timedelta(days=self.rng.randint(1, 14)),
-                                          datetime.min.time(), UTC).timestamp()) * 10**9
+            issued = (
+                int(
+                    datetime.combine(
+                        start - timedelta(days=self.rng.randint(1, 14)), datetime.min.time(), UTC
+                    ).timestamp()
+                )
+                * 10**9
+            )
             self.office.seed_policy(
-                holder=self.person(), product=product,
+                holder=self.person(),
+                product=product,
                 coverage_limit=float(round(self.rng.uniform(low, high), -3)),
                 deductible=float(self.rng.choice((0, 150, 250, 500, 1000))),
                 effective_from=start.isoformat(),
                 effective_to=(start + timedelta(days=365)).isoformat(),
-                issued_by=self.rng.choice(agents), issued_at_ns=issued + 9 * 3600 * 10**9)
+                issued_by=self.rng.choice(agents),
+                issued_at_ns=issued + 9 * 3600 * 10**9,
+            )
 
     # ---- the clock ---------------------------------------------------------------------
 
@@ -209,11 +307,16 @@ def intake(w: World, ch: Channel) -> None:
     if "agent" in ch.staff.roles and rng.random() < 0.25:
         product = rng.choice(PRODUCTS)
         low, high = COVERAGE[product]
-        body = {"holder": w.person(), "product": product,
-                "coverage_limit": float(round(rng.uniform(low, high), -3)),
-                "deductible": float(rng.choice((0, 150, 250, 500))),
-                "effective_from": (w.today() - timedelta(days=rng.randint(0, 3))).isoformat()}
-        body["effective_to"] = (date.fromisoformat(body["effective_from"]) + timedelta(days=365)).isoformat()
+        body = {
+            "holder": w.person(),
+            "product": product,
+            "coverage_limit": float(round(rng.uniform(low, high), -3)),
+            "deductible": float(rng.choice((0, 150, 250, 500))),
+            "effective_from": (w.today() - timedelta(days=rng.randint(0, 3))).isoformat(),
+        }
+        body["effective_to"] = (
+            date.fromisoformat(body["effective_from"]) + timedelta(days=365)
+        ).isoformat()
         with ch.turn():
             if rng.random() < 0.12:  # the form sent without the holder's name
                 ch.call("issue_policy", **{k: v for k, v in body.items() if k != "holder"})
@@ -224,11 +327,17 @@ def intake(w: World, ch: Channel) -> None:
             policy = rng.choice(active)
             with ch.turn():
                 ch.call("get_policy", policy_id=policy["policy_id"])
-                ch.call("cancel_policy", policy_id=policy["policy_id"],
-                        reason=rng.choice(("customer request", "non-payment of premium",
-                                           "vehicle sold")))
+                ch.call(
+                    "cancel_policy",
+                    policy_id=policy["policy_id"],
+                    reason=rng.choice(
+                        ("customer request", "non-payment of premium", "vehicle sold")
+                    ),
+                )
                 if rng.random() < 0.3:  # clicked twice
-                    ch.call("cancel_policy", policy_id=policy["policy_id"], reason="customer request")
+                    ch.call(
+                        "cancel_policy", policy_id=policy["policy_id"], reason="customer request"
+                    )
     for _ in range(rng.choice((1, 1, 2, 2, 3))):
         file_one(w, ch)
     if rng.random() < 0.1:  # an agent asks for something only adjusters do
@@ -239,8 +348,11 @@ def intake(w: World, ch: Channel) -> None:
                 if claim["status"] == "filed":
                     ch.call("start_review", claim_number=claim["claim_number"])
                 else:
-                    ch.call("approve_claim", claim_number=claim["claim_number"],
-                            assessment_id=(claim.get("assessment_ids") or ["ASM-000000-1"])[-1])
+                    ch.call(
+                        "approve_claim",
+                        claim_number=claim["claim_number"],
+                        assessment_id=(claim.get("assessment_ids") or ["ASM-000000-1"])[-1],
+                    )
 
 
 def file_one(w: World, ch: Channel) -> None:
@@ -250,14 +362,23 @@ def file_one(w: World, ch: Channel) -> None:
     with ch.turn():
         if existing and rng.random() < 0.05:  # the customer phoned twice about one incident
             other = rng.choice(existing)
-            ch.call("file_claim", policy_id=other["policy_id"], claimant=other["claimant"],
-                    incident_date=other["incident_date"], loss_type=other["loss_type"],
-                    claimed_amount=other["claimed_amount"], description="Reported again by phone")
+            ch.call(
+                "file_claim",
+                policy_id=other["policy_id"],
+                claimant=other["claimant"],
+                incident_date=other["incident_date"],
+                loss_type=other["loss_type"],
+                claimed_amount=other["claimed_amount"],
+                description="Reported again by phone",
+            )
             return
         policy = rng.choice(policies)
         if ch.copilot is not None or rng.random() < 0.5:
             ch.call("get_policy", policy_id=policy["policy_id"])
-        start, end = date.fromisoformat(policy["effective_from"]), date.fromisoformat(policy["effective_to"])
+        start, end = (
+            date.fromisoformat(policy["effective_from"]),
+            date.fromisoformat(policy["effective_to"]),
+        )
         latest = min(end, w.today())
         if rng.random() < 0.05 or latest < start:  # an incident from before the cover began
             incident = start - timedelta(days=rng.randint(1, 40))
@@ -265,25 +386,39 @@ def file_one(w: World, ch: Channel) -> None:
             incident = latest - timedelta(days=rng.randint(0, min(45, (latest - start).days)))
         low, high = AMOUNT_RANGES[policy["product"]]
         amount = round(min(high, low * (high / low) ** (rng.random() ** 1.6)), 2)
-        if rng.random() < 0.05:  # the customer claims more than the policy covers
+        if policy["product"] in ("motor", "travel") and rng.random() < 0.1:
+            # a total loss or a long hospital stay: more than the sum insured
             amount = round(policy["coverage_limit"] * rng.uniform(1.05, 1.4), 2)
-        body = {"policy_id": policy["policy_id"], "claimant": policy["holder"],
-                "incident_date": incident.isoformat(),
-                "loss_type": rng.choice(LOSS_TYPES[policy["product"]]),
-                "claimed_amount": amount,
-                "description": rng.choice(("Reported by phone", "Photos attached",
-                                           "Police report filed", "Customer visited branch",
-                                           "Submitted via broker"))}
+        body = {
+            "policy_id": policy["policy_id"],
+            "claimant": policy["holder"],
+            "incident_date": incident.isoformat(),
+            "loss_type": rng.choice(LOSS_TYPES[policy["product"]]),
+            "claimed_amount": amount,
+            "description": rng.choice(
+                (
+                    "Reported by phone",
+                    "Photos attached",
+                    "Police report filed",
+                    "Customer visited branch",
+                    "Submitted via broker",
+                )
+            ),
+        }
         roll = rng.random()
         if roll < 0.08:  # a form with a mistake, then the corrected form
             broken = dict(body)
-            mistake = rng.choice(("missing_date", "bad_date", "bad_amount", "wrong_loss", "missing_claimant"))
+            mistake = rng.choice(
+                ("missing_date", "bad_date", "bad_amount", "wrong_loss", "missing_claimant")
+            )
             if mistake == "missing_date":
                 broken.pop("incident_date")
             elif mistake == "bad_date":
                 broken["incident_date"] = incident.strftime("%d/%m/%Y")
             elif mistake == "bad_amount":
-                broken["claimed_amount"] = rng.choice((-amount, 0, f"{amount:,.2f}".replace(",", " ")))
+                broken["claimed_amount"] = rng.choice(
+                    (-amount, 0, f"{amount:,.2f}".replace(",", " "))
+                )
             elif mistake == "wrong_loss":
                 other = [p for p in PRODUCTS if p != policy["product"]]
                 broken["loss_type"] = LOSS_TYPES[rng.choice(other)][0]
@@ -294,7 +429,9 @@ def file_one(w: World, ch: Channel) -> None:
             ch.call("file_claim", **broken)
         elif roll < 0.11:  # a mistyped policy id
             wrong = dict(body)
-            wrong["policy_id"] = policy["policy_id"][:-4] + "".join(rng.choice("0123456789abcdef") for _ in range(4))
+            wrong["policy_id"] = policy["policy_id"][:-4] + "".join(
+                rng.choice("0123456789abcdef") for _ in range(4)
+            )
             status, _ = ch.call("file_claim", **wrong)
             if status != 404:
                 return
@@ -312,8 +449,12 @@ def review(w: World, ch: Channel) -> None:
         number = item["claim_number"]
         with ch.turn():
             if rng.random() < 0.05:  # assessing before taking the claim into review
-                ch.call("record_assessment", claim_number=number,
-                        assessed_amount=item["claimed_amount"], recommendation="approve")
+                ch.call(
+                    "record_assessment",
+                    claim_number=number,
+                    assessed_amount=item["claimed_amount"],
+                    recommendation="approve",
+                )
             ch.call("start_review", claim_number=number)
         claim = w.office.claims[number]
         policy = w.office.policies[claim["policy_id"]]
@@ -327,29 +468,51 @@ def review(w: World, ch: Channel) -> None:
             amount = max(round(amount - policy["deductible"], 2), 50.0)
         with ch.turn():
             if rng.random() < 0.03:  # the recommendation typed wrong
-                ch.call("record_assessment", claim_number=number, assessed_amount=amount,
-                        recommendation="approved")
-            status, assessment = ch.call("record_assessment", claim_number=number,
-                                         assessed_amount=amount, recommendation=recommendation,
-                                         notes=rng.choice(("Site visit done", "Invoices checked",
-                                                           "Desk assessment", "Expert report")))
+                ch.call(
+                    "record_assessment",
+                    claim_number=number,
+                    assessed_amount=amount,
+                    recommendation="approved",
+                )
+            status, assessment = ch.call(
+                "record_assessment",
+                claim_number=number,
+                assessed_amount=amount,
+                recommendation=recommendation,
+                notes=rng.choice(
+                    ("Site visit done", "Invoices checked", "Desk assessment", "Expert report")
+                ),
+            )
             if status == 422:  # over the cover: assess at the coverage limit
-                status, assessment = ch.call("record_assessment", claim_number=number,
-                                             assessed_amount=policy["coverage_limit"],
-                                             recommendation=recommendation, notes="Capped at cover")
+                status, assessment = ch.call(
+                    "record_assessment",
+                    claim_number=number,
+                    assessed_amount=policy["coverage_limit"],
+                    recommendation=recommendation,
+                    notes="Capped at cover",
+                )
             if status == 201 and rng.random() < 0.08:  # a revised valuation
-                status, assessment = ch.call("record_assessment", claim_number=number,
-                                             assessed_amount=round(amount * rng.uniform(0.85, 1.1), 2),
-                                             recommendation=recommendation, notes="Revised after invoice")
+                status, assessment = ch.call(
+                    "record_assessment",
+                    claim_number=number,
+                    assessed_amount=round(amount * rng.uniform(0.85, 1.1), 2),
+                    recommendation=recommendation,
+                    notes="Revised after invoice",
+                )
         if status != 201:
             continue
         if recommendation == "reject" and rng.random() < 0.7:
             with ch.turn():
-                ch.call("reject_claim", claim_number=number,
-                        reason=rng.choice(("Not covered", "Pre-existing damage", "Late notification")))
+                ch.call(
+                    "reject_claim",
+                    claim_number=number,
+                    reason=rng.choice(("Not covered", "Pre-existing damage", "Late notification")),
+                )
         elif recommendation == "approve" and rng.random() < 0.06:  # approving one's own assessment
             with ch.turn():
-                ch.call("approve_claim", claim_number=number, assessment_id=assessment["assessment_id"])
+                ch.call(
+                    "approve_claim", claim_number=number, assessment_id=assessment["assessment_id"]
+                )
 
 
 def approval(w: World, ch: Channel) -> None:
@@ -379,22 +542,34 @@ def approval(w: World, ch: Channel) -> None:
             if ch.copilot is not None or rng.random() < 0.6:
                 ch.call("get_claim", claim_number=number)
             if assessment["recommendation"] == "reject":
-                ch.call("reject_claim", claim_number=number,
-                        reason=rng.choice(("Not covered", "Fraud indicators", "Exclusion applies")))
+                ch.call(
+                    "reject_claim",
+                    claim_number=number,
+                    reason=rng.choice(("Not covered", "Fraud indicators", "Exclusion applies")),
+                )
                 continue
             if rng.random() < 0.03:  # the form sent without choosing the assessment
                 ch.call("approve_claim", claim_number=number)
             superseded = [a for a in item["assessments"] if a["status"] == "superseded"]
             if superseded and rng.random() < 0.5:  # picked the old valuation
-                ch.call("approve_claim", claim_number=number, assessment_id=superseded[0]["assessment_id"])
+                ch.call(
+                    "approve_claim",
+                    claim_number=number,
+                    assessment_id=superseded[0]["assessment_id"],
+                )
             ch.call("approve_claim", claim_number=number, assessment_id=assessment["assessment_id"])
     if rng.random() < 0.12:  # a stale list: the claim was already decided
         decided = w.claims_in("approved", "rejected", "paid", "filed")
         if decided:
             claim = rng.choice(decided)
             with ch.turn():
-                ch.call("approve_claim", claim_number=claim["claim_number"],
-                        assessment_id=(claim.get("assessment_ids") or [f"ASM-{claim['claim_number'][-6:]}-1"])[-1])
+                ch.call(
+                    "approve_claim",
+                    claim_number=claim["claim_number"],
+                    assessment_id=(
+                        claim.get("assessment_ids") or [f"ASM-{claim['claim_number'][-6:]}-1"]
+                    )[-1],
+                )
 
 
 def payment(w: World, ch: Channel) -> None:
@@ -405,7 +580,7 @@ def payment(w: World, ch: Channel) -> None:
     items = listing["items"] if status == 200 else []
     for item in items[: rng.choice((2, 3, 4))]:
         number = item["claim_number"]
-        if item.get("approved_by") == me and rng.random() > 0.6:
+        if item.get("approved_by") == me and rng.random() > 0.5:
             continue  # they remember they approved it
         payee = iban(rng)
         with ch.turn():
@@ -413,12 +588,24 @@ def payment(w: World, ch: Channel) -> None:
             amount = item["approved_amount"]
             roll = rng.random()
             if roll < 0.09 and item["claimed_amount"] != amount:  # typed the claimed amount
-                ch.call("issue_payout", claim_number=number, amount=item["claimed_amount"], payee_iban=payee)
+                ch.call(
+                    "issue_payout",
+                    claim_number=number,
+                    amount=item["claimed_amount"],
+                    payee_iban=payee,
+                )
             elif roll < 0.12:  # a typo in the amount
-                ch.call("issue_payout", claim_number=number, amount=round(amount * 10, 2), payee_iban=payee)
+                ch.call(
+                    "issue_payout",
+                    claim_number=number,
+                    amount=round(amount * 10, 2),
+                    payee_iban=payee,
+                )
             elif roll < 0.15:  # the IBAN left out
                 ch.call("issue_payout", claim_number=number, amount=amount, payee_iban="")
-            status, payout = ch.call("issue_payout", claim_number=number, amount=amount, payee_iban=payee)
+            status, payout = ch.call(
+                "issue_payout", claim_number=number, amount=amount, payee_iban=payee
+            )
             if status == 201 and rng.random() < 0.2:
                 ch.call("get_payout", payout_id=payout["payout_id"])
     if rng.random() < 0.12:  # paying a claim again, or one that was never approved
@@ -426,8 +613,12 @@ def payment(w: World, ch: Channel) -> None:
         if stale:
             claim = rng.choice(stale)
             with ch.turn():
-                ch.call("issue_payout", claim_number=claim["claim_number"],
-                        amount=claim.get("approved_amount") or claim["claimed_amount"], payee_iban=iban(rng))
+                ch.call(
+                    "issue_payout",
+                    claim_number=claim["claim_number"],
+                    amount=claim.get("approved_amount") or claim["claimed_amount"],
+                    payee_iban=iban(rng),
+                )
     if rng.random() < 0.08:  # closing a paid claim is the adjuster's job
         paid = w.claims_in("paid")
         if paid and not {"adjuster", "senior_adjuster", "claims_manager"} & set(ch.staff.roles):
@@ -455,8 +646,12 @@ def closing(w: World, ch: Channel) -> None:
         if approved and "finance" not in ch.staff.roles:
             claim = rng.choice(approved)
             with ch.turn():
-                ch.call("issue_payout", claim_number=claim["claim_number"],
-                        amount=claim["approved_amount"], payee_iban=iban(rng))
+                ch.call(
+                    "issue_payout",
+                    claim_number=claim["claim_number"],
+                    amount=claim["approved_amount"],
+                    payee_iban=iban(rng),
+                )
 
 
 SESSIONS = {
@@ -480,7 +675,7 @@ def pick_session(w: World) -> tuple[str, Staff]:
     kind = rng.choices(list(weights), weights=list(weights.values()))[0]
     roles = SESSIONS[kind][1]
     role = rng.choices(list(roles), weights=list(roles.values()))[0]
-    if kind == "payment" and rng.random() < 0.35:
+    if kind == "payment" and rng.random() < 0.45:
         people = [s for s in STAFF if "finance" in s.roles and len(s.roles) > 1]
     elif kind == "approval" and role == "senior_adjuster":
         people = _people("senior_adjuster")
@@ -490,7 +685,7 @@ def pick_session(w: World) -> tuple[str, Staff]:
 
 
 def run_sessions(sessions: int, seed: int, out: str | Path) -> dict[str, Any]:
-    """Play ``sessions`` sessions and write traces.jsonl, claims.jsonocel, claims.xes, truth.json."""
+    """Play ``sessions`` sessions; write traces.jsonl, claims.jsonocel, claims.xes, truth.json."""
     from simgym.real.claims.ocel import write_ocel
     from simgym.real.claims.xes import write_xes
 
@@ -501,10 +696,10 @@ def run_sessions(sessions: int, seed: int, out: str | Path) -> dict[str, Any]:
     stale_tokens: dict[str, str] = {}
     copilot_sessions = 0
     try:
-        for index in range(sessions):
+        for _ in range(sessions):
             world.next_session_start()
             kind, staff = pick_session(world)
-            copilot = world.rng.random() < (0.45 if kind in ("intake", "review") else 0.3)
+            copilot = world.rng.random() < (0.45 if kind in ("intake", "review") else 0.4)
             copilot_sessions += copilot
             session_id = "s_" + "".join(world.rng.choice("0123456789abcdef") for _ in range(20))
             channel = Channel(world, staff, copilot, session_id)
@@ -522,7 +717,9 @@ def run_sessions(sessions: int, seed: int, out: str | Path) -> dict[str, Any]:
     write_xes(world.office, out / "claims.xes")
     rules = truth()
     rules["run"] = {
-        "seed": seed, "sessions": sessions, "copilot_sessions": copilot_sessions,
+        "seed": seed,
+        "sessions": sessions,
+        "copilot_sessions": copilot_sessions,
         "sessions_by_kind": dict(sorted(world.sessions_by_kind.items())),
         "http_calls": world.calls,
         "statuses": {str(k): v for k, v in sorted(world.statuses.items())},

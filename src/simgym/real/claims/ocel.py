@@ -30,12 +30,24 @@ EVENT_TYPES = {
     "issue_payout": "Issue Payout",
 }
 ACTOR_QUALIFIERS = {
-    "issue_policy": "issuer", "cancel_policy": "canceller", "file_claim": "filer",
-    "start_review": "handler", "record_assessment": "assessor", "approve_claim": "approver",
-    "reject_claim": "rejecter", "close_claim": "closer", "issue_payout": "payer",
+    "issue_policy": "issuer",
+    "cancel_policy": "canceller",
+    "file_claim": "filer",
+    "start_review": "handler",
+    "record_assessment": "assessor",
+    "approve_claim": "approver",
+    "reject_claim": "rejecter",
+    "close_claim": "closer",
+    "issue_payout": "payer",
 }
-FLOAT_ATTRIBUTES = {"coverage_limit", "deductible", "claimed_amount", "assessed_amount",
-                    "approved_amount", "amount"}
+FLOAT_ATTRIBUTES = {
+    "coverage_limit",
+    "deductible",
+    "claimed_amount",
+    "assessed_amount",
+    "approved_amount",
+    "amount",
+}
 # object type -> (related object type, attribute holding its id, qualifier)
 OBJECT_LINKS = {
     "claim": [("policy", "policy_id", "insured under")],
@@ -64,49 +76,76 @@ def build_ocel(office: ClaimsOffice) -> dict[str, Any]:
             attributes["error_detail"] = entry.error_detail
         for name in attributes:
             event_attributes[etype].setdefault(name, _type(name))
-        relationships = [{"objectId": oid, "qualifier": qualifier}
-                         for _, oid, qualifier in entry.objects]
-        relationships.append({"objectId": entry.caller.user_id,
-                              "qualifier": ACTOR_QUALIFIERS[entry.operation]})
-        events.append({
-            "id": entry.event_id,
-            "type": etype,
-            "time": iso(entry.time_ns),
-            "attributes": [{"name": k, "value": v} for k, v in attributes.items() if v is not None],
-            "relationships": relationships,
-        })
+        relationships = [
+            {"objectId": oid, "qualifier": qualifier} for _, oid, qualifier in entry.objects
+        ]
+        relationships.append(
+            {"objectId": entry.caller.user_id, "qualifier": ACTOR_QUALIFIERS[entry.operation]}
+        )
+        events.append(
+            {
+                "id": entry.event_id,
+                "type": etype,
+                "time": iso(entry.time_ns),
+                "attributes": [
+                    {"name": k, "value": v} for k, v in attributes.items() if v is not None
+                ],
+                "relationships": relationships,
+            }
+        )
 
     object_attributes: dict[str, dict[str, str]] = {
-        "policy": {}, "claim": {}, "assessment": {}, "payout": {}, "employee": {},
+        "policy": {},
+        "claim": {},
+        "assessment": {},
+        "payout": {},
+        "employee": {},
     }
     objects: dict[str, dict[str, Any]] = {}
     for change in office.changes:
-        obj = objects.setdefault(change.object_id, {
-            "id": change.object_id, "type": change.object_type, "attributes": [],
-            "relationships": [],
-        })
+        obj = objects.setdefault(
+            change.object_id,
+            {
+                "id": change.object_id,
+                "type": change.object_type,
+                "attributes": [],
+                "relationships": [],
+            },
+        )
         object_attributes[change.object_type].setdefault(change.name, _type(change.name))
-        obj["attributes"].append({"name": change.name, "time": iso(change.time_ns),
-                                  "value": change.value})
+        obj["attributes"].append(
+            {"name": change.name, "time": iso(change.time_ns), "value": change.value}
+        )
     for obj in objects.values():
-        record = {"policy": office.policies, "claim": office.claims,
-                  "assessment": office.assessments, "payout": office.payouts}[obj["type"]][obj["id"]]
-        for target_type, key, qualifier in OBJECT_LINKS.get(obj["type"], []):
+        record = {
+            "policy": office.policies,
+            "claim": office.claims,
+            "assessment": office.assessments,
+            "payout": office.payouts,
+        }[obj["type"]][obj["id"]]
+        for _target, key, qualifier in OBJECT_LINKS.get(obj["type"], []):
             obj["relationships"].append({"objectId": record[key], "qualifier": qualifier})
     epoch = "1970-01-01T00:00:00.000Z"
     for member in STAFF:
         object_attributes["employee"].update({"name": "string", "roles": "string"})
         objects[member.user_id] = {
-            "id": member.user_id, "type": "employee",
-            "attributes": [{"name": "name", "time": epoch, "value": member.name},
-                           {"name": "roles", "time": epoch, "value": ",".join(member.roles)}],
+            "id": member.user_id,
+            "type": "employee",
+            "attributes": [
+                {"name": "name", "time": epoch, "value": member.name},
+                {"name": "roles", "time": epoch, "value": ",".join(member.roles)},
+            ],
             "relationships": [],
         }
     return {
-        "objectTypes": [{"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
-                        for name, attrs in object_attributes.items()],
-        "eventTypes": [{"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
-                       for name, attrs in event_attributes.items()],
+        "objectTypes": [
+            {"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
+            for name, attrs in object_attributes.items()
+        ],
+        "eventTypes": [
+            {"name": name, "attributes": [{"name": a, "type": t} for a, t in attrs.items()]}
+            for name, attrs in event_attributes.items()
+        ],
         "objects": list(objects.values()),
         "events": events,
     }

@@ -252,7 +252,9 @@ class ClaimsOffice:
     # ---- identity ----------------------------------------------------------------------
 
     def issue_token(self, user_id: str, client_id: str) -> str:
-        token = "nwm_" + "".join(self.rng.choice("abcdefghijkmnpqrstuvwxyz23456789") for _ in range(32))
+        token = "nwm_" + "".join(
+            self.rng.choice("abcdefghijkmnpqrstuvwxyz23456789") for _ in range(32)
+        )
         self.tokens[token] = (user_id, client_id)
         return token
 
@@ -274,8 +276,14 @@ class ClaimsOffice:
         self._event_seq += 1
         return f"evt-{self._event_seq:06d}"
 
-    def _set(self, otype: str, record: dict[str, Any], oid: str, values: dict[str, Any],
-             event_id: str | None) -> None:
+    def _set(
+        self,
+        otype: str,
+        record: dict[str, Any],
+        oid: str,
+        values: dict[str, Any],
+        event_id: str | None,
+    ) -> None:
         now = self.clock.now_ns()
         for name, value in values.items():
             if record.get(name) != value or name not in record:
@@ -283,12 +291,25 @@ class ClaimsOffice:
                 self.changes.append(Change(otype, oid, name, value, now, event_id))
         record["updated_at"] = iso(now)
 
-    def _attempt(self, operation: str, caller: Caller, objects: list[tuple[str, str, str]],
-                 attributes: dict[str, Any], action) -> dict[str, Any]:
+    def _attempt(
+        self,
+        operation: str,
+        caller: Caller,
+        objects: list[tuple[str, str, str]],
+        attributes: dict[str, Any],
+        action,
+    ) -> dict[str, Any]:
         """Run ``action`` (which may raise :class:`ApiError`) and journal the attempt."""
         event_id = self._next_event_id()
-        entry = JournalEntry(event_id, operation, self.clock.now_ns(), caller, "accepted",
-                             list(objects), dict(attributes))
+        entry = JournalEntry(
+            event_id,
+            operation,
+            self.clock.now_ns(),
+            caller,
+            "accepted",
+            list(objects),
+            dict(attributes),
+        )
         try:
             result = action(event_id, entry)
         except ApiError as error:
@@ -348,8 +369,12 @@ class ClaimsOffice:
     # ---- validation helpers ------------------------------------------------------------
 
     @staticmethod
-    def _amount(body: dict[str, Any], name: str, problems: list[tuple[str, str]],
-                maximum: float = MAX_CLAIMED_AMOUNT) -> float | None:
+    def _amount(
+        body: dict[str, Any],
+        name: str,
+        problems: list[tuple[str, str]],
+        maximum: float = MAX_CLAIMED_AMOUNT,
+    ) -> float | None:
         if name not in body or body[name] is None:
             problems.append((name, "is required"))
             return None
@@ -366,8 +391,13 @@ class ClaimsOffice:
         return round(float(value), 2)
 
     @staticmethod
-    def _text(body: dict[str, Any], name: str, problems: list[tuple[str, str]],
-              choices: tuple[str, ...] | None = None, required: bool = True) -> str | None:
+    def _text(
+        body: dict[str, Any],
+        name: str,
+        problems: list[tuple[str, str]],
+        choices: tuple[str, ...] | None = None,
+        required: bool = True,
+    ) -> str | None:
         value = body.get(name)
         if value is None or value == "":
             if required:
@@ -395,16 +425,31 @@ class ClaimsOffice:
 
     # ---- policies ----------------------------------------------------------------------
 
-    def seed_policy(self, *, holder: str, product: str, coverage_limit: float, deductible: float,
-                    effective_from: str, effective_to: str, issued_by: str, issued_at_ns: int) -> str:
+    def seed_policy(
+        self,
+        *,
+        holder: str,
+        product: str,
+        coverage_limit: float,
+        deductible: float,
+        effective_from: str,
+        effective_to: str,
+        issued_by: str,
+        issued_at_ns: int,
+    ) -> str:
         """A policy that existed before the log starts (no journal entry)."""
         policy_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
         record = {"policy_id": policy_id}
         self.policies[policy_id] = record
         values = {
-            "holder": holder, "product": product, "coverage_limit": coverage_limit,
-            "deductible": deductible, "effective_from": effective_from,
-            "effective_to": effective_to, "status": "active", "issued_by": issued_by,
+            "holder": holder,
+            "product": product,
+            "coverage_limit": coverage_limit,
+            "deductible": deductible,
+            "effective_from": effective_from,
+            "effective_to": effective_to,
+            "status": "active",
+            "issued_by": issued_by,
             "currency": CURRENCY,
         }
         record.update(values)
@@ -421,7 +466,11 @@ class ClaimsOffice:
             product = self._text(body, "product", problems, PRODUCTS)
             limit = self._amount(body, "coverage_limit", problems, 5_000_000.00)
             deductible = body.get("deductible", 0)
-            if isinstance(deductible, bool) or not isinstance(deductible, int | float) or deductible < 0:
+            if (
+                isinstance(deductible, bool)
+                or not isinstance(deductible, int | float)
+                or deductible < 0
+            ):
                 problems.append(("deductible", "must be a non-negative number"))
             start = self._date(body, "effective_from", problems)
             end = self._date(body, "effective_to", problems)
@@ -431,12 +480,23 @@ class ClaimsOffice:
             policy_id = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
             record: dict[str, Any] = {"policy_id": policy_id}
             self.policies[policy_id] = record
-            self._set("policy", record, policy_id, {
-                "holder": holder, "product": product, "coverage_limit": limit,
-                "deductible": round(float(deductible), 2), "effective_from": start.isoformat(),
-                "effective_to": end.isoformat(), "status": "active",
-                "issued_by": caller.user_id, "currency": CURRENCY,
-            }, event_id)
+            self._set(
+                "policy",
+                record,
+                policy_id,
+                {
+                    "holder": holder,
+                    "product": product,
+                    "coverage_limit": limit,
+                    "deductible": round(float(deductible), 2),
+                    "effective_from": start.isoformat(),
+                    "effective_to": end.isoformat(),
+                    "status": "active",
+                    "issued_by": caller.user_id,
+                    "currency": CURRENCY,
+                },
+                event_id,
+            )
             record["issued_at"] = self.clock.iso()
             entry.objects.append(("policy", policy_id, "issued"))
             entry.attributes.update({"coverage_limit": limit, "product": product})
@@ -458,14 +518,23 @@ class ClaimsOffice:
             if policy["status"] not in sources:
                 raise ApiError(
                     "invalid_state_transition",
-                    f"Policy {policy_id} is {policy['status']}; cancel policy needs it to be active.",
+                    f"Policy {policy_id} is {policy['status']}; "
+                    "cancel policy needs it to be active.",
                     current_status=policy["status"],
                 )
             today = self.clock.now().date().isoformat()
-            self._set("policy", policy, policy_id, {
-                "status": target, "cancelled_by": caller.user_id, "cancelled_on": today,
-                "effective_to": min(policy["effective_to"], today),
-            }, event_id)
+            self._set(
+                "policy",
+                policy,
+                policy_id,
+                {
+                    "status": target,
+                    "cancelled_by": caller.user_id,
+                    "cancelled_on": today,
+                    "effective_to": min(policy["effective_to"], today),
+                },
+                event_id,
+            )
             entry.attributes["reason"] = reason
             return dict(policy)
 
@@ -497,19 +566,33 @@ class ClaimsOffice:
             incident = self._date(body, "incident_date", problems)
             if incident and incident > self.clock.now().date():
                 problems.append(("incident_date", "must not be in the future"))
-            loss_type = self._text(body, "loss_type", problems,
-                                   tuple(sorted({t for ts in LOSS_TYPES.values() for t in ts})))
+            loss_type = self._text(
+                body,
+                "loss_type",
+                problems,
+                tuple(sorted({t for ts in LOSS_TYPES.values() for t in ts})),
+            )
             amount = self._amount(body, "claimed_amount", problems)
             self._text(body, "description", problems, required=False)
             self._invalid(problems)
             policy = self._policy(pid)
             if loss_type not in LOSS_TYPES[policy["product"]]:
-                self._invalid([("loss_type", f"is not covered by a {policy['product']} policy; "
-                                f"expected one of {', '.join(LOSS_TYPES[policy['product']])}")])
+                self._invalid(
+                    [
+                        (
+                            "loss_type",
+                            f"is not covered by a {policy['product']} policy; "
+                            f"expected one of {', '.join(LOSS_TYPES[policy['product']])}",
+                        )
+                    ]
+                )
             for other in self.claims.values():
-                if (other["policy_id"] == pid and other["incident_date"] == incident.isoformat()
-                        and cents(other["claimed_amount"]) == cents(amount)
-                        and other["status"] not in DUPLICATE_IGNORES_STATUSES):
+                if (
+                    other["policy_id"] == pid
+                    and other["incident_date"] == incident.isoformat()
+                    and cents(other["claimed_amount"]) == cents(amount)
+                    and other["status"] not in DUPLICATE_IGNORES_STATUSES
+                ):
                     entry.objects.append(("claim", other["claim_number"], "duplicate of"))
                     raise ApiError(
                         "duplicate_claim",
@@ -528,12 +611,22 @@ class ClaimsOffice:
             number = f"CLM-{self.clock.now().year}-{self._claim_seq:06d}"
             record: dict[str, Any] = {"claim_number": number}
             self.claims[number] = record
-            self._set("claim", record, number, {
-                "policy_id": pid, "claimant": claimant, "incident_date": incident.isoformat(),
-                "loss_type": loss_type, "claimed_amount": amount,
-                "description": body.get("description") or "", "status": "filed",
-                "filed_by": caller.user_id,
-            }, event_id)
+            self._set(
+                "claim",
+                record,
+                number,
+                {
+                    "policy_id": pid,
+                    "claimant": claimant,
+                    "incident_date": incident.isoformat(),
+                    "loss_type": loss_type,
+                    "claimed_amount": amount,
+                    "description": body.get("description") or "",
+                    "status": "filed",
+                    "filed_by": caller.user_id,
+                },
+                event_id,
+            )
             record["filed_at"] = self.clock.iso()
             entry.objects.insert(0, ("claim", number, "filed"))
             entry.attributes["claimed_amount"] = amount
@@ -545,8 +638,16 @@ class ClaimsOffice:
     def _claim_view(self, record: dict[str, Any]) -> dict[str, Any]:
         view = dict(record)
         view["assessments"] = [
-            {key: self.assessments[a][key] for key in
-             ("assessment_id", "assessor", "assessed_amount", "recommendation", "status")}
+            {
+                key: self.assessments[a][key]
+                for key in (
+                    "assessment_id",
+                    "assessor",
+                    "assessed_amount",
+                    "recommendation",
+                    "status",
+                )
+            }
             for a in view.pop("assessment_ids", [])
         ]
         return view
@@ -555,20 +656,29 @@ class ClaimsOffice:
         self._permit("get_claim", caller)
         return self._claim_view(self._claim(claim_number))
 
-    def search_claims(self, caller: Caller, status: str | None, policy_id: str | None,
-                      limit: int = 20) -> dict[str, Any]:
+    def search_claims(
+        self, caller: Caller, status: str | None, policy_id: str | None, limit: int = 20
+    ) -> dict[str, Any]:
         self._permit("search_claims", caller)
         if status is not None and status not in CLAIM_STATUSES:
             self._invalid([("status", f"must be one of {', '.join(CLAIM_STATUSES)}")])
         items = [
-            self._claim_view(c) for c in self.claims.values()
+            self._claim_view(c)
+            for c in self.claims.values()
             if (status is None or c["status"] == status)
             and (policy_id is None or c["policy_id"] == policy_id)
         ]
         return {"items": items[:limit], "total": len(items)}
 
-    def _claim_action(self, operation: str, caller: Caller, claim_number: str, qualifier: str,
-                      body: dict[str, Any], run) -> dict[str, Any]:
+    def _claim_action(
+        self,
+        operation: str,
+        caller: Caller,
+        claim_number: str,
+        qualifier: str,
+        body: dict[str, Any],
+        run,
+    ) -> dict[str, Any]:
         objects = [("claim", claim_number, qualifier)] if claim_number in self.claims else []
 
         def action(event_id: str, entry: JournalEntry) -> dict[str, Any]:
@@ -577,17 +687,26 @@ class ClaimsOffice:
 
         return self._attempt(operation, caller, objects, {}, action)
 
-    def start_review(self, caller: Caller, claim_number: str, body: dict[str, Any]) -> dict[str, Any]:
+    def start_review(
+        self, caller: Caller, claim_number: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         def run(event_id: str, entry: JournalEntry) -> dict[str, Any]:
             claim = self._claim(claim_number)
             target = self._transition(claim, "start_review")
-            self._set("claim", claim, claim_number, {"status": target, "handler": caller.user_id},
-                      event_id)
+            self._set(
+                "claim",
+                claim,
+                claim_number,
+                {"status": target, "handler": caller.user_id},
+                event_id,
+            )
             return self._claim_view(claim)
 
         return self._claim_action("start_review", caller, claim_number, "reviewed", body, run)
 
-    def record_assessment(self, caller: Caller, claim_number: str, body: dict[str, Any]) -> dict[str, Any]:
+    def record_assessment(
+        self, caller: Caller, claim_number: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         def run(event_id: str, entry: JournalEntry) -> dict[str, Any]:
             problems: list[tuple[str, str]] = []
             amount = self._amount(body, "assessed_amount", problems)
@@ -620,11 +739,20 @@ class ClaimsOffice:
                     entry.objects.append(("assessment", earlier, "supersedes"))
             record: dict[str, Any] = {"assessment_id": assessment_id}
             self.assessments[assessment_id] = record
-            self._set("assessment", record, assessment_id, {
-                "claim_number": claim_number, "assessor": caller.user_id,
-                "assessed_amount": amount, "recommendation": recommendation,
-                "notes": body.get("notes") or "", "status": "current",
-            }, event_id)
+            self._set(
+                "assessment",
+                record,
+                assessment_id,
+                {
+                    "claim_number": claim_number,
+                    "assessor": caller.user_id,
+                    "assessed_amount": amount,
+                    "recommendation": recommendation,
+                    "notes": body.get("notes") or "",
+                    "status": "current",
+                },
+                event_id,
+            )
             record["recorded_at"] = self.clock.iso()
             claim.setdefault("assessment_ids", []).append(assessment_id)
             self._set("claim", claim, claim_number, {"assessor": caller.user_id}, event_id)
@@ -635,7 +763,9 @@ class ClaimsOffice:
 
         return self._claim_action("record_assessment", caller, claim_number, "assessed", body, run)
 
-    def approve_claim(self, caller: Caller, claim_number: str, body: dict[str, Any]) -> dict[str, Any]:
+    def approve_claim(
+        self, caller: Caller, claim_number: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         assessment_id = body.get("assessment_id")
 
         def run(event_id: str, entry: JournalEntry) -> dict[str, Any]:
@@ -645,8 +775,10 @@ class ClaimsOffice:
             claim = self._claim(claim_number)
             assessment = self.assessments.get(assessment_id)
             if assessment is None or assessment["claim_number"] != claim_number:
-                raise ApiError("resource_not_found",
-                               f"Assessment {assessment_id} does not exist for claim {claim_number}.")
+                raise ApiError(
+                    "resource_not_found",
+                    f"Assessment {assessment_id} does not exist for claim {claim_number}.",
+                )
             entry.objects.append(("assessment", assessment_id, "approved"))
             target = self._transition(claim, "approve_claim")
             if assessment["status"] != "current":
@@ -657,15 +789,19 @@ class ClaimsOffice:
                     current_status=assessment["status"],
                 )
             amount = assessment["assessed_amount"]
-            entry.attributes["approved_amount"] = amount
+            entry.attributes["amount"] = amount
             if caller.user_id == claim["filed_by"]:
-                raise ApiError("self_approval_forbidden",
-                               f"{caller.user_id} filed claim {claim_number} and may not approve it.",
-                               conflicting_field="filed_by")
+                raise ApiError(
+                    "self_approval_forbidden",
+                    f"{caller.user_id} filed claim {claim_number} and may not approve it.",
+                    conflicting_field="filed_by",
+                )
             if caller.user_id == assessment["assessor"]:
-                raise ApiError("self_approval_forbidden",
-                               f"{caller.user_id} recorded assessment {assessment_id} and may not "
-                               "approve it.", conflicting_field="assessor")
+                raise ApiError(
+                    "self_approval_forbidden",
+                    f"{caller.user_id} recorded assessment {assessment_id} and may not approve it.",
+                    conflicting_field="assessor",
+                )
             limit = max(APPROVAL_LIMITS.get(role, 0.0) for role in caller.roles)
             if cents(amount) > cents(limit):
                 role = max(caller.roles, key=lambda r: APPROVAL_LIMITS.get(r, 0.0))
@@ -673,38 +809,64 @@ class ClaimsOffice:
                     "approval_limit_exceeded",
                     f"Approving {money(amount)} exceeds your approval limit of {money(limit)} "
                     f"(role {role}).",
-                    approval_limit=limit, requested_amount=amount,
+                    approval_limit=limit,
+                    requested_amount=amount,
                 )
-            self._set("claim", claim, claim_number, {
-                "status": target, "approved_by": caller.user_id, "approved_amount": amount,
-                "approved_assessment": assessment_id,
-            }, event_id)
+            self._set(
+                "claim",
+                claim,
+                claim_number,
+                {
+                    "status": target,
+                    "approved_by": caller.user_id,
+                    "approved_amount": amount,
+                    "approved_assessment": assessment_id,
+                },
+                event_id,
+            )
             self._set("assessment", assessment, assessment_id, {"status": "accepted"}, event_id)
             return self._claim_view(claim)
 
         return self._claim_action("approve_claim", caller, claim_number, "approved", body, run)
 
-    def reject_claim(self, caller: Caller, claim_number: str, body: dict[str, Any]) -> dict[str, Any]:
+    def reject_claim(
+        self, caller: Caller, claim_number: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         def run(event_id: str, entry: JournalEntry) -> dict[str, Any]:
             problems: list[tuple[str, str]] = []
             reason = self._text(body, "reason", problems)
             self._invalid(problems)
             claim = self._claim(claim_number)
             target = self._transition(claim, "reject_claim")
-            self._set("claim", claim, claim_number, {
-                "status": target, "rejected_by": caller.user_id, "rejection_reason": reason,
-            }, event_id)
+            self._set(
+                "claim",
+                claim,
+                claim_number,
+                {
+                    "status": target,
+                    "rejected_by": caller.user_id,
+                    "rejection_reason": reason,
+                },
+                event_id,
+            )
             entry.attributes["reason"] = reason
             return self._claim_view(claim)
 
         return self._claim_action("reject_claim", caller, claim_number, "rejected", body, run)
 
-    def close_claim(self, caller: Caller, claim_number: str, body: dict[str, Any]) -> dict[str, Any]:
+    def close_claim(
+        self, caller: Caller, claim_number: str, body: dict[str, Any]
+    ) -> dict[str, Any]:
         def run(event_id: str, entry: JournalEntry) -> dict[str, Any]:
             claim = self._claim(claim_number)
             target = self._transition(claim, "close_claim")
-            self._set("claim", claim, claim_number, {"status": target, "closed_by": caller.user_id},
-                      event_id)
+            self._set(
+                "claim",
+                claim,
+                claim_number,
+                {"status": target, "closed_by": caller.user_id},
+                event_id,
+            )
             return self._claim_view(claim)
 
         return self._claim_action("close_claim", caller, claim_number, "closed", body, run)
@@ -723,8 +885,11 @@ class ClaimsOffice:
             self._text(body, "claim_number", problems)
             amount = self._amount(body, "amount", problems)
             iban = self._text(body, "payee_iban", problems)
-            if iban is not None and not (15 <= len(iban.replace(" ", "")) <= 34
-                                         and iban[:2].isalpha() and iban[2:4].isdigit()):
+            if iban is not None and not (
+                15 <= len(iban.replace(" ", "")) <= 34
+                and iban[:2].isalpha()
+                and iban[2:4].isdigit()
+            ):
                 problems.append(("payee_iban", "must be an IBAN"))
             self._invalid(problems)
             claim = self._claim(claim_number)
@@ -746,14 +911,32 @@ class ClaimsOffice:
             payout_id = "PAY-" + "".join(self.rng.choice("0123456789ABCDEF") for _ in range(8))
             record: dict[str, Any] = {"payout_id": payout_id}
             self.payouts[payout_id] = record
-            self._set("payout", record, payout_id, {
-                "claim_number": claim_number, "amount": amount, "currency": CURRENCY,
-                "payee_iban": iban, "paid_by": caller.user_id, "status": "issued",
-            }, event_id)
+            self._set(
+                "payout",
+                record,
+                payout_id,
+                {
+                    "claim_number": claim_number,
+                    "amount": amount,
+                    "currency": CURRENCY,
+                    "payee_iban": iban,
+                    "paid_by": caller.user_id,
+                    "status": "issued",
+                },
+                event_id,
+            )
             record["issued_at"] = self.clock.iso()
-            self._set("claim", claim, claim_number, {
-                "status": target, "paid_by": caller.user_id, "payout_id": payout_id,
-            }, event_id)
+            self._set(
+                "claim",
+                claim,
+                claim_number,
+                {
+                    "status": target,
+                    "paid_by": caller.user_id,
+                    "payout_id": payout_id,
+                },
+                event_id,
+            )
             entry.objects.append(("payout", payout_id, "issued"))
             entry.status = 201
             return dict(record)
@@ -776,14 +959,38 @@ def truth() -> dict[str, Any]:
     return {
         "system": "northwind-mutual-claims",
         "error_format": "RFC 9457 application/problem+json with a 'code' member",
-        "errors": {code: {"status": s, "title": t, "kind": k} for code, (s, t, k) in ERRORS.items()},
+        "errors": {
+            code: {"status": s, "title": t, "kind": k} for code, (s, t, k) in ERRORS.items()
+        },
         "rule_kinds": kinds,
         "check_order": [
-            "authentication", "permission", "validation", "existence", "duplicate",
-            "life_cycle", "coverage_period", "coverage_limit", "self_approval",
-            "approval_limit", "segregation_of_duties", "match",
+            "authentication",
+            "permission",
+            "validation",
+            "existence",
+            "duplicate",
+            "life_cycle",
+            "coverage_period",
+            "coverage_limit",
+            "self_approval",
+            "approval_limit",
+            "segregation_of_duties",
+            "match",
+        ],
+        "check_order_notes": [
+            "file_claim: a loss_type the policy's product does not cover is a validation_failed "
+            "found after the policy exists (so a wrong policy id answers 404 first)",
+            "approve_claim: the claim must exist, then the assessment (404), then the claim must "
+            "be under_review and the assessment current (409)",
         ],
         "roles": list(ROLES),
+        "role_descriptions": {
+            "agent": "insurance sales agent (a person): issues policies, files claims",
+            "adjuster": "assesses claims; approves up to its limit",
+            "senior_adjuster": "assesses claims; approves up to a higher limit",
+            "claims_manager": "approves up to the highest limit; may cancel policies",
+            "finance": "issues payouts",
+        },
         "permissions": {op: list(roles) for op, roles in PERMISSIONS.items()},
         "approval_limits": {
             "currency": CURRENCY,
@@ -797,7 +1004,8 @@ def truth() -> dict[str, Any]:
             "actor_may_not_equal": ["claim.filed_by", "assessment.assessor"],
         },
         "segregation_of_duties": {
-            "operation": "issue_payout", "actor_may_not_equal": ["claim.approved_by"],
+            "operation": "issue_payout",
+            "actor_may_not_equal": ["claim.approved_by"],
         },
         "match": {
             "operation": "issue_payout",
@@ -805,27 +1013,35 @@ def truth() -> dict[str, Any]:
             "note": "claim.approved_amount is the approved assessment's assessed_amount",
         },
         "duplicate": {
-            "operation": "file_claim", "key": list(DUPLICATE_KEY),
+            "operation": "file_claim",
+            "key": list(DUPLICATE_KEY),
             "ignores_statuses": list(DUPLICATE_IGNORES_STATUSES),
         },
         "coverage": {
-            "policy_not_in_force": "file_claim: incident_date outside [effective_from, effective_to]"
-            " (cancelling a policy ends its cover on the day of cancellation)",
+            "policy_not_in_force": "file_claim: incident_date outside "
+            "[effective_from, effective_to] (cancelling a policy ends its cover on the day "
+            "of cancellation)",
             "exceeds_coverage": "record_assessment: assessed_amount > policy.coverage_limit",
         },
         "state_machines": {
             "claim": {
                 "statuses": list(CLAIM_STATUSES),
                 "initial": "filed",
-                "transitions": {op: {"from": list(s), "to": t} for op, (s, t) in CLAIM_TRANSITIONS.items()},
+                "transitions": {
+                    op: {"from": list(s), "to": t} for op, (s, t) in CLAIM_TRANSITIONS.items()
+                },
                 "requires": {op: list(s) for op, s in CLAIM_REQUIRES.items()},
             },
             "policy": {
-                "statuses": ["active", "cancelled"], "initial": "active",
-                "transitions": {op: {"from": list(s), "to": t} for op, (s, t) in POLICY_TRANSITIONS.items()},
+                "statuses": ["active", "cancelled"],
+                "initial": "active",
+                "transitions": {
+                    op: {"from": list(s), "to": t} for op, (s, t) in POLICY_TRANSITIONS.items()
+                },
             },
             "assessment": {
-                "statuses": ["current", "superseded", "accepted"], "initial": "current",
+                "statuses": ["current", "superseded", "accepted"],
+                "initial": "current",
                 "transitions": {
                     "record_assessment": {"from": ["current"], "to": "superseded"},
                     "approve_claim": {"from": ["current"], "to": "accepted"},
@@ -834,7 +1050,13 @@ def truth() -> dict[str, Any]:
             "payout": {"statuses": ["issued"], "initial": "issued", "transitions": {}},
         },
         "validation": {
-            "issue_policy": ["holder", "product", "coverage_limit", "effective_from", "effective_to"],
+            "issue_policy": [
+                "holder",
+                "product",
+                "coverage_limit",
+                "effective_from",
+                "effective_to",
+            ],
             "file_claim": ["policy_id", "claimant", "incident_date", "loss_type", "claimed_amount"],
             "record_assessment": ["assessed_amount", "recommendation"],
             "approve_claim": ["assessment_id"],

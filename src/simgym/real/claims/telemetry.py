@@ -50,8 +50,11 @@ def _convert_ids(node: Any, to_hex: bool) -> None:
     if isinstance(node, dict):
         for key, value in list(node.items()):
             if key in _HEX_FIELDS and isinstance(value, str):
-                node[key] = (base64.b64decode(value).hex() if to_hex
-                             else base64.b64encode(bytes.fromhex(value)).decode("ascii"))
+                node[key] = (
+                    base64.b64decode(value).hex()
+                    if to_hex
+                    else base64.b64encode(bytes.fromhex(value)).decode("ascii")
+                )
             else:
                 _convert_ids(value, to_hex)
     elif isinstance(node, list):
@@ -125,22 +128,30 @@ class CountBatchProcessor(SpanProcessor):
         self.force_flush()
 
 
-def make_provider(sink: OtlpJsonLines, *, service: str, version: str, instance: str,
-                  seed: str, batch: int = 128) -> TracerProvider:
-    resource = Resource({
-        "service.name": service,
-        "service.namespace": "claims",
-        "service.version": version,
-        "service.instance.id": instance,
-        "deployment.environment.name": "production",
-        "telemetry.sdk.language": "python",
-        "telemetry.sdk.name": "opentelemetry",
-        "telemetry.sdk.version": SDK_VERSION,
-    })
-    limits = SpanLimits(max_span_attributes=128, max_events=128, max_links=128,
-                        max_event_attributes=128, max_link_attributes=128,
-                        max_attribute_length=SpanLimits.UNSET,
-                        max_span_attribute_length=SpanLimits.UNSET)
+def make_provider(
+    sink: OtlpJsonLines, *, service: str, version: str, instance: str, seed: str, batch: int = 128
+) -> TracerProvider:
+    resource = Resource(
+        {
+            "service.name": service,
+            "service.namespace": "claims",
+            "service.version": version,
+            "service.instance.id": instance,
+            "deployment.environment.name": "production",
+            "telemetry.sdk.language": "python",
+            "telemetry.sdk.name": "opentelemetry",
+            "telemetry.sdk.version": SDK_VERSION,
+        }
+    )
+    limits = SpanLimits(
+        max_span_attributes=128,
+        max_events=128,
+        max_links=128,
+        max_event_attributes=128,
+        max_link_attributes=128,
+        max_attribute_length=SpanLimits.UNSET,
+        max_span_attribute_length=SpanLimits.UNSET,
+    )
     provider = TracerProvider(resource=resource, id_generator=SeededIds(seed), span_limits=limits)
     provider.add_span_processor(CountBatchProcessor(sink, batch))
     return provider

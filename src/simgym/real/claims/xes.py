@@ -63,8 +63,9 @@ def write_xes(office: ClaimsOffice, path: str | Path) -> None:
             attributes["error_code"] = entry.error_code
             attributes["error_detail"] = entry.error_detail
         body = "".join(_attribute(k, v) for k, v in attributes.items() if v is not None)
-        event = (f"<event><date key=\"time:timestamp\" value=\"{_xes_time(entry.time_ns)}\"/>"
-                 f"{body}</event>")
+        event = (
+            f'<event><date key="time:timestamp" value="{_xes_time(entry.time_ns)}"/>{body}</event>'
+        )
         for number in claims:
             per_claim[number].append(event)
     lines = [
@@ -84,11 +85,17 @@ def write_xes(office: ClaimsOffice, path: str | Path) -> None:
     ]
     for number, events in per_claim.items():
         claim = office.claims[number]
-        head = "".join(_attribute(k, v) for k, v in (
-            ("concept:name", number), ("policy", claim["policy_id"]),
-            ("claimant", claim["claimant"]), ("loss_type", claim["loss_type"]),
-            ("incident_date", claim["incident_date"]), ("claimed_amount", claim["claimed_amount"]),
-        ))
+        head = "".join(
+            _attribute(k, v)
+            for k, v in (
+                ("concept:name", number),
+                ("policy", claim["policy_id"]),
+                ("claimant", claim["claimant"]),
+                ("loss_type", claim["loss_type"]),
+                ("incident_date", claim["incident_date"]),
+                ("claimed_amount", claim["claimed_amount"]),
+            )
+        )
         lines.append(f"<trace>{head}")
         lines.extend(events)
         lines.append("</trace>")
