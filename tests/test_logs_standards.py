@@ -401,3 +401,79 @@ def test_spans_stream_unless_a_tool_span_must_be_paired(tmp_path: Path) -> None:
     records = read(mixed, report)
     next(records)
     assert report.read == 3  # every span read first, to pair them
+
+
+def test_tools_served_over_http_keep_their_names(tmp_path: Path) -> None:
+    """MCP over streamable HTTP: every tool call is a POST /mcp whose handler runs one
+    tool. The tool names the operation; the HTTP span gives the caller. A handler that
+    runs several tools (an agent endpoint) stays an operation of its own."""
+    spans = Spans()
+    for tool in ("open_claim", "pay_claim"):
+        with spans.tracer.start_as_current_span(
+            "POST /mcp",
+            kind=SpanKind.SERVER,
+            attributes={
+                http_attributes.HTTP_REQUEST_METHOD: "POST",
+                http_attributes.HTTP_ROUTE: "/mcp",
+                http_attributes.HTTP_RESPONSE_STATUS_CODE: 200,
+                user.USER_ID: "adjuster-3",
+                session.SESSION_ID: "mcp-s1",
+            },
+        ):
+            with spans.tracer.start_as_current_span(
+                f"execute_tool {tool}",
+                attributes={
+                    gen_ai.GEN_AI_OPERATION_NAME: EXECUTE_TOOL,
+                    gen_ai.GEN_AI_TOOL_NAME: tool,
+                    gen_ai.GEN_AI_AGENT_NAME: "claims-agent",
+                },
+            ):
+                pass
+    with spans.tracer.start_as_current_span(
+        "POST /chat",
+        kind=SpanKind.SERVER,
+        attributes={
+            http_attributes.HTTP_REQUEST_METHOD: "POST",
+            http_attributes.HTTP_ROUTE: "/chat",
+            http_attributes.HTTP_RESPONSE_STATUS_CODE: 200,
+        },
+    ):
+        for tool in ("open_claim", "pay_claim"):
+            with _tool_span(spans, tool, {}):
+                # the tool calls another service: that service's span is not the tool's
+                with spans.tracer.start_as_current_span(
+                    "GET",
+                    kind=SpanKind.SERVER,
+                    attributes={
+                        http_attributes.HTTP_REQUEST_METHOD: "GET",
+                        http_attributes.HTTP_ROUTE: "/claims/{claim_id}",
+                        url_attributes.URL_PATH: "/claims/CL-1",
+                        http_attributes.HTTP_RESPONSE_STATUS_CODE: 200,
+                    },
+                ) as inner:
+                    with spans.tracer.start_as_current_span(
+                        "GET",
+                        kind=SpanKind.SERVER,
+                        context=trace.set_span_in_context(inner),
+                        attributes={
+                            http_attributes.HTTP_REQUEST_METHOD: "GET",
+                            http_attributes.HTTP_ROUTE: "/ledger/{entry_id}",
+                            url_attributes.URL_PATH: "/ledger/E-1",
+                            http_attributes.HTTP_RESPONSE_STATUS_CODE: 200,
+                        },
+                    ):
+                        pass
+    records, _ = _read(spans.write(tmp_path / "t.json"))
+    served = [r for r in records if r.attributes.get("transport")]
+    assert [(r.key, r.actor, r.session) for r in served] == [
+        ("open_claim", "adjuster-3", "mcp-s1"),
+        ("pay_claim", "adjuster-3", "mcp-s1"),
+    ]
+    keys = sorted(r.key for r in records)
+    assert keys.count("POST /mcp") == 0 and keys.count("POST /chat") == 1
+    # the nearest HTTP span is the tool's call; the ledger service's stays its own
+    assert keys.count("GET /claims/{claim_id}") == 2 and keys.count("GET /ledger/{entry_id}") == 2
+    assert {r.attributes.get("tool") for r in records if r.key.startswith("GET /claims")} == {
+        "open_claim",
+        "pay_claim",
+    }

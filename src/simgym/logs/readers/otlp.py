@@ -315,7 +315,9 @@ def _span(
         return "tool span without gen_ai.tool.name"
     if actor is None:
         agent = _first(attrs, AGENT_KEYS)
-        common["actor"] = str(agent) if agent is not None else None
+        if agent is not None:  # the agent stands in for the user the span does not name
+            common["actor"] = str(agent)
+            extra["actor_from"] = "agent"
     arguments = _pick(attrs, mapping, "body", TOOL_ARGUMENT_KEYS)
     if arguments is None:
         arguments = _suffixed(attrs, "request.body")
@@ -368,43 +370,71 @@ def merge_spans(spans: list[_Span], report: ImportReport) -> Iterator[LogRecord]
 
 
 def _merge(spans: list[_Span], report: ImportReport) -> Iterator[tuple[_Span, LogRecord | None]]:
-    """(span, its record), or (span, None) for a client span skipped."""
+    """(span, its record), or (span, None) for a client span skipped.
+
+    A tool span wrapping HTTP spans takes the nearest one (a server's over a client's:
+    it holds the status and bodies); spans further down (calls the API made to other
+    services) stay operations of their own. A tool span whose parent is an HTTP server
+    span with no other tool child (a tool served over HTTP, as MCP's streamable HTTP
+    does) absorbs that span: the route names the transport there, the tool the call."""
     by_id = {(s.trace, s.span): s for s in spans}
-    http_of: dict[int, _Span] = {}
+    http_of: dict[int, tuple[_Span, tuple[bool, int]]] = {}
     for s in spans:
         if s.tool:
             continue
-        # walk up from an HTTP span to the nearest tool span of its trace
-        seen, parent = 0, by_id.get((s.trace, s.parent))
-        while parent is not None and seen < 64:
+        depth, parent = 1, by_id.get((s.trace, s.parent))
+        while parent is not None and depth < 64:
             if parent.tool:
+                rank = (s.client, depth)
                 best = http_of.get(id(parent))
-                # the server's span beats a client's: it holds the status and bodies
-                if best is None or (best.client and not s.client):
-                    http_of[id(parent)] = s
+                if best is None or rank < best[1]:
+                    http_of[id(parent)] = (s, rank)
                 break
-            parent, seen = by_id.get((parent.trace, parent.parent)), seen + 1
-    for s in spans:  # a tool run inside an HTTP handler: the HTTP span is its parent
+            parent, depth = by_id.get((parent.trace, parent.parent)), depth + 1
+    wrapped = {id(h) for h, _ in http_of.values()}
+    tool_children: dict[int, list[_Span]] = {}
+    for s in spans:
         if s.tool and id(s) not in http_of:
             parent = by_id.get((s.trace, s.parent))
             if parent is not None and not parent.tool and not parent.client:
-                if not any(p is parent for p in http_of.values()):
-                    http_of[id(s)] = parent
-    paired = {id(h) for h in http_of.values()}
+                tool_children.setdefault(id(parent), []).append(s)
+    transport: dict[int, _Span] = {}  # tool span -> the HTTP span it absorbs
+    for children in tool_children.values():
+        if len(children) == 1:
+            parent = by_id[(children[0].trace, children[0].parent)]
+            if id(parent) not in wrapped:
+                transport[id(children[0])] = parent
+    absorbed = {id(h) for h in transport.values()}
     for s in spans:
         if s.tool:
-            http = http_of.get(id(s))
-            if http is None:
-                yield s, s.record
-            else:  # the record is the HTTP span's: its file counts it
+            if id(s) in http_of:  # the record is the HTTP span's: its file counts it
+                http = http_of[id(s)][0]
                 yield http, _merged(http.record, s.record)
-        elif id(s) in paired:
+            elif id(s) in transport:
+                yield s, _served(s.record, transport[id(s)].record)
+            else:
+                yield s, s.record
+        elif id(s) in wrapped or id(s) in absorbed:
             continue
         elif s.client:
             report.skip("HTTP client span (the server's span is the call)", s.record.source)
             yield s, None
         else:
             yield s, s.record
+
+
+def _served(tool: LogRecord, http: LogRecord) -> LogRecord:
+    """A tool call served over HTTP: the tool's record, with the caller the HTTP span
+    knew where the tool span does not say."""
+    if http.actor and (not tool.actor or tool.attributes.get("actor_from") == "agent"):
+        tool.actor = http.actor
+        tool.attributes.pop("actor_from", None)
+    tool.role = tool.role or http.role
+    if tool.attributes.get("session_from") and not http.attributes.get("session_from"):
+        tool.session = http.session
+        tool.attributes.pop("session_from")
+    tool.attributes["transport"] = http.key
+    return tool
 
 
 def _merged(http: LogRecord, tool: LogRecord) -> LogRecord:
