@@ -235,8 +235,9 @@ def test_ocel_json_and_sqlite(tmp_path: Path) -> None:
     assert [r.operation for r in records] == ["place order", "pay order"]
     first = records[0]
     assert first.session == "order:o1" and first.actor == "ann@shop.test"
-    # each related object's id is a parameter naming what the tool acts on
-    assert first.arguments == {"channel": "web", "order_id": "o1", "item_id": "i1"}
+    # each related object's id is a parameter naming what the tool acts on, but for the
+    # order this event made (its status set at the event's time): that id is its outcome
+    assert first.arguments == {"channel": "web", "item_id": "i1"}
     assert [(o.type, o.id, o.qualifier) for o in first.objects] == [
         ("order", "o1", "order"),
         ("item", "i1", "item"),

@@ -99,6 +99,30 @@ def import_logs(
     _print_coverage(manifest.get("coverage") or {})
 
 
+def _route_key(name: str) -> str:
+    # "/loans/{id}" and "/loans/{loan_id}" are one route, however a log named it
+    import re
+
+    return re.sub(r"\{[^}]*\}", "{}", name)
+
+
+def _objects_by_operation(coverage: dict) -> dict[str, str]:
+    """Per operation, the objects its calls named: "loan 5/5" (calls naming one of
+    that type, of all its calls)."""
+    found: dict[str, dict[str, int]] = {}
+    calls: dict[str, int] = {}
+    for name, row in (coverage.get("operations") or {}).items():
+        key = _route_key(name)
+        calls[key] = calls.get(key, 0) + int(row.get("calls", 0))
+        for otype, n in (row.get("object_types") or {}).items():
+            found.setdefault(key, {})
+            found[key][otype] = found[key].get(otype, 0) + int(n)
+    return {
+        key: ", ".join(f"{t} {n}/{calls[key]}" for t, n in types.items())
+        for key, types in found.items()
+    }
+
+
 def _print_coverage(coverage: dict) -> None:
     """The coverage report: a loud line per problem first, then what was found."""
     from simgym.logs.coverage import summary_lines, warning_lines
@@ -139,8 +163,10 @@ def inspect(
     _print_coverage(coverage)
     perf = {row["operation"]: row for row in rules.get("performance", [])}
     ops = Table(title="operations")
-    for column in ("operation", "calls", "arguments", "statuses", "error rate", "p50 ms"):
+    columns = ("operation", "calls", "arguments", "objects", "statuses", "error rate", "p50 ms")
+    for column in columns:
         ops.add_column(column)
+    objects_of = _objects_by_operation(coverage)
     for op in interface.get("operations", []):
         schema = op.get("arguments") or {}
         required = set(schema.get("required", []))
@@ -152,6 +178,7 @@ def inspect(
             escape(op["name"]),
             str(op.get("calls", 0)),
             escape(args),
+            escape(objects_of.get(_route_key(op["name"]), "-")),
             escape(" ".join(f"{k}×{v}" for k, v in op.get("statuses", {}).items())),
             f"{row.get('error_rate', 0):.0%}",
             str(row.get("p50_ms", "")),
@@ -190,32 +217,44 @@ def inspect(
 
 
 def _print_guards(behaviour: dict) -> None:
-    """The rules the twin enforces, a line per guard, in the order it checks them."""
+    """The rules the twin enforces, a line per guard, in the order it checks them, with
+    the kind of rule each is, and the changes a successful call makes."""
+    from pydantic import ValidationError
+
+    from simgym.core.errors import SimgymError
+    from simgym.domains.mcp_rules import Guard, ParentEffect
+    from simgym.logs.relations import guard_kind
+
     table = Table(title="enforced by the twin (behaviour.json)")
-    for column in ("tool", "refuses with", "when", "seen"):
+    for column in ("tool", "kind", "refuses with", "when", "seen"):
         table.add_column(column)
     for tool, rules in behaviour.get("tools", {}).items():
-        for guard in rules.get("guards", []):
-            answer = guard.get("answer")
+        for raw in rules.get("guards", []):
+            try:
+                guard = Guard.model_validate(raw)
+            except ValidationError as exc:
+                # an edited behaviour.json: say which guard is wrong, never skip it
+                raise SimgymError(
+                    f"behaviour.json: a guard of {tool} is malformed: {exc}"
+                ) from None
+            answer = guard.answer
             code = answer.get("error", {}).get("code") if isinstance(answer, dict) else None
-            when = " and ".join(
-                f"{c['feature']} "
-                + (
-                    f"in {c['in']}"
-                    if "in" in c
-                    else f"not in {c['not_in']}"
-                    if "not_in" in c
-                    else f"> {c['above']}"
-                    if "above" in c
-                    else f"< {c['below']}"
-                )
-                for c in guard.get("when", [])
-            )
-            shown = f"{guard.get('status')} {code}" if code else str(guard.get("status"))
-            table.add_row(escape(tool), escape(shown), escape(when), str(guard.get("support", "")))
+            status = "no status" if guard.status is None else str(guard.status)
+            shown = f"{status} {code}" if code else status
+            when = " and ".join(c.text() for c in guard.when) or "always"
+            kind = guard_kind(guard.when, guard.status)
+            table.add_row(escape(tool), kind, escape(shown), escape(when), str(guard.support))
         sets = rules.get("sets") or {}
         if sets:
-            table.add_row(escape(tool), "sets", escape(json.dumps(sets)), "")
+            table.add_row(escape(tool), "effect", "sets", escape(json.dumps(sets)), "")
+        for raw in rules.get("parents", []):
+            effect = ParentEffect.model_validate(raw)
+            verb = "adds" if effect.op == "add" else "sets"
+            text = (
+                f"{effect.collection} named by {effect.via}: {effect.field} {verb} "
+                f"the record's {effect.source}"
+            )
+            table.add_row(escape(tool), "effect", "linked record", escape(text), "")
     _console.print(table)
 
 

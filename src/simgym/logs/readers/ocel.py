@@ -6,7 +6,8 @@ touched, each with the object's attributes as they stood after the event. The ac
 its ``resource``/``org:resource``/``user``/``actor`` attribute, the role its
 ``role``/``org:role``. Each related object's id is also an argument, ``<type>_id``
 (``<type>_ids`` when the event relates several objects of a type): the parameter that
-names what the tool acts on.
+names what the tool acts on; not an object the event made (its first event, which set
+its attributes at the event's time): that id is the event's outcome.
 
 The session is the event's own grouping: a ``session``-like attribute
 (:data:`SESSION_KEYS`, or the mapping file's), else a related object whose type or
@@ -102,6 +103,8 @@ class _Objects:
     # id -> [(position among the object's touches from which it shows, seq, name, value)]
     placed: dict[str, list[tuple[int, int, str, JSON]]] = field(default_factory=dict)
     positions: dict[str, dict[int, int]] = field(default_factory=dict)
+    # id -> the event that made the object: its first touch, with a change of its time
+    created_by: dict[str, int] = field(default_factory=dict)
 
     def add(self, oid: str, otype: str) -> None:
         self.types[oid] = otype
@@ -140,6 +143,8 @@ class _Objects:
                         hinted = [k for k in group if str(value) in touches[eligible[k]].hints]
                         k = hinted[0] if hinted else group[0]
                         placed.append((eligible[k], seq, name, value))
+                        if eligible[k] == 0:
+                            self.created_by[oid] = touches[0].order
                         j = k + 1
                     elif j > 0 and touches[eligible[j - 1]].time == when:
                         # more changes at ``when`` than events: the last one there holds it
@@ -251,7 +256,8 @@ def _record(
     if body is not None:
         arguments = maybe_json(body[1])
     if isinstance(arguments, dict):
-        _name_objects(arguments, refs)
+        # an object this event made is its outcome, not a parameter the caller names
+        _name_objects(arguments, [r for r in refs if objects.created_by.get(r.id) != order])
     extra: dict[str, JSON] = {"event_id": event_id, "event_type": event_type}
     session_ref = next(
         (r for r in refs if r.type in SESSION_TYPES or (r.qualifier or "") in SESSION_TYPES), None
