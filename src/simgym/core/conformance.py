@@ -1,6 +1,6 @@
 """Conformance checks a domain or a backend runs against simgym's contract, the way
 Gymnasium's ``check_env`` does for an environment: :func:`check_domain` and
-:func:`check_backend`. A plugin's own tests call them (``simgym.check_domain("sql")``);
+:func:`check_backend`. A plugin's own tests call them (``simgym.check_domain("mydomain")``);
 simgym's tests call them on every built-in.
 
 Each check collects every problem it finds and raises one :class:`ConformanceError`

@@ -2,7 +2,7 @@
 
 A domain module (in ``simgym/domains/``) builds one :class:`Domain`, named in the
 registry below as a ``"module:attr"`` string. Another package adds a domain through the
-``simgym.domains`` entry-point group (``sql = "simgym_sql:SQL"``) and checks it with
+``simgym.domains`` entry-point group (``mydomain = "my_package:DOMAIN"``) and checks it with
 :func:`simgym.check_domain`; code elsewhere asks a domain's :attr:`Domain.family`, never
 its name, so a new domain needs no line changed outside its own package.
 """
