@@ -386,7 +386,9 @@ def ground_ruled(
         why = "; ".join(c.text() for c in guard.when) or "the record does not exist"
         return Grounding(
             facts=[f"the system refuses this call with status {guard.status} ({why})"],
-            observation=_answer(mcp_rules.render(guard.answer, feats), fmt, error=True),
+            observation=_answer(
+                mcp_rules.render(guard.answer, guard.quoted(feats)), fmt, error=True
+            ),
         )
     if binding.op != "create" and record is None:
         return _missing(Call(tool.name, binding.op, name, noun, key, id_value), state, fmt)
@@ -413,6 +415,9 @@ def ground_ruled(
         effects = {name: [*records, after]}
         facts = [f"this call creates {noun} {new_id}: {compact(after)}"]
     _parent_effects(rules, args, after, state, key, effects)
+    if args.get("actor") is not None:  # who did what to it: segregation-of-duties rules
+        history = mcp_rules.remember(state, tool.name, args["actor"], name, after.get(key))
+        effects[mcp_rules.HISTORY] = history
     complete = bool(rules.shape) and all(k in after for k in rules.shape)
     if not complete:
         unknown = sorted(set(rules.shape) - set(after))
@@ -443,7 +448,7 @@ def _parent_effects(
         parent = mcp_rules.find(records or [], key, pointer)
         if parent is None:
             continue
-        changed = {**parent, effect.field: record[effect.source]}
+        changed = {**parent, effect.field: effect.value(parent, record)}
         effects[effect.collection] = [changed if r is parent else r for r in records or []]
 
 

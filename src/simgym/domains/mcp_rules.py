@@ -25,6 +25,16 @@ points to, ``<feature>~<item>`` whether a list holds an item, ``has.<name>`` /
 shape (``"31/02/1990"`` -> ``"99/99/9999"``), and ``args.size`` the length of the
 arguments as JSON (a body too large). A feature the call does
 not have reads as None.
+
+Relations, so a rule names no person: ``hist.<tool>`` the actor of the last successful
+call of ``<tool>`` on the record the call names (kept in the state's ``_history``), and
+``match.<collection>`` the sets of argument fields on which a record of the collection
+agrees with a call that names no record (a duplicate). A condition relates two features
+with ``equals`` / ``differs`` (``arg.actor`` equals ``rec.created_by``: self-approval;
+``arg.actor`` equals ``hist.approve_loan``: segregation of duties; ``rec.customer_id``
+differs from ``accounts.customer_id``: linked records that do not match), bounds a number
+per group with ``limits`` and ``limit_by`` (``rec.amount`` above ``{"reviewer": 50000}``
+by ``arg.role``), or asks for a record agreeing on every field of ``covers``.
 """
 
 from __future__ import annotations
@@ -44,8 +54,10 @@ _FORMAT_RUN = re.compile(r"[^\W\d_]+")  # a run of letters: a word's shape, not 
 
 
 class Condition(BaseModel):
-    """One test of one feature: its value is (not) among ``in``/``not_in``, or a number
-    ``above``/``below`` a bound."""
+    """One test of one feature: its value is (not) among ``in``/``not_in``, a number
+    ``above``/``below`` a bound, the same as (``equals``) or not (``differs``) another
+    feature, above the bound ``limits`` gives its group (the value of ``limit_by``), or
+    (for ``match.<collection>``) a record agrees on all fields of ``covers``."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -54,9 +66,27 @@ class Condition(BaseModel):
     not_in: list[Any] | None = None
     above: float | None = None
     below: float | None = None
+    equals: str | None = None
+    differs: str | None = None
+    limits: dict[str, float] | None = None
+    limit_by: str | None = None
+    covers: list[str] | None = None
+
+    def reads(self) -> list[str]:
+        """Every feature the condition reads."""
+        return [f for f in (self.feature, self.equals, self.differs, self.limit_by) if f]
+
+    def bound(self, feats: Features) -> float | None:
+        """The limit that applies to this call (its group's), if the condition has one."""
+        if self.limits is None:
+            return self.above
+        group = feats.get(self.limit_by or "")
+        return self.limits.get(str(group)) if _scalar(group) and group is not None else None
 
     def holds(self, feats: Features) -> bool:
         value = feats.get(self.feature)
+        if not self._related(value, feats):
+            return False
         if self.in_ is not None and value not in self.in_:
             return False
         if self.not_in is not None and value in self.not_in:
@@ -68,7 +98,37 @@ class Condition(BaseModel):
             return False
         return True
 
+    def _related(self, value: Any, feats: Features) -> bool:
+        """The relational tests; a relation with a side missing does not hold."""
+        if self.equals is not None:
+            other = feats.get(self.equals)
+            if value is None or other is None or value != other:
+                return False
+        if self.differs is not None:
+            other = feats.get(self.differs)
+            if value is None or other is None or value == other:
+                return False
+        if self.limits is not None:
+            limit = self.bound(feats)
+            if limit is None or not _is_number(value) or value <= limit:
+                return False
+        if self.covers is not None:
+            wanted = set(self.covers)
+            if not isinstance(value, list) or not any(wanted <= set(m) for m in value):
+                return False
+        return True
+
     def text(self) -> str:
+        if self.equals is not None:
+            return f"{self.feature} = {self.equals}"
+        if self.differs is not None:
+            return f"{self.feature} != {self.differs}"
+        if self.limits is not None:
+            by = ", ".join(f"{k}: {v:g}" for k, v in sorted(self.limits.items()))
+            return f"{self.feature} > the limit of its {self.limit_by} ({by})"
+        if self.covers is not None:
+            what = self.feature.split(".", 1)[-1]
+            return f"a {what} record has the same {', '.join(self.covers)}"
         if self.in_ is not None:
             return f"{self.feature} in {self.in_}"
         if self.not_in is not None:
@@ -83,12 +143,22 @@ class Guard(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     when: list[Condition]
-    status: int
+    status: int | None  # None: the log gave no status and its error body named none
     answer: Any = None
     support: int = 0  # logged refusals this guard explains
 
     def holds(self, feats: Features) -> bool:
         return all(c.holds(feats) for c in self.when)
+
+    def quoted(self, feats: Features) -> Features:
+        """The features its answer may quote: the call's, and each limit that applied
+        (``limit.rec.amount``), so a refusal states its own group's bound."""
+        out = dict(feats)
+        for cond in self.when:
+            bound = cond.bound(feats) if cond.limits is not None else None
+            if bound is not None:
+                out[f"limit.{cond.feature}"] = int(bound) if bound == int(bound) else bound
+        return out
 
 
 class DecisionList(BaseModel):
@@ -108,7 +178,8 @@ class DecisionList(BaseModel):
 
 class ParentEffect(BaseModel):
     """A related record changes with the call: ``collection``'s record named by the
-    argument or field ``via`` gets ``field`` = the new record's ``source`` field."""
+    argument or field ``via`` gets ``field`` = the new record's ``source`` field (``op``
+    ``add``: its ``field`` grows by it, as a balance by a payout)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -116,6 +187,15 @@ class ParentEffect(BaseModel):
     via: str
     field: str
     source: str
+    op: str = "set"
+
+    def value(self, parent: dict[str, Any], record: dict[str, Any]) -> Any:
+        """The related record's new value of ``field``."""
+        new = record.get(self.source)
+        if self.op == "add":
+            old = parent.get(self.field)
+            return old + new if _is_number(old) and _is_number(new) else old
+        return new
 
 
 class ToolRules(BaseModel):
@@ -204,6 +284,11 @@ def features(
     feats["rec.exists"] = record is not None
     if record is not None:
         _add(feats, "rec", record)
+        for tool, actor in history_of(state, record, key).items():
+            feats[f"hist.{tool}"] = actor
+    else:
+        for collection, sets in matches(args, state).items():
+            feats[f"match.{collection}"] = sets
     pointers = [*args.items(), *((record or {}).items())]
     for name, value in pointers:
         if not isinstance(value, str | int) or isinstance(value, bool):
@@ -218,6 +303,61 @@ def features(
         if parent is not None:
             _add(feats, collection, parent)
     return feats
+
+
+HISTORY = "_history"  # collection -> record id -> tool -> the actor of its last success
+_NOT_COMPARED = frozenset({"actor", "role"})  # who calls is no field of a record
+
+
+def _collection_holding(record: dict[str, Any], state: dict[str, Any]) -> str | None:
+    for name, records in collections(state).items():
+        if any(r is record for r in records):
+            return name
+    return None
+
+
+def history_of(state: dict[str, Any], record: dict[str, Any], key: str = "id") -> dict[str, Any]:
+    """Tool -> the actor of its last successful call on ``record``."""
+    book = state.get(HISTORY)
+    name = _collection_holding(record, state) if isinstance(book, dict) else None
+    if name is None:
+        return {}
+    return dict(book.get(name, {}).get(str(record.get(key)), {}))
+
+
+def remember(
+    state: dict[str, Any], tool: str, actor: Any, collection: str, record_id: Any
+) -> dict[str, Any]:
+    """The state's ``_history`` after ``actor`` called ``tool`` on a record with success:
+    a new mapping (the state's own is never changed in place)."""
+    old = state.get(HISTORY) if isinstance(state.get(HISTORY), dict) else {}
+    if actor is None or record_id is None or not collection:
+        return dict(old)
+    by_id = dict(old.get(collection, {}))
+    by_id[str(record_id)] = {**by_id.get(str(record_id), {}), tool: actor}
+    return {**old, collection: by_id}
+
+
+def matches(args: dict[str, Any], state: dict[str, Any]) -> dict[str, list[list[str]]]:
+    """Collection -> for each record agreeing with the call on two fields or more, the
+    argument fields it agrees on (scalars only; who calls is not compared)."""
+    given = {
+        k: v
+        for k, v in args.items()
+        if k not in _NOT_COMPARED and _scalar(v) and v is not None and not isinstance(v, bool)
+    }
+    out: dict[str, list[list[str]]] = {}
+    if len(given) < 2:
+        return out
+    for name, records in collections(state).items():
+        found: list[list[str]] = []
+        for record in records:
+            same = sorted(k for k, v in given.items() if k in record and record[k] == v)
+            if len(same) >= 2 and same not in found:
+                found.append(same)
+        if found:
+            out[name] = found
+    return out
 
 
 # -- answers --------------------------------------------------------------------------------

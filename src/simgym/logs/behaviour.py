@@ -21,6 +21,12 @@ and at most :data:`MAX_CALLS` calls per pass, so mining stays linear in the log.
 
 Conditions are learned greedily (one or two per guard, at most :data:`MAX_RULES` guards
 per kind), so a rule the logs never show (a limit crossed by no one) is not invented.
+Conditions over relations come before conditions over values, so a rule names no person
+(see :mod:`simgym.logs.relations`): the caller is the record's requester (self-approval),
+or did an earlier step on it (segregation of duties), an amount is above its role's limit
+(the bound read from the refusals where they state it), linked records disagree (a
+match), a record with the same fields exists (a duplicate), the role is not among those
+the refusal says are allowed.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.domains.mcp_rules import (
+    HISTORY,
     Condition,
     DecisionList,
     Features,
@@ -44,9 +51,11 @@ from simgym.domains.mcp_rules import (
     features,
     find,
     owner_collection,
+    remember,
     render,
 )
 from simgym.logs.calls import CallMapper
+from simgym.logs.relations import allowed_roles, relations, stated_numbers, status_of
 from simgym.logs.twin import (
     BEHAVIOUR_FILE,
     collection_names,
@@ -73,8 +82,10 @@ def _sessions(root: Path) -> Iterator[list[dict[str, Any]]]:
 
 
 def outcome(record: dict[str, Any]) -> str:
-    """``ok``, or the kind of refusal: status and the error's code (``409:invalid_transition``)."""
-    status = record.get("status")
+    """``ok``, or the kind of refusal: status and the error's code (``409:invalid_transition``);
+    a log without statuses (GenAI spans, OCEL, XES) gives the status its error body names,
+    else ``error``."""
+    status = status_of(record)
     failed = bool(record.get("error")) or (isinstance(status, int) and status >= 400)
     if not failed:
         return "ok"
@@ -190,13 +201,35 @@ class _Calls:
                     )
                 feats = features(call.arguments, before, state)
                 yield call.tool, binding, call.arguments, before, feats, logged
-                if rules and call.tool in rules and outcome(logged) == "ok":
+                if outcome(logged) != "ok":
+                    self._observe(state, logged, binding)
+                    continue
+                if rules and call.tool in rules:
                     spec = ToolSpec(name=call.tool, description="", parameters={})
                     bound = ToolBinding(**{**binding, "rules": rules[call.tool]})
                     grounded = ground_ruled(spec, call.arguments, state, bound, "json")
                     if grounded is not None and grounded.effects:
                         state.update(grounded.effects)
                 self._observe(state, logged, binding)
+                self._remember(state, call.tool, binding, call.arguments, before, logged)
+
+    def _remember(
+        self,
+        state: dict[str, Any],
+        tool: str,
+        binding: dict[str, Any],
+        args: dict[str, Any],
+        before: dict[str, Any] | None,
+        logged: dict[str, Any],
+    ) -> None:
+        """Who made or changed the record a successful call names, as the twin keeps it."""
+        collection = binding.get("collection")
+        if not collection or args.get("actor") is None:
+            return
+        made = call_result(binding, logged, args, self.collection_of)
+        target = before if before is not None else made
+        if target is not None:
+            state[HISTORY] = remember(state, tool, args["actor"], collection, target.get("id"))
 
     def shown(self, binding: dict[str, Any], logged: dict[str, Any]) -> list[tuple[str, dict]]:
         """The objects a logged call shows, as (collection, record): a successful
@@ -230,6 +263,10 @@ class _Calls:
 # -- learning conditions ------------------------------------------------------------------
 
 
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def _hashable(value: Any) -> bool:
     return value is None or isinstance(value, str | int | float | bool)
 
@@ -238,9 +275,14 @@ _IDENTITY = re.compile(r"(^|_)(id|ids|actor|email|name|key|uuid|by|at)$")
 _REFERENCE = re.compile(r"(^|_)(id|ids|actor|key|uuid|by|at)$")
 
 
+_RELATIONAL = ("hist.", "match.", "limit.")  # read by relations only, never as values
+
+
 def usable(key: str, values: list[Any]) -> bool:
     """Whether a rule of the business may read this feature: not identities (ids, actors,
     emails, names, times: who or when, not what) and not values nearly all different."""
+    if key.startswith(_RELATIONAL):
+        return False
     field = key.split(".", 1)[-1].split("~", 1)[0].lower()
     if key.startswith(("type.", "fmt.")) and _REFERENCE.search(field):
         return False  # the shape of an id or an actor says who, never what
@@ -264,7 +306,14 @@ _FIRST = {404: ("rec.exists",), 410: ("rec.exists",), 401: ("role",), 403: ("rol
 def priority(cond: Condition, status: int = 0) -> int:
     """Which explanation to prefer when two fit as well (lower first): the family the
     refusal's status points to, then the caller's role, the record the call names, the
-    related records, the other arguments, the request's size."""
+    related records, the other arguments, the request's size. A relation between two
+    features is as likely as the likeliest: it names no value that may not recur."""
+    if relational(cond):
+        # a relation to an earlier step's actor is read from the history the twin keeps;
+        # a record's own field says the same wherever the record is known
+        return 2 if any(f.startswith("hist.") for f in cond.reads()) else 1
+    if cond.in_ is not None and len(cond.in_) >= 3 and all(_number(v) for v in cond.in_):
+        return 5  # a list of amounts is what the log showed, seldom a rule
     feature = cond.feature
     first = _FIRST.get(status)
     if first and feature.endswith(first):
@@ -336,12 +385,22 @@ def _covers(conds: list[Condition], feats: Features) -> bool:
     return all(c.holds(feats) for c in conds)
 
 
+def relational(cond: Condition) -> bool:
+    """Whether a condition relates features (or groups them) rather than naming values."""
+    return any(v is not None for v in (cond.equals, cond.differs, cond.limits, cond.covers))
+
+
 def _best(
-    pos: list[Features], neg: list[Features], soft: list[Features], status: int
+    pos: list[Features],
+    neg: list[Features],
+    soft: list[Features],
+    status: int,
+    said: list[set[float]] | None = None,
 ) -> list[Condition] | None:
     """The one or two conditions that fit the most positives and no negative, preferring
-    (see :func:`priority`) the likelier explanation and the fewest ``soft`` negatives
-    (calls refused for another reason, which the order of the guards may explain)."""
+    (see :func:`priority`) the likelier explanation, a relation over a list of values, and
+    the fewest ``soft`` negatives (calls refused for another reason, which the order of
+    the guards may explain). ``said``: the numbers each positive's answer states."""
     keys = sorted({k for f in pos for k in f} | {k for f in neg for k in f})
     best: tuple[tuple[int, ...], list[Condition]] | None = None
 
@@ -349,12 +408,13 @@ def _best(
         nonlocal best
         covered = sum(_covers(conds, p) for p in fit)
         rank = sum(priority(c, status) for c in conds)
+        related = sum(relational(c) for c in conds)
         clash = sum(_covers(conds, s) for s in soft)
-        score = (covered, -rank, -clash, -len(conds))
+        score = (covered, -rank, related, -clash, -len(conds))
         if covered and (best is None or score > best[0]):
             best = (score, conds)
 
-    for cond in _candidates(pos, neg, keys):
+    for cond in [*relations(pos, neg, keys, said), *_candidates(pos, neg, keys)]:
         if not any(cond.holds(n) for n in neg):
             consider([cond], pos)
     if best is not None and best[0][0] == len(pos):
@@ -371,18 +431,24 @@ def _best(
 
 
 def learn(
-    pos: list[Features], neg: list[Features], soft: list[Features] = (), status: int = 0
+    pos: list[Features],
+    neg: list[Features],
+    soft: list[Features] = (),
+    status: int = 0,
+    said: list[set[float]] | None = None,
 ) -> list[list[Condition]]:
     """Up to :data:`MAX_RULES` condition sets that together fit the positives and no
-    negative (greedy cover)."""
+    negative (greedy cover); ``said``, parallel to ``pos``, the numbers each refusal's
+    answer states (a limit's bound)."""
     rules: list[list[Condition]] = []
-    left = list(pos)
+    left = list(range(len(pos)))
     while left and len(rules) < MAX_RULES:
-        conds = _best(left, neg, list(soft), status)
+        told = [said[i] for i in left] if said is not None else None
+        conds = _best([pos[i] for i in left], neg, list(soft), status, told)
         if conds is None:
             break
         rules.append(conds)
-        left = [p for p in left if not _covers(conds, p)]
+        left = [i for i in left if not _covers(conds, pos[i])]
     return rules
 
 
@@ -391,14 +457,14 @@ def learn(
 
 def _placeholders(feats: Features) -> list[tuple[str, Any]]:
     """Features a mined answer may quote, arguments first, longer text first."""
-    order = {"arg": 0, "rec": 1}
+    order = {"arg": 0, "rec": 1, "limit": 3}
     items = [
         (k, v)
         for k, v in feats.items()
         if "~" not in k
         and not k.endswith(".exists")
         and v is not None
-        and not isinstance(v, bool)
+        and not isinstance(v, bool | list | dict)
         and (not isinstance(v, str) or len(v) >= 3)
     ]
     return sorted(items, key=lambda kv: (order.get(kv[0].split(".")[0], 2), -len(str(kv[1]))))
@@ -419,6 +485,9 @@ def template(answer: Any, feats: Features) -> Any:
         for key, value in values:
             if isinstance(value, str):
                 text = re.sub(rf"(?<![\w-]){re.escape(value)}(?![\w-])", "{{" + key + "}}", text)
+            elif isinstance(value, int) and abs(value) >= 100:
+                # an amount or a limit in a sentence; small numbers are too often chance
+                text = re.sub(rf"(?<![\w.{{-]){value}(?![\w.}}])", "{{" + key + "}}", text)
         return text
     return answer
 
@@ -440,8 +509,8 @@ def _answer_for(examples: list[tuple[Features, Any]]) -> Any:
 def _effects(calls: _Calls) -> dict[str, ToolRules]:
     creates: dict[str, list[tuple[Features, dict, dict]]] = defaultdict(list)
     updates: dict[str, list[tuple[dict, dict, dict]]] = defaultdict(list)
-    hits: Counter[tuple[str, str, str, str, str]] = Counter()
-    misses: Counter[tuple[str, str, str, str, str]] = Counter()
+    hits: Counter[tuple[str, str, str, str, str, str]] = Counter()
+    misses: Counter[tuple[str, str, str, str, str, str]] = Counter()
     pending: dict[tuple[str, str], list[tuple[str, str, dict]]] = defaultdict(list)
     last_seen: dict[tuple[str, str], dict] = {}
     session = None
@@ -467,29 +536,50 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
         for obj in calls.shown(binding, logged):
             ref = (obj[0], str(obj[1].get("id")))
             old = last_seen.get(ref)
-            for source_tool, via, child in pending.pop(ref, []) if old is not None else []:
+            # only the last call that pointed at it since it was last seen can have
+            # changed it: the calls before it were seen not to
+            latest = pending.pop(ref, [])[-1:]
+            for source_tool, via, child in latest if old is not None else []:
                 for name, value in obj[1].items():
                     if name == "id" or not _hashable(value) or old.get(name) == value:
                         continue
                     for src, child_value in child.items():
-                        key = (source_tool, ref[0], via, name, src)
-                        if src != "id" and child_value == value:
-                            hits[key] += 1
-                        elif key in hits:
-                            misses[key] += 1
+                        if src == "id":
+                            continue
+                        for op, fits in (
+                            ("set", child_value == value),
+                            ("add", _grew_by(old.get(name), value, child_value)),
+                        ):
+                            key = (source_tool, ref[0], via, name, src, op)
+                            if fits:
+                                hits[key] += 1
+                            elif key in hits:
+                                misses[key] += 1
             last_seen[ref] = {**(old or {}), **obj[1]}
     rules: dict[str, ToolRules] = {}
     for tool, rows in creates.items():
         rules[tool] = _create_rules(rows)
     for tool, rows in updates.items():
         rules[tool] = _update_rules(rows)
-    for (tool, collection, via, name, src), n in hits.items():
-        if tool in rules and n >= 2 and misses[(tool, collection, via, name, src)] <= n // 10:
+    # the best-supported effect per related field: a balance that grew by the amount on
+    # every payout is an addition, even where it started at 0 and a copy fits too
+    ranked = sorted(hits.items(), key=lambda kv: (misses[kv[0]], -kv[1], kv[0][5] != "set"))
+    for (tool, collection, via, name, src, op), n in ranked:
+        if tool in rules and n >= 2 and misses[(tool, collection, via, name, src, op)] <= n // 10:
             taken = {(p.collection, p.field) for p in rules[tool].parents}
             if (collection, name) not in taken:
                 effect = ParentEffect(collection=collection, via=via, field=name, source=src)
+                if op != "set":
+                    effect.op = op
                 rules[tool].parents.append(effect)
     return rules
+
+
+def _grew_by(old: Any, new: Any, amount: Any) -> bool:
+    numbers = (old, new, amount)
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) for v in numbers):
+        return False
+    return amount != 0 and new - old == amount
 
 
 def _copies(name: str, rows: list[tuple[dict, Any]]) -> str | None:
@@ -583,6 +673,7 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
         if len(examples[tool]) < MAX_EXAMPLES:
             examples[tool].append((feats, outcome(logged), logged.get("response")))
     rules = dict(effects)
+    statuses = _statuses(examples)
     for tool, rows in examples.items():
         kinds = sorted({k for _, k, _ in rows if k != "ok"})
         ok = [f for f, k, _ in rows if k == "ok"]
@@ -590,16 +681,15 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
         for kind in kinds:
             pos = [(f, a) for f, k, a in rows if k == kind]
             others = [f for f, k, _ in rows if k not in ("ok", kind)]
-            status = kind.split(":", 1)[0]
-            code = int(status) if status.isdigit() else 500
-            for conds in learn([f for f, _ in pos], ok, others, code):
+            code = statuses.get(kind)
+            said = [stated_numbers(a) for _, a in pos]
+            for conds in learn([f for f, _ in pos], ok, others, code or 0, said):
+                if code in (401, 403):
+                    conds = _as_allowed(conds, pos, ok)
+                guard = Guard(when=conds, status=code)
                 covered = [(f, a) for f, a in pos if _covers(conds, f)]
-                guard = Guard(
-                    when=conds,
-                    status=code,
-                    answer=_answer_for(covered),
-                    support=len(covered),
-                )
+                guard.answer = _answer_for([(guard.quoted(f), a) for f, a in covered])
+                guard.support = len(covered)
                 guards.append((kind, guard))
         ordered = _order(guards, rows)
         target = rules.setdefault(tool, ToolRules())
@@ -607,10 +697,46 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
     return rules
 
 
+def _statuses(examples: dict[str, list[tuple[Features, str, Any]]]) -> dict[str, int | None]:
+    """Each kind of refusal's status: its own, else the status its error code has where
+    the log shows one (``error:duplicate`` takes the 409 another call was answered
+    with), else None: a status is never invented."""
+    kinds = {k for rows in examples.values() for _, k, _ in rows if k != "ok"}
+    by_code: dict[str, Counter[int]] = defaultdict(Counter)
+    for kind in kinds:
+        status, code = kind.split(":", 1)
+        if status.isdigit() and code:
+            by_code[code][int(status)] += 1
+    out: dict[str, int | None] = {}
+    for kind in kinds:
+        status, code = kind.split(":", 1)
+        if status.isdigit():
+            out[kind] = int(status)
+        else:
+            known = by_code.get(code)
+            out[kind] = known.most_common(1)[0][0] if known else None
+    return out
+
+
+def _as_allowed(
+    conds: list[Condition], pos: list[tuple[Features, Any]], ok: list[Features]
+) -> list[Condition]:
+    """A permission learned as the roles seen refused, turned into the roles allowed
+    where every refusal names them (``allowed_roles``): a role the log never showed is
+    then refused as the system would refuse it."""
+    if len(conds) != 1 or conds[0].feature != "arg.role" or conds[0].in_ is None:
+        return conds
+    granted = {str(f["arg.role"]) for f in ok if isinstance(f.get("arg.role"), str)}
+    named = allowed_roles([a for _, a in pos], granted, {str(v) for v in conds[0].in_})
+    if not named:
+        return conds
+    return [Condition(feature="arg.role", not_in=named)]
+
+
 def _phase(guard: Guard) -> int:
     """Checks of the call itself come first, then whether its records exist, then their
     state (a service validates a request before it reads the database)."""
-    feats = [c.feature for c in guard.when]
+    feats = [f for c in guard.when for f in c.reads()]
     if all(f.startswith("arg.") for f in feats):
         return 0
     if any(f.endswith(".exists") for f in feats):

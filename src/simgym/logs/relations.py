@@ -220,3 +220,52 @@ def status_of(record: dict[str, Any]) -> int | None:
             if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
                 return value
     return None
+
+
+# -- naming a guard's kind -----------------------------------------------------------------
+
+KINDS = (
+    "permission",
+    "validation",
+    "existence",
+    "life-cycle",
+    "limit",
+    "self-approval",
+    "segregation of duties",
+    "match",
+    "duplicate",
+    "other",
+)
+
+
+def guard_kind(when: list[Condition], status: int | None) -> str:
+    """The family of business rule a guard is (one of :data:`KINDS`), from its conditions:
+    what a person reading ``behaviour.json`` or a per-kind report calls it."""
+    for cond in when:
+        if cond.covers is not None:
+            return "duplicate"
+        if cond.limits is not None:
+            return "limit"
+        if cond.equals is not None:
+            sides = (cond.feature, cond.equals)
+            return (
+                "segregation of duties"
+                if any(s.startswith("hist.") for s in sides)
+                else ("self-approval")
+            )
+        if cond.differs is not None:
+            return "match"
+    features = [c.feature for c in when]
+    if any(f.endswith(".role") for f in features):
+        return "permission"
+    if any(f.endswith(".exists") for f in features):
+        return "existence"
+    if status in (400, 413, 422) or all(
+        f.startswith(("arg.", "has.", "type.", "fmt.", "args.")) for f in features
+    ):
+        return "validation"
+    if any(f.split("~", 1)[0].endswith(("status", "state")) for f in features) or status == 409:
+        return "life-cycle"
+    if any(c.above is not None or c.below is not None for c in when) and status == 403:
+        return "limit"
+    return "other"

@@ -283,17 +283,14 @@ class Session:
             )
         if check.get("result") != "passed":
             return cid, None
-        status, account = self.call(
-            operator,
-            "open_account",
-            "POST",
-            "/accounts",
-            {
-                "customer_id": cid,
-                "account_type": rng.choice(["checking", "savings"]),
-                "currency": rng.choice(["EUR", "EUR", "USD", "GBP"]),
-            },
-        )
+        opening = {
+            "customer_id": cid,
+            "account_type": rng.choice(["checking", "savings"]),
+            "currency": rng.choice(["EUR", "EUR", "USD", "GBP"]),
+        }
+        if rng.random() < 0.5:
+            opening["opening_deposit"] = rng.choice([100, 500, 2_500])
+        status, account = self.call(operator, "open_account", "POST", "/accounts", opening)
         return cid, account["id"] if status == 201 else None
 
     def new_loan(
@@ -531,6 +528,8 @@ def _loan_disbursed(s: Session) -> None:
         wrong = amount + rng.choice([-1_000, 100, 10_000])
         s.move(operator, "disburse", lid, {"account_id": aid, "amount": wrong})
     payer = s.who("operator")
+    if rng.random() < 0.4:  # a manager who did not approve it may pay it out
+        payer = (next(m for m in ACTORS["manager"] if m != approver[0]), "manager")
     s.move(payer, "disburse", lid, {"account_id": aid, "amount": amount})
     s.call(s.who("manager"), "get_account", "GET", "/accounts/{account_id}", account_id=aid)
     if rng.random() < 0.3:  # paid twice: a disbursed loan is final

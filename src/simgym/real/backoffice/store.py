@@ -435,15 +435,16 @@ class Bank:
                 f.bad("date_of_birth", "is not a calendar date")
         f.done()
         twin = self._db.execute(
-            "SELECT id FROM customer WHERE name = ? AND date_of_birth = ?", (name, born)
+            "SELECT id FROM customer WHERE name = ? AND date_of_birth = ? AND country = ?",
+            (name, born, country),
         ).fetchone()
         if twin is not None:
-            # one person, one customer: the same name and birth date is the same person,
-            # whatever e-mail address the form gives this time
+            # one person, one customer: the same name, birth date and country is the same
+            # person, whatever e-mail address the form gives this time
             raise ApiError(
                 409,
                 "duplicate_customer",
-                f"a customer named {name} born {born} already exists",
+                f"a customer named {name} born {born} in {country} already exists",
                 existing_id=twin["id"],
             )
         t = now()
@@ -562,10 +563,13 @@ class Bank:
     # ---- accounts --------------------------------------------------------------------
     def open_account(self, caller: Caller, body: Any):
         def work(who):
-            f = _fields(body, "customer_id", "account_type", "currency")
+            f = _fields(body, "customer_id", "account_type", "currency", "opening_deposit")
             customer_id = f.text("customer_id", max_len=40)
             kind = f.choice("account_type", ACCOUNT_TYPES)
             currency = f.choice("currency", CURRENCIES, default="EUR")
+            deposit = 0
+            if f.data.get("opening_deposit") is not None:
+                deposit = f.integer("opening_deposit", 0, 1_000_000)
             f.done()
             customer = self._row("customer", customer_id, "customer")
             if customer["kyc_status"] != "passed":
@@ -581,13 +585,13 @@ class Bank:
             aid = self._next_id("account", "acct")
             self._db.execute(
                 "INSERT INTO account VALUES (?,?,?,?,?,?,?,?)",
-                (aid, customer_id, kind, currency, 0, "open", who.actor, t),
+                (aid, customer_id, kind, currency, deposit, "open", who.actor, t),
             )
             self._changed(
                 t,
                 "account",
                 aid,
-                {"account_type": kind, "currency": currency, "status": "open", "balance": 0},
+                {"account_type": kind, "currency": currency, "status": "open", "balance": deposit},
             )
             self._relate(aid, customer_id, "owned_by")
             self._audit(
