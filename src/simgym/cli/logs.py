@@ -223,7 +223,7 @@ def _print_guards(behaviour: dict) -> None:
 
     from simgym.core.errors import SimgymError
     from simgym.domains.mcp_rules import Guard, ParentEffect
-    from simgym.logs.relations import guard_kind
+    from simgym.logs.refusals import guard_kind
 
     table = Table(title="enforced by the twin (behaviour.json)")
     for column in ("tool", "kind", "refuses with", "when", "seen"):
@@ -242,7 +242,7 @@ def _print_guards(behaviour: dict) -> None:
             status = "no status" if guard.status is None else str(guard.status)
             shown = f"{status} {code}" if code else status
             when = " and ".join(c.text() for c in guard.when) or "always"
-            kind = guard_kind(guard.when, guard.status)
+            kind = guard_kind(raw)
             table.add_row(escape(tool), kind, escape(shown), escape(when), str(guard.support))
         sets = rules.get("sets") or {}
         if sets:
