@@ -130,6 +130,85 @@ def test_permissions_answer_403(client):
     error(client.post(f"/loans/{own}/approve", headers=MANAGER), 403, "four_eyes")
 
 
+def test_payout_separates_duties_and_matches_the_loan(client):
+    cid, aid, lid = onboard(client, amount=120_000)
+    client.post(f"/loans/{lid}/submit", headers=OPERATOR)
+    client.post(f"/loans/{lid}/review", headers=REVIEWER)
+    err = error(
+        client.post(f"/loans/{lid}/approve", headers=REVIEWER), 403, "approval_limit_exceeded"
+    )
+    # the bound is the reviewer's own, and the refusal says it
+    assert "approval limit of 50000" in err["message"] and err["details"]["limit"] == 50_000
+    paid = {"account_id": aid, "amount": 120_000}
+    error(
+        client.post(f"/loans/{lid}/disburse", json=paid, headers=OPERATOR),
+        409,
+        "invalid_transition",
+    )
+    assert client.post(f"/loans/{lid}/approve", headers=MANAGER).json()["status"] == "approved"
+    # the approver may not pay it out: read from who approved, not from a loan field
+    error(
+        client.post(f"/loans/{lid}/disburse", json=paid, headers=MANAGER),
+        403,
+        "segregation_of_duties",
+    )
+    other = client.post(
+        "/customers", json={**CUSTOMER, "name": "Bo Lind"}, headers=OPERATOR
+    ).json()["id"]
+    client.post(f"/kyc/{other}", headers=OPERATOR)
+    theirs = client.post(
+        "/accounts",
+        json={"customer_id": other, "account_type": "savings", "opening_deposit": 500},
+        headers=OPERATOR,
+    ).json()
+    assert theirs["balance"] == 500
+    wrong_account = {"account_id": theirs["id"], "amount": 120_000}
+    error(
+        client.post(f"/loans/{lid}/disburse", json=wrong_account, headers=OPERATOR),
+        409,
+        "account_mismatch",
+    )
+    err = error(
+        client.post(f"/loans/{lid}/disburse", json={**paid, "amount": 12_000}, headers=OPERATOR),
+        422,
+        "amount_mismatch",
+    )
+    assert err["details"] == {"approved": 120_000, "requested": 12_000}
+    other_manager = {**MANAGER, "X-Actor": "marc"}
+    done = client.post(f"/loans/{lid}/disburse", json=paid, headers=other_manager)
+    assert done.status_code == 200 and done.json()["status"] == "disbursed"
+    assert client.get(f"/accounts/{aid}", headers=OPERATOR).json()["balance"] == 120_000
+    error(
+        client.post(f"/loans/{lid}/disburse", json=paid, headers=OPERATOR),
+        409,
+        "invalid_transition",
+    )
+    # a manager's own limit is higher, and still a limit
+    big = client.post(
+        "/loans",
+        json={"customer_id": cid, "amount": 250_000, "term_months": 120, "purpose": "home"},
+        headers=OPERATOR,
+    ).json()["id"]
+    client.post(f"/loans/{big}/submit", headers=OPERATOR)
+    client.post(f"/loans/{big}/review", headers=REVIEWER)
+    err = error(
+        client.post(f"/loans/{big}/approve", headers=MANAGER), 403, "approval_limit_exceeded"
+    )
+    assert "approval limit of 200000 for role manager" in err["message"]
+
+
+def test_the_same_person_is_one_customer(client):
+    first = client.post("/customers", json=CUSTOMER, headers=OPERATOR)
+    assert first.status_code == 201
+    again = {**CUSTOMER, "email": "ada.berg@example.org"}
+    err = error(client.post("/customers", json=again, headers=OPERATOR), 409, "duplicate_customer")
+    assert err["details"] == {"existing_id": first.json()["id"]}
+    # another country, or another birth date, is another person
+    for changed in ({"country": "FR"}, {"date_of_birth": "1981-05-01"}):
+        made = client.post("/customers", json={**again, **changed}, headers=OPERATOR)
+        assert made.status_code == 201, made.text
+
+
 def test_kyc_gates_accounts_and_submission(client):
     cid = client.post(
         "/customers", json={**CUSTOMER, "documents": ["id_card"]}, headers=OPERATOR
