@@ -366,3 +366,32 @@ def test_check_backend_says_what_a_backend_lacks(monkeypatch, fresh):
         simgym.check_backend("mute")
     with pytest.raises(ConformanceError, match="could not be built"):
         simgym.check_backend("function", options={"nonsense": 1})
+
+
+@pytest.mark.slow  # the embedded model predicts one row: ~1.5 min on 2 cores
+def test_bench_infers_and_scores_the_plugins_recorded_turns(site, tmp_path):
+    recorded = tmp_path / "rec.jsonl"
+    assert simgym_cli(site, "record", EPISODE, "-o", recorded, cwd=tmp_path).returncode == 0
+    predictions = tmp_path / "pred.jsonl"
+    proc = simgym_cli(
+        site,
+        "bench",
+        "infer",
+        "-d",
+        recorded,
+        "-o",
+        predictions,
+        "-w",
+        "local",
+        "--limit",
+        "1",
+        "--max-tokens",
+        "32",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [row] = [json.loads(line) for line in predictions.read_text().splitlines()]
+    assert row["domain"] == "sql" and row["status"] == "ok"
+    assert row["system_str"].startswith("You are the sqlite3 command-line shell")
+    scored = simgym_cli(site, "bench", "score", predictions, cwd=tmp_path)
+    assert scored.returncode == 0 and "sql" in scored.stdout
