@@ -194,9 +194,15 @@ def _dist(
 
 @pytest.fixture
 def fresh(monkeypatch):
-    """The registries' run-time entries, restored after the test."""
-    for registry in (domain_registry._DOMAINS, backend_registry._BACKENDS):
+    """The registries' run-time entries, restored after the test (a plugin loaded here
+    must not stay registered for the tests that follow)."""
+    from simgym.agents import base as agents
+    from simgym.logs.registry import READERS
+    from simgym.rewards import registry as rewards
+
+    for registry in (domain_registry._DOMAINS, backend_registry._BACKENDS, agents._AGENTS, READERS):
         monkeypatch.setattr(registry, "_entries", dict(registry._entries))
+    monkeypatch.setattr(rewards, "_FACTORIES", dict(rewards._FACTORIES))
 
 
 def test_a_plugin_is_listed_without_import_and_loaded_when_asked(tmp_path, monkeypatch, fresh):
@@ -276,7 +282,7 @@ def test_a_plugin_must_give_what_its_group_holds(tmp_path, monkeypatch, fresh):
         simgym.world_model("notafactory")
 
 
-def test_two_distributions_declaring_one_name_is_an_error(tmp_path, monkeypatch):
+def test_two_distributions_declaring_one_name_is_an_error(tmp_path, monkeypatch, fresh):
     for n in ("one", "two"):
         _dist(tmp_path / n, f"twin-{n}", {"simgym.agents": {"twin": f"twin_{n}:Agent"}}, {})
         monkeypatch.syspath_prepend(str(tmp_path / n))
