@@ -93,3 +93,19 @@ def test_the_console_prints_what_the_sqlite3_shell_prints():
         outcome = console.run_line(conn, line, settings)
         assert outcome.exact and outcome.error is None, line
         assert outcome.text == printed.replace("\r", "").rstrip("\n"), line
+
+
+def test_what_the_console_does_not_reproduce_is_left_to_the_world_model():
+    conn, settings = console.connect(), console.Settings()
+    console.run_line(conn, "CREATE TABLE t(a); INSERT INTO t VALUES (1);", settings)
+    assert not console.run_line(conn, ".mode box", settings).exact
+    assert not console.run_line(conn, "SELECT a FROM t;", settings).exact  # box not drawn here
+    assert console.run_line(conn, ".mode list", settings).exact
+    assert console.run_line(conn, "SELECT a FROM t;", settings).text == "a\n1"
+    assert not console.run_line(conn, ".tab", settings).exact  # a prefix of .tables
+    assert not console.run_line(conn, ".mode", settings).exact  # prints the current mode
+    assert not console.run_line(conn, "SELEC 1;", settings).exact  # the caret's place
+    assert not console.run_line(conn, "SELECT random();", settings).exact
+    unknown = console.run_line(conn, ".frobnicate", settings)
+    assert unknown.exact and unknown.text.startswith("Error: unknown command")
+    assert console.run_line(conn, ".q", settings).final

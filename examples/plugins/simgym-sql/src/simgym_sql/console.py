@@ -155,6 +155,8 @@ def run_sql(conn: sqlite3.Connection, text: str, settings: Settings) -> Outcome:
         if cursor.description:
             headers = [d[0] for d in cursor.description]
             lines += render_rows(headers, rows, settings)
+            if rows and settings.mode not in MODES:
+                outcome.exact = False  # printed as list here; the shell's box, html, ...
         if NONDETERMINISTIC.search(statement):
             outcome.exact = False
     outcome.text = "\n".join(lines)
@@ -169,7 +171,7 @@ def run_dot(conn: sqlite3.Connection, line: str, settings: Settings) -> Outcome:
     """One dot-command. ``settings`` is changed in place by ``.mode`` and ``.headers``."""
     words = line.strip().split()
     command, args = words[0][1:], words[1:]
-    if command in ("quit", "exit", "q"):
+    if command and ("quit".startswith(command) or command == "exit"):
         return Outcome(text="", final=True)
     if command in ("headers", "header") and len(args) == 1 and args[0] in ("on", "off"):
         settings.headers = args[0] == "on"
@@ -190,8 +192,10 @@ def run_dot(conn: sqlite3.Connection, line: str, settings: Settings) -> Outcome:
         # the shell comments a view with its columns: not reproduced here
         exact = all(kind != "view" for _, kind in found)
         return Outcome(text="\n".join(f"{sql};" for sql, _ in found), exact=exact)
-    if command in _KNOWN_DOTS:
-        return Outcome(text="", exact=False)  # a real command this module does not run
+    if len(command) >= 2 and any(known.startswith(command) for known in _KNOWN_DOTS):
+        # a real command (the shell takes a prefix of one), or one of the above with
+        # arguments this module does not follow: the world model renders it
+        return Outcome(text="", exact=False)
     return Outcome(
         text=f'Error: unknown command or invalid arguments:  "{command}". Enter ".help" for help',
         error="unknown command",
@@ -205,7 +209,7 @@ _KNOWN_DOTS = frozenset(
     "indexes limit lint load log nonce nullvalue once open output parameter print progress "
     "prompt read recover restore save scanstats selftest separator session sha3sum shell "
     "show stats system testcase testctrl timeout timer trace vfsinfo vfslist vfsname "
-    "width".split()
+    "width headers mode tables schema".split()
 )
 
 
