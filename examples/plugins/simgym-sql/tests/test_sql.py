@@ -109,3 +109,19 @@ def test_what_the_console_does_not_reproduce_is_left_to_the_world_model():
     unknown = console.run_line(conn, ".frobnicate", settings)
     assert unknown.exact and unknown.text.startswith("Error: unknown command")
     assert console.run_line(conn, ".q", settings).final
+
+
+def test_a_statement_without_its_semicolon_waits_for_the_next_line():
+    sim = simgym.SimEnv("sql", simgym.world_model("real-sql")).sync()
+    sim.reset("count")
+    assert sim.step(SQL.parse_input("SELECT count(*)", None)).observation.text == "   ...> "
+    done = sim.step(SQL.parse_input("FROM orders;", None))
+    assert done.observation.text == f"4\n{PROMPT}"
+    sim.close()
+    # the state decides the same, line by line
+    conn, settings = console.connect(), console.Settings()
+    console.run_line(conn, "CREATE TABLE t(a);", settings)
+    assert console.run_line(conn, "INSERT INTO t", settings).changed == []
+    assert settings.pending == "INSERT INTO t"
+    second = console.run_line(conn, "VALUES (7);", settings)
+    assert second.changed == ["INSERT INTO t\nVALUES (7);"] and settings.pending == ""

@@ -28,10 +28,13 @@ _WIDTH = 80  # .tables lays names out in columns across this many characters
 
 @dataclass
 class Settings:
-    """What the shell's dot-commands set."""
+    """What the shell carries from one line to the next: what its dot-commands set, and
+    the start of a statement still waiting for its ``;`` (the shell then prompts with
+    ``   ...> `` and runs it when a later line completes it)."""
 
     mode: str = "list"
     headers: bool = False
+    pending: str = ""
 
 
 @dataclass
@@ -65,19 +68,16 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-def split_statements(text: str) -> list[str]:
-    """The complete statements of ``text`` in order (a trailing incomplete one included,
-    so the shell's error for it is reproduced)."""
+def split_statements(text: str) -> tuple[list[str], str]:
+    """The complete statements of ``text`` in order, and what follows the last one (a
+    statement not yet ended by ``;``, which the shell waits to see completed)."""
     statements: list[str] = []
     start = 0
     for i, char in enumerate(text):
         if char == ";" and sqlite3.complete_statement(text[start : i + 1]):
             statements.append(text[start : i + 1].strip())
             start = i + 1
-    rest = text[start:].strip()
-    if rest:
-        statements.append(rest)
-    return [s for s in statements if s.strip(" ;\n\t")]
+    return [s for s in statements if s.strip(" ;\n\t")], text[start:].strip()
 
 
 def _csv(value: str, is_null: bool) -> str:
@@ -134,7 +134,8 @@ def run_sql(conn: sqlite3.Connection, text: str, settings: Settings) -> Outcome:
     """Run the statements of one input line, stopping at the first error, as the shell does."""
     lines: list[str] = []
     outcome = Outcome(text="")
-    for statement in split_statements(text):
+    statements, settings.pending = split_statements(text)
+    for statement in statements:
         before = (conn.total_changes, _schema_version(conn), conn.in_transaction)
         try:
             cursor = conn.execute(statement)
@@ -235,7 +236,10 @@ def _tables(conn: sqlite3.Connection, pattern: str) -> str:
 
 
 def run_line(conn: sqlite3.Connection, line: str, settings: Settings) -> Outcome:
-    """One line typed at the ``sqlite>`` prompt."""
+    """One line typed at the prompt (``sqlite> ``, or ``   ...> `` while a statement
+    waits for its end: the line then continues it)."""
+    if settings.pending:
+        return run_sql(conn, f"{settings.pending}\n{line}", settings)
     if line.lstrip().startswith("."):
         return run_dot(conn, line, settings)
     return run_sql(conn, line, settings)

@@ -26,6 +26,7 @@ from simgym.core.grounding import Grounding
 from simgym_sql import console
 
 PROMPT = "sqlite> "
+CONTINUE = "   ...> "  # the prompt while a statement waits for its ';'
 BANNER = 'SQLite version 3.40.1 2022-12-28 14:03:47\nEnter ".help" for usage hints.'
 
 DEFAULT_SETUP = """\
@@ -59,6 +60,7 @@ STATE_SCHEMA: dict[str, Any] = {
         "mode": {"type": "string"},
         "headers": {"type": "boolean"},
         "tainted": {"type": "boolean"},
+        "pending": {"type": "string"},
     },
     "required": ["script", "mode", "headers"],
 }
@@ -126,26 +128,28 @@ def initial_observation(scenario: Any) -> str:
 
 
 def initial_state(scenario: Any) -> dict[str, Any]:
-    return {"script": [], "mode": "list", "headers": False, "tainted": False}
+    return {"script": [], "mode": "list", "headers": False, "tainted": False, "pending": ""}
 
 
 def check_observation(text: str, action: Action, scenario: Any) -> list[str]:
     if is_final(action):
         return []
-    if not text.rstrip().endswith(PROMPT.strip()):
+    if not text.rstrip().endswith((PROMPT.strip(), CONTINUE.strip())):
         return [f"the shell always ends with its prompt {PROMPT.strip()!r} on the last line"]
     return []
 
 
 def repair(observation: str, action: Action, scenario: Any) -> str | None:
     """An answer that forgot the prompt gets it back (the shell always prints one)."""
-    if is_final(action) or observation.rstrip().endswith(PROMPT.strip()):
+    if is_final(action) or observation.rstrip().endswith((PROMPT.strip(), CONTINUE.strip())):
         return None
-    return _screen(observation.rstrip("\n"))
+    return screen(observation.rstrip("\n"))
 
 
-def _screen(output: str) -> str:
-    return f"{output}\n{PROMPT}" if output else PROMPT
+def screen(output: str, pending: str = "") -> str:
+    """What the terminal shows after a line: its output, then the next prompt."""
+    prompt = CONTINUE if pending else PROMPT
+    return f"{output}\n{prompt}" if output else prompt
 
 
 def schema_lines(setup: str, script: list[str] | None = None) -> list[str]:
@@ -166,7 +170,8 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
     if statement is None:
         return None
     script = list(state.get("script") or [])
-    settings = console.Settings(state.get("mode", "list"), bool(state.get("headers")))
+    before = (state.get("mode", "list"), bool(state.get("headers")), state.get("pending", ""))
+    settings = console.Settings(*before)
     try:
         conn = console.replay(scenario.setup, script)
     except sqlite3.Error as exc:  # a setup script that does not run: nothing is certain
@@ -186,8 +191,8 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
         effects["script"] = script + outcome.changed
         if not outcome.exact:
             effects["tainted"] = True  # a value from the clock or chance: replay differs
-    if (settings.mode, settings.headers) != (state.get("mode"), state.get("headers")):
-        effects.update(mode=settings.mode, headers=settings.headers)
+    if (settings.mode, settings.headers, settings.pending) != before:
+        effects.update(mode=settings.mode, headers=settings.headers, pending=settings.pending)
     facts = [f"{scenario.database} schema after this line: " + " ".join(schema)]
     facts.append(f"output mode {settings.mode}, headers {'on' if settings.headers else 'off'}")
     exact = outcome.exact and not state.get("tainted")
@@ -195,7 +200,7 @@ def ground(action: Action, state: dict[str, Any], scenario: Any) -> Grounding | 
     if outcome.final:
         grounding.observation = ""
     elif exact:
-        grounding.observation = _screen(outcome.text)
+        grounding.observation = screen(outcome.text, settings.pending)
     elif outcome.error:
         grounding.expect = [outcome.error]
         grounding.facts.append(f"the shell reports: {outcome.error}")

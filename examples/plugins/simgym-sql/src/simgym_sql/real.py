@@ -14,7 +14,7 @@ from typing import Any
 
 from simgym import Prediction, Task, WorldModelError
 from simgym_sql import console
-from simgym_sql.domain import PROMPT, SQL
+from simgym_sql.domain import SQL, screen
 
 
 class RealSQL:
@@ -44,7 +44,7 @@ class RealSQL:
         outcome = console.run_line(self._conn, action_text, self._settings)
         if outcome.final:
             return Prediction(observation="(sqlite3 exited)", model=self.name)
-        text = f"{outcome.text}\n{PROMPT}" if outcome.text else PROMPT
+        text = screen(outcome.text, self._settings.pending)
         return Prediction(observation=text, model=self.name, raw=text)
 
     async def predict(self, messages: Any, **options: Any) -> Prediction:
