@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 import simgym
+from conftest import free_port
 from simgym.core import domain as domain_registry
 from simgym.core import worldmodel as backend_registry
 from simgym.core.errors import ConformanceError, PluginError
@@ -259,6 +260,18 @@ def test_a_plugin_that_fails_to_load_names_itself_and_its_distribution(tmp_path,
     )
     assert proc.returncode != 0 and "broken-plugin 1.0" in proc.stderr
     assert "Traceback" not in proc.stderr
+    # the doctor loads every installed plugin and shows the one that fails
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    doctor = subprocess.run(
+        [sys.executable, "-m", "simgym", "doctor", "-w", "openai", "--base-url", down],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")])},
+    )
+    shown = " ".join(doctor.stdout.split())
+    assert doctor.returncode == 1 and "plugin simgym.domains: broken" in shown
+    assert "broken-plugin 1.0" in shown and "ModuleNotFoundError" in shown
 
 
 def test_a_plugin_must_give_what_its_group_holds(tmp_path, monkeypatch, fresh):

@@ -74,7 +74,7 @@ def doctor(*, wm: WorldModelOptions) -> None:
         "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
         "for real sandboxes (apt-get install bubblewrap)",
     )
-    healthy = True
+    healthy = _plugins(table)
     try:
         backend = wm.build()
         status, detail = _probe(backend)
@@ -86,6 +86,25 @@ def doctor(*, wm: WorldModelOptions) -> None:
     console.print(table)
     if not healthy:
         raise typer.Exit(1)
+
+
+def _plugins(table: Table) -> bool:
+    """A row per installed plugin (entry point of a simgym group), each loaded: one that
+    fails to load is shown failed with why, and makes the doctor's answer no."""
+    from simgym.core.registry import PLUGIN_GROUPS, load_plugin, plugin_entry_points
+
+    healthy = True
+    for group in PLUGIN_GROUPS:
+        for name, points in sorted(plugin_entry_points(group).items()):
+            where = ", ".join(f"{p.value} ({p.dist.name if p.dist else '?'})" for p in points)
+            try:
+                load_plugin(group, name, group.removeprefix("simgym."))
+            except SimgymError as exc:
+                healthy = False
+                table.add_row(f"plugin {group}: {name}", "[red]failed[/]", str(exc))
+            else:
+                table.add_row(f"plugin {group}: {name}", "ok", where)
+    return healthy
 
 
 def _probe(backend: simgym.WorldModel) -> tuple[str, str]:
