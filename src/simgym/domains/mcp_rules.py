@@ -102,11 +102,11 @@ class Condition(BaseModel):
         """The relational tests; a relation with a side missing does not hold."""
         if self.equals is not None:
             other = feats.get(self.equals)
-            if value is None or other is None or value != other:
+            if value is None or other is None or not same(value, other):
                 return False
         if self.differs is not None:
             other = feats.get(self.differs)
-            if value is None or other is None or value == other:
+            if value is None or other is None or same(value, other):
                 return False
         if self.limits is not None:
             limit = self.bound(feats)
@@ -158,6 +158,13 @@ class Guard(BaseModel):
             bound = cond.bound(feats) if cond.limits is not None else None
             if bound is not None:
                 out[f"limit.{cond.feature}"] = int(bound) if bound == int(bound) else bound
+            if cond.covers is not None:  # the record it duplicates: ``match.<c>.id``
+                sets = feats.get(cond.feature) or []
+                ids = feats.get("matched." + cond.feature.split(".", 1)[-1]) or []
+                for fields, rid in zip(sets, ids, strict=False):
+                    if set(cond.covers) <= set(fields):
+                        out[f"{cond.feature}.id"] = rid
+                        break
         return out
 
 
@@ -219,6 +226,15 @@ class ToolRules(BaseModel):
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def same(a: Any, b: Any) -> bool:
+    """Equal and of one kind: 0 is not False, nor 1 the text "1"."""
+    return (
+        a == b
+        and isinstance(a, bool) == isinstance(b, bool)
+        and (isinstance(a, str) == isinstance(b, str))
+    )
 
 
 def _scalar(value: Any) -> bool:
@@ -287,8 +303,9 @@ def features(
         for tool, actor in history_of(state, record, key).items():
             feats[f"hist.{tool}"] = actor
     else:
-        for collection, sets in matches(args, state).items():
-            feats[f"match.{collection}"] = sets
+        for collection, found in matches(args, state, key).items():
+            feats[f"match.{collection}"] = [fields for fields, _ in found]
+            feats[f"matched.{collection}"] = [rid for _, rid in found]
     pointers = [*args.items(), *((record or {}).items())]
     for name, value in pointers:
         if not isinstance(value, str | int) or isinstance(value, bool):
@@ -338,23 +355,25 @@ def remember(
     return {**old, collection: by_id}
 
 
-def matches(args: dict[str, Any], state: dict[str, Any]) -> dict[str, list[list[str]]]:
+def matches(
+    args: dict[str, Any], state: dict[str, Any], key: str = "id"
+) -> dict[str, list[tuple[list[str], Any]]]:
     """Collection -> for each record agreeing with the call on two fields or more, the
-    argument fields it agrees on (scalars only; who calls is not compared)."""
+    argument fields it agrees on (scalars only; who calls is not compared) and its id."""
     given = {
         k: v
         for k, v in args.items()
         if k not in _NOT_COMPARED and _scalar(v) and v is not None and not isinstance(v, bool)
     }
-    out: dict[str, list[list[str]]] = {}
+    out: dict[str, list[tuple[list[str], Any]]] = {}
     if len(given) < 2:
         return out
     for name, records in collections(state).items():
-        found: list[list[str]] = []
+        found: list[tuple[list[str], Any]] = []
         for record in records:
             same = sorted(k for k, v in given.items() if k in record and record[k] == v)
-            if len(same) >= 2 and same not in found:
-                found.append(same)
+            if len(same) >= 2:
+                found.append((same, record.get(key)))
         if found:
             out[name] = found
     return out

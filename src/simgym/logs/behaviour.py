@@ -275,7 +275,7 @@ _IDENTITY = re.compile(r"(^|_)(id|ids|actor|email|name|key|uuid|by|at)$")
 _REFERENCE = re.compile(r"(^|_)(id|ids|actor|key|uuid|by|at)$")
 
 
-_RELATIONAL = ("hist.", "match.", "limit.")  # read by relations only, never as values
+_RELATIONAL = ("hist.", "match.", "matched.", "limit.")  # read by relations only, never as values
 
 
 def usable(key: str, values: list[Any]) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simgym.domains.mcp_rules import Condition, Features
+from simgym.domains.mcp_rules import Condition, Features, same
 
 _VALUE_SIDES = ("rec.", "hist.")  # what a caller's value is compared with, besides links
 _NOT_LINKED = ("arg.", "has.", "type.", "fmt.", "args.", "match.", "limit.", "rec.", "hist.")
@@ -33,13 +33,6 @@ def _scalar(value: Any) -> bool:
 
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal values of one kind (0 is not False, 1 not "1")."""
-    if not _scalar(a) or not _scalar(b):
-        return False
-    return a == b and (isinstance(a, str) == isinstance(b, str))
 
 
 def _linked(key: str) -> bool:
@@ -79,7 +72,7 @@ def _equal_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
         for b in keys:
             if b == a or "~" in b or not (b.startswith(_VALUE_SIDES) or _linked(b)):
                 continue
-            if all(_same(p.get(a), p.get(b)) for p in pos):
+            if all(_scalar(p.get(b)) and same(p.get(a), p.get(b)) for p in pos):
                 out.append(Condition(feature=a, equals=b))
     return out
 
@@ -220,4 +213,3 @@ def status_of(record: dict[str, Any]) -> int | None:
             if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
                 return value
     return None
-

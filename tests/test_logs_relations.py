@@ -1,0 +1,203 @@
+"""Guards over relations: conditions that relate features instead of naming values, how
+they are learned from refusals, and how the twin's state feeds them (who did what)."""
+
+from __future__ import annotations
+
+import json
+
+from simgym.domains.mcp_rules import (
+    HISTORY,
+    Condition,
+    Guard,
+    ParentEffect,
+    ToolRules,
+    features,
+    history_of,
+    matches,
+    remember,
+    render,
+)
+from simgym.logs.behaviour import learn, outcome, template
+from simgym.logs.relations import allowed_roles, relations, stated_numbers, status_of
+
+# -- conditions as data ---------------------------------------------------------------------
+
+
+def test_relational_conditions_hold_only_when_both_sides_are_there():
+    feats = {"arg.actor": "u-1", "rec.created_by": "u-1", "arg.amount": 0, "rec.flag": False}
+    assert Condition(feature="arg.actor", equals="rec.created_by").holds(feats)
+    assert not Condition(feature="arg.actor", equals="rec.approved_by").holds(feats)
+    assert not Condition(feature="arg.actor", differs="rec.approved_by").holds(feats)
+    assert not Condition(feature="arg.actor", differs="rec.created_by").holds(feats)
+    # 0 and False are equal in Python, not in a record
+    assert not Condition(feature="arg.amount", equals="rec.flag").holds(feats)
+    assert Condition(feature="arg.amount", differs="rec.flag").holds(feats)
+    limit = Condition(feature="rec.amount", limits={"reviewer": 50000}, limit_by="arg.role")
+    assert limit.holds({"rec.amount": 60000, "arg.role": "reviewer"})
+    assert not limit.holds({"rec.amount": 50000, "arg.role": "reviewer"})
+    # a group with no known bound is not refused: no limit is invented
+    assert not limit.holds({"rec.amount": 10**9, "arg.role": "manager"})
+    dup = Condition(feature="match.customers", covers=["date_of_birth", "name"])
+    assert dup.holds({"match.customers": [["country"], ["date_of_birth", "name", "country"]]})
+    assert not dup.holds({"match.customers": [["name", "country"]]})
+    assert not dup.holds({})
+
+
+def test_relations_are_plain_editable_data():
+    guard = Guard(
+        when=[
+            Condition(feature="rec.amount", limits={"reviewer": 5000.0}, limit_by="arg.role"),
+            Condition(feature="arg.actor", equals="hist.approve"),
+        ],
+        status=403,
+        answer={"error": {"code": "x", "message": "over {{limit.rec.amount}}"}},
+    )
+    text = json.dumps(guard.model_dump(mode="json", exclude_defaults=True))
+    again = Guard.model_validate(json.loads(text))
+    assert again == guard
+    feats = {"rec.amount": 7000, "arg.role": "reviewer", "arg.actor": "a", "hist.approve": "a"}
+    assert again.holds(feats)
+    assert render(again.answer, again.quoted(feats))["error"]["message"] == "over 5000"
+    assert [c.text() for c in again.when] == [
+        "rec.amount > the limit of its arg.role (reviewer: 5000)",
+        "arg.actor = hist.approve",
+    ]
+
+
+# -- what the twin's state gives them ------------------------------------------------------
+
+
+def test_history_is_kept_per_record_and_never_changed_in_place():
+    loan = {"id": "L-1", "amount": 10}
+    state: dict = {"loans": [loan], "customers": []}
+    first = remember(state, "approve", "u-7", "loans", "L-1")
+    assert state.get(HISTORY) is None  # the old state is untouched
+    state[HISTORY] = first
+    second = remember(state, "disburse", "u-8", "loans", "L-1")
+    assert first == {"loans": {"L-1": {"approve": "u-7"}}}
+    assert second == {"loans": {"L-1": {"approve": "u-7", "disburse": "u-8"}}}
+    state[HISTORY] = second
+    feats = features({"loan_id": "L-1", "actor": "u-7"}, loan, state)
+    assert feats["hist.approve"] == "u-7" and feats["hist.disburse"] == "u-8"
+    assert history_of(state, {"id": "L-1"}) == {}  # another object with that id is not it
+
+
+def test_matches_compare_fields_not_who_calls():
+    state = {"customers": [{"id": "c-1", "name": "N", "dob": "1990", "actor": "u", "vip": True}]}
+    args = {"name": "N", "dob": "1990", "actor": "u", "role": "op", "vip": True, "email": "e"}
+    assert matches(args, state) == {"customers": [(["dob", "name"], "c-1")]}
+    assert matches({"name": "N", "email": "x"}, state) == {}  # one field is no duplicate
+    feats = features(args, None, state)
+    assert feats["match.customers"] == [["dob", "name"]]
+    guard = Guard(when=[Condition(feature="match.customers", covers=["dob", "name"])], status=409)
+    assert guard.quoted(feats)["match.customers.id"] == "c-1"
+
+
+def test_a_linked_effect_adds_or_sets():
+    add = ParentEffect(collection="accounts", via="account_id", field="balance", source="amount")
+    assert add.value({"balance": 100}, {"amount": 50}) == 50
+    add.op = "add"
+    assert add.value({"balance": 100}, {"amount": 50}) == 150
+    assert add.value({"balance": None}, {"amount": 50}) is None  # nothing to add to
+
+
+# -- learning them --------------------------------------------------------------------------
+
+
+def _approvals(n: int, start: int) -> list[dict]:
+    return [
+        {"arg.actor": f"actor-{start + i}", "arg.role": "manager", "rec.created_by": f"actor-{i}"}
+        for i in range(n)
+    ]
+
+
+def test_self_approval_is_learned_as_a_relation_not_as_people():
+    ok = _approvals(8, 100)
+    refused = [
+        {"arg.actor": f"actor-{i}", "arg.role": "manager", "rec.created_by": f"actor-{i}"}
+        for i in (3, 5)
+    ]
+    rules = learn(refused, ok, status=403)
+    assert rules == [[Condition(feature="arg.actor", equals="rec.created_by")]]
+    # it holds for a person the log never showed
+    assert rules[0][0].holds({"arg.actor": "someone-new", "rec.created_by": "someone-new"})
+
+
+def test_limits_per_role_take_the_bound_the_refusals_state():
+    ok = [{"rec.amount": a, "arg.role": "reviewer"} for a in (1000, 3000, 4000)]
+    ok += [{"rec.amount": a, "arg.role": "manager"} for a in (9000, 12000)]
+    refused = [
+        {"rec.amount": 6000, "arg.role": "reviewer"},
+        {"rec.amount": 30000, "arg.role": "manager"},
+    ]
+    answers = [
+        {"error": {"message": "6000 exceeds the approval limit of 5000"}},
+        {"error": {"message": "30000 exceeds the approval limit of 20000"}},
+    ]
+    said = [stated_numbers(a) for a in answers]
+    assert said[0] == {6000.0, 5000.0}
+    rules = learn(refused, ok, status=403, said=said)
+    cond = rules[0][0]
+    assert cond.limits == {"reviewer": 5000.0, "manager": 20000.0}
+    assert cond.limit_by == "arg.role"
+    # where no refusal states it, the largest amount seen to pass is the bound
+    bare = learn(refused, ok, status=403)[0][0]
+    assert bare.limits == {"reviewer": 4000.0, "manager": 12000.0}
+
+
+def test_matches_between_linked_records_and_duplicates_are_learned():
+    ok = [
+        {"arg.amount": a, "rec.amount": a, "rec.customer_id": c, "accounts.customer_id": c}
+        for a, c in ((100, "c1"), (250, "c2"), (300, "c3"), (450, "c4"))
+    ]
+    wrong_amount = [
+        {"arg.amount": 90, "rec.amount": 100, "rec.customer_id": "c1", "accounts.customer_id": "c1"}
+    ]
+    wrong_account = [
+        {
+            "arg.amount": 100,
+            "rec.amount": 100,
+            "rec.customer_id": "c1",
+            "accounts.customer_id": "c9",
+        }
+    ]
+    keys = sorted(ok[0])
+    found = relations(wrong_amount, ok, keys)
+    assert Condition(feature="arg.amount", differs="rec.amount") in found
+    assert learn(wrong_account, ok, status=409) == [
+        [Condition(feature="accounts.customer_id", differs="rec.customer_id")]
+    ]
+    made = [{"arg.name": f"n{i}", "match.customers": [["country", "name"]]} for i in range(3)]
+    fresh = [{"arg.name": f"m{i}"} for i in range(5)]
+    assert learn(made, fresh, status=409) == [
+        [Condition(feature="match.customers", covers=["country", "name"])]
+    ]
+
+
+def test_allowed_roles_come_from_the_refusal():
+    answers = [{"error": {"details": {"allowed_roles": ["reviewer", "manager"], "x": ["a"]}}}]
+    assert allowed_roles(answers, {"reviewer"}, {"operator"}) == ["manager", "reviewer"]
+    # a list naming a refused role is not the allowed set
+    assert allowed_roles(answers, {"reviewer"}, {"manager"}) is None
+    assert allowed_roles([{"error": {"message": "no"}}], set(), {"operator"}) is None
+
+
+def test_a_status_comes_from_the_log_or_the_error_body_never_a_guess():
+    assert status_of({"status": 409, "response": {"error": {"status": 400}}}) == 409
+    genai = {"status": None, "error": True, "response": {"error": {"code": "dup", "status": 409}}}
+    assert status_of(genai) == 409 and outcome(genai) == "409:dup"
+    assert status_of({"response": {"statusCode": "422"}}) == 422
+    bare = {"error": True, "response": {"error": {"code": "dup"}}}
+    assert status_of(bare) is None and outcome(bare) == "error:dup"
+    assert ToolRules(guards=[Guard(when=[], status=None)]).guards[0].status is None
+
+
+def test_templates_quote_amounts_and_limits_in_text():
+    answer = {"error": {"message": "amount 120000 exceeds the approval limit of 50000"}}
+    feats = {"rec.amount": 120000, "limit.rec.amount": 50000, "arg.term": 12}
+    made = template(answer, feats)
+    assert made["error"]["message"] == (
+        "amount {{rec.amount}} exceeds the approval limit of {{limit.rec.amount}}"
+    )
+    again = render(made, {"rec.amount": 250000, "limit.rec.amount": 200000})
+    assert again["error"]["message"] == "amount 250000 exceeds the approval limit of 200000"
