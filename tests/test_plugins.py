@@ -281,6 +281,7 @@ def test_a_plugin_must_give_what_its_group_holds(tmp_path, monkeypatch, fresh):
         {
             "simgym.domains": {"notadomain": "odd_mod:VALUE", "misnamed": "odd_mod:WEB"},
             "simgym.worldmodels": {"notafactory": "odd_mod:VALUE"},
+            "simgym.agents": {"notanagent": "odd_mod:VALUE"},
         },
         {
             "odd_mod": "from simgym.core.domain import get_domain\nVALUE = 3\nWEB = get_domain('web')\n"
@@ -293,6 +294,10 @@ def test_a_plugin_must_give_what_its_group_holds(tmp_path, monkeypatch, fresh):
         simgym.get_domain("misnamed")
     with pytest.raises(PluginError, match="not a factory"):
         simgym.world_model("notafactory")
+    from simgym.agents.base import create_agent
+
+    with pytest.raises(PluginError, match="plugin agent 'notanagent' is a int, not a factory"):
+        create_agent("notanagent")
 
 
 def test_two_distributions_declaring_one_name_is_an_error(tmp_path, monkeypatch, fresh):

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from simgym.core.errors import SimgymError
+from simgym.core.errors import PluginError, SimgymError
 from simgym.core.registry import Registry
 from simgym.core.types import Action, ToolSpec, Usage
 
@@ -99,7 +99,14 @@ _AGENTS: Registry[Callable[..., Agent]] = Registry(
         "scripted": "simgym.agents.scripted:ScriptedAgent",
     },
     group="simgym.agents",  # installed plugins add agents by entry point
+    check=lambda name, value: _check_factory(name, value),
 )
+
+
+def _check_factory(name: str, value: object) -> None:
+    """A ``simgym.agents`` entry point must name what builds an agent from its options."""
+    if not callable(value):
+        raise PluginError(f"plugin agent {name!r} is a {type(value).__name__}, not a factory")
 
 
 def register_agent(name: str, factory: Callable[..., Agent]) -> None:
