@@ -156,6 +156,58 @@ def test_mined_effects_of_creates(behaviour: dict[str, Any]):
     assert "result" in kyc["values"]
 
 
+def test_mined_rules_relate_people_and_records_instead_of_naming_them(
+    behaviour: dict[str, Any],
+):
+    approve = behaviour["post_loans_loan_id_approve"]
+    assert _guard(approve, "four_eyes")["when"] == [
+        {"feature": "arg.actor", "equals": "rec.created_by"}
+    ]
+    limit = _guard(approve, "approval_limit_exceeded")
+    # the manager's bound is never the largest amount a manager approved in the log:
+    # it is read from the refusals, which state it
+    assert limit["when"] == [
+        {
+            "feature": "rec.amount",
+            "limits": {"reviewer": 50000.0, "manager": 200000.0},
+            "limit_by": "arg.role",
+        }
+    ]
+    assert "{{limit.rec.amount}}" in limit["answer"]["error"]["message"]
+    disburse = behaviour["post_loans_loan_id_disburse"]
+    assert _guard(disburse, "segregation_of_duties")["when"] == [
+        {"feature": "arg.actor", "equals": "hist.post_loans_loan_id_approve"}
+    ]
+    assert _guard(disburse, "amount_mismatch")["when"] == [
+        {"feature": "arg.amount", "differs": "rec.amount"}
+    ]
+    assert _guard(disburse, "account_mismatch")["when"] == [
+        {"feature": "accounts.customer_id", "differs": "rec.customer_id"}
+    ]
+    assert _guard(disburse, "invalid_transition")["when"] == [
+        {"feature": "rec.status", "not_in": ["approved"]}
+    ]
+    assert {
+        "collection": "accounts",
+        "via": "account_id",
+        "field": "balance",
+        "source": "amount",
+        "op": "add",
+    } in disburse["parents"]
+    duplicate = _guard(behaviour["post_customers"], "duplicate_customer")
+    assert duplicate["when"] == [
+        {"feature": "match.customers", "covers": ["country", "date_of_birth", "name"]}
+    ]
+    assert duplicate["status"] == 409
+    # no guard anywhere names a person: who acts is only ever compared
+    for tool, rules in behaviour.items():
+        for guard in rules.get("guards", []):
+            for cond in guard["when"]:
+                named = cond.get("in") or cond.get("not_in") or []
+                assert not any(str(v).startswith("actor-") for v in named), (tool, cond)
+                assert cond["feature"] != "arg.actor" or "equals" in cond, (tool, cond)
+
+
 # -- the twin enforces them -----------------------------------------------------------------
 
 
@@ -226,6 +278,82 @@ async def test_the_twin_refuses_with_the_real_answer_and_moves_the_life_cycle(wo
     )
     assert body["error"]["code"] == "forbidden"
     assert next(r for r in env.state["loans"] if r["id"] == lid)["status"] == "submitted"
+
+
+async def test_the_twin_enforces_relations_for_people_it_never_saw(world: Path):
+    env = simgym.make(
+        "mcp",
+        FunctionWorldModel(lambda messages: '{"unexpected": true}'),
+        scenario=world_scenario(world),
+        grounding="strict",
+    )
+    await env.reset()
+
+    async def call(tool: str, who: tuple[str, str], **args: Any) -> dict[str, Any]:
+        actor, role = who
+        step = await env.step(Action.tool_call(tool, {**args, "actor": actor, "role": role}))
+        return json.loads(step.observation.text)
+
+    clerk, boss, other_boss = ("clerk-1", "operator"), ("boss-1", "manager"), ("boss-2", "manager")
+    reviewer = ("rev-1", "reviewer")
+    person = {"name": "Person-x1", "date_of_birth": "1970-01-01", "country": "DE"}
+    docs = ["id_card", "proof_of_address"]
+    first = await call("post_customers", clerk, **person, email="a@x.org", documents=docs)
+    again = await call("post_customers", clerk, **person, email="b@x.org", documents=docs)
+    assert again["error"]["code"] == "duplicate_customer"
+    assert again["error"]["details"]["existing_id"] == first["id"]
+    second = await call(
+        "post_customers", clerk, **{**person, "country": "FR"}, email="c@x.org", documents=docs
+    )
+    assert second["id"] != first["id"]
+    accounts = []
+    for customer in (first["id"], second["id"]):
+        assert (await call("post_kyc_customer_id", clerk, customer_id=customer))["result"] == (
+            "passed"
+        )
+        made = await call(
+            "post_accounts",
+            clerk,
+            customer_id=customer,
+            account_type="checking",
+            currency="EUR",
+            opening_deposit=500,
+        )
+        accounts.append(made["id"])
+    loan = await call(
+        "post_loans",
+        boss,
+        customer_id=first["id"],
+        account_id=accounts[0],
+        amount=120000,
+        term_months=60,
+        purpose="home",
+    )
+    lid = loan["id"]
+    await call("post_loans_loan_id_submit", boss, loan_id=lid)
+    await call("post_loans_loan_id_review", reviewer, loan_id=lid)
+    refused = await call("post_loans_loan_id_approve", reviewer, loan_id=lid)
+    assert refused["error"]["code"] == "approval_limit_exceeded"
+    assert "limit of 50000 for role reviewer" in refused["error"]["message"]
+    own = await call("post_loans_loan_id_approve", boss, loan_id=lid)
+    assert own["error"]["code"] == "four_eyes"
+    assert (await call("post_loans_loan_id_approve", other_boss, loan_id=lid))["status"] == (
+        "approved"
+    )
+    pay = {"loan_id": lid, "account_id": accounts[0], "amount": 120000}
+    sod = await call("post_loans_loan_id_disburse", other_boss, **pay)
+    assert sod["error"]["code"] == "segregation_of_duties"
+    wrong = await call("post_loans_loan_id_disburse", clerk, **{**pay, "account_id": accounts[1]})
+    assert wrong["error"]["code"] == "account_mismatch"
+    short = await call("post_loans_loan_id_disburse", clerk, **{**pay, "amount": 12000})
+    assert short["error"]["code"] == "amount_mismatch"
+    # the one who ordered it may pay it: only the approver may not
+    paid = await call("post_loans_loan_id_disburse", boss, **pay)
+    assert paid["status"] == "disbursed"
+    account = next(a for a in env.state["accounts"] if a["id"] == accounts[0])
+    assert account["balance"] == 120500
+    twice = await call("post_loans_loan_id_disburse", clerk, **pay)
+    assert twice["error"]["code"] == "invalid_transition"
 
 
 # -- fidelity on held-out sessions ----------------------------------------------------------

@@ -209,7 +209,13 @@ class _Calls:
                     bound = ToolBinding(**{**binding, "rules": rules[call.tool]})
                     grounded = ground_ruled(spec, call.arguments, state, bound, "json")
                     if grounded is not None and grounded.effects:
-                        state.update(grounded.effects)
+                        effects = dict(grounded.effects)
+                        made = call_result(binding, logged, call.arguments, self.collection_of)
+                        if binding.get("op") == "create" and made is not None:
+                            # the log shows the record made, under its real id: the twin's
+                            # copy under an id of its own would be a second one
+                            effects.pop(binding.get("collection"), None)
+                        state.update(effects)
                 self._observe(state, logged, binding)
                 self._remember(state, call.tool, binding, call.arguments, before, logged)
 
