@@ -178,7 +178,7 @@ def test_otlp_reader_on_sdk_spans(tmp_path: Path) -> None:
     assert tool.session == "agent-1" and tool.arguments == {"customer_email": "bob@bank.test"}
     assert report.skipped["unreadable OTLP line"] == 1
     assert report.skipped["HTTP client span (the server's span is the call)"] == 0
-    assert report.skipped["span is neither an HTTP server call nor a tool call"] == 1
+    assert report.skipped["span is neither a server call nor a tool call"] == 1
     assert report.records == 16 and report.read == 18
 
 

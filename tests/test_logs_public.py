@@ -201,17 +201,7 @@ def http_server_call(span: dict) -> dict | None:
     }
 
 
-OTLP_PROTO_PROBLEM = (
-    "opentelemetry-proto's own examples/trace.json: its one span is kind 2 (SERVER) but has no "
-    "http.* attribute, so the import skips it as 'span is neither an HTTP server call nor a "
-    "tool call' and exits with 'the world has no operation to serve as a tool' (read 1, "
-    "records 0, skipped 1)"
-)
-OTLP_FILES = [
-    pytest.param(OTEL_PROTO, marks=pytest.mark.xfail(strict=True, reason=OTLP_PROTO_PROBLEM)),
-    OTEL_DEMO,
-    HOTROD,
-]
+OTLP_FILES = [OTEL_PROTO, OTEL_DEMO, HOTROD]
 HTTP_FILES = [OTEL_DEMO, HOTROD]
 
 
@@ -287,30 +277,7 @@ def test_otlp_errored_call_is_the_proxy_timeout(imported) -> None:
     assert [(r["method"], r["status"]) for r in errors] == [("POST", 504)]
 
 
-GRPC_PROBLEM = {
-    OTEL_DEMO: (
-        "the gRPC SERVER span of product-catalog (oteldemo.ProductCatalogService/GetProduct, "
-        "rpc.system.name=grpc, no http.* attribute) is skipped as 'span is neither an HTTP "
-        "server call nor a tool call': 10 records for 11 SERVER spans"
-    ),
-    HOTROD: (
-        "the gRPC SERVER span of driver (driver.DriverService/FindNearest, rpc.system.name="
-        "grpc, no http.* attribute) is skipped as 'span is neither an HTTP server call nor a "
-        "tool call': 12 records for 13 SERVER spans"
-    ),
-}
-
-
-@pytest.mark.parametrize(
-    "log",
-    [
-        pytest.param(OTEL_PROTO, marks=pytest.mark.xfail(strict=True, reason=OTLP_PROTO_PROBLEM)),
-        pytest.param(
-            OTEL_DEMO, marks=pytest.mark.xfail(strict=True, reason=GRPC_PROBLEM[OTEL_DEMO])
-        ),
-        pytest.param(HOTROD, marks=pytest.mark.xfail(strict=True, reason=GRPC_PROBLEM[HOTROD])),
-    ],
-)
+@pytest.mark.parametrize("log", [OTEL_PROTO, OTEL_DEMO, HOTROD])
 def test_otlp_every_server_span_is_a_call(imported, log) -> None:
     """A SERVER span is 'server-side handling of a synchronous RPC or other remote request'
     (OpenTelemetry trace API): a call the system served, HTTP or not."""
@@ -692,20 +659,10 @@ def paired_events(world: World, traces: list[dict]) -> list[tuple[dict, dict]]:
     return pairs
 
 
-XES_LIST_PROBLEM = (
-    "rustxes test.xes: the event 'Register client' has a <list key=\"revisions\"> attribute "
-    "(8 values); the record's arguments are {'system': 'alpha', 'attempt': 23}: the list "
-    "attribute is dropped without a skip reason"
-)
 STANDARD_KEYS = {"concept:name", "time:timestamp", "lifecycle:transition"}
 
 
-@pytest.mark.parametrize(
-    "log",
-    [
-        pytest.param(XES_NESTED, marks=pytest.mark.xfail(strict=True, reason=XES_LIST_PROBLEM)),
-    ],
-)
+@pytest.mark.parametrize("log", [XES_NESTED])
 def test_xes_event_attributes_are_kept(imported, log) -> None:
     traces = xes_traces(DATA / log)
     world = imported(log).require()

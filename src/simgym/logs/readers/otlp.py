@@ -2,7 +2,7 @@
 one ``ExportTraceServiceRequest`` a line (``resourceSpans[].scopeSpans[].spans[]``), ids
 as hex or (protobuf's own JSON) base64, enums as numbers or names.
 
-Two kinds of span become records, read by the current semantic conventions and their
+Three kinds of span become records, read by the current semantic conventions and their
 deprecated predecessors (:data:`LOOKS_FOR` says where each field is looked for):
 
 - HTTP server spans: ``http.request.method`` (``http.method``), ``http.route``,
@@ -11,7 +11,10 @@ deprecated predecessors (:data:`LOOKS_FOR` says where each field is looked for):
 - GenAI tool calls: ``gen_ai.operation.name`` "execute_tool", ``gen_ai.tool.name``,
   ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``/``result``. A tool call has no
   HTTP status and is given none: a failed one (span status ERROR or ``error.type``) is
-  ``error`` with its error body (the result, or the exception event's message).
+  ``error`` with its error body (the result, or the exception event's message);
+- other SERVER spans (a "server-side handling of a remote request", HTTP or not): RPCs
+  (``rpc.system.name``, ``rpc.service``, ``rpc.method``) named ``<service>/<method>``,
+  anything else by the span's name; no HTTP status, the gRPC code kept aside.
 
 Bodies come from span attributes (``http.request.body.content``,
 ``http.response.body.content``, any key ending in ``request.body``/``response.body``) or
@@ -55,6 +58,8 @@ from simgym.logs.model import (
 
 _CLIENT = {"SPAN_KIND_CLIENT", "SPAN_KIND_PRODUCER", 3, 4}
 _ERROR = {"STATUS_CODE_ERROR", 2}
+_SERVER = {"SPAN_KIND_SERVER", 2}
+RPC_SYSTEM_KEYS = ("rpc.system.name", "rpc.system")
 
 METHOD_KEYS = ("http.request.method", "http.method")
 PATH_KEYS = ("url.path", "http.target", "url.full", "http.url")
@@ -310,7 +315,9 @@ def _span(
         return _Span(record, client=span.get("kind") in _CLIENT, **ids)
     tool = _first(attrs, ("gen_ai.tool.name",))
     if tool is None and attrs.get("gen_ai.operation.name") != "execute_tool":
-        return "span is neither an HTTP server call nor a tool call"
+        if span.get("kind") in _SERVER:
+            return _Span(_served_call(span, attrs, events, failed, mapping, common), **ids)
+        return "span is neither a server call nor a tool call"
     if tool is None:
         return "tool span without gen_ai.tool.name"
     if actor is None:
@@ -341,6 +348,48 @@ def _span(
         **common,  # type: ignore[arg-type]
     )
     return _Span(record, **ids)
+
+
+def _served_call(
+    span: dict,
+    attrs: dict[str, JSON],
+    events: _Events,
+    failed: bool,
+    mapping: FieldMap | None,
+    common: dict,
+) -> LogRecord:
+    """A SERVER span that is not HTTP: an RPC (``rpc.system.name``/``rpc.system``,
+    named ``<service>/<method>`` as gRPC spans are) or another remote request, named by
+    the span. It has no HTTP status: a gRPC status code is kept as an attribute."""
+    rpc = _first(attrs, RPC_SYSTEM_KEYS)
+    service, method = attrs.get("rpc.service"), attrs.get("rpc.method")
+    name = str(span.get("name") or "")
+    if rpc is not None and service and method and "/" not in str(method):
+        name = f"{service}/{method}"
+    if not name:
+        name = str(method or "server span")
+    arguments = _pick(attrs, mapping, "body", ())
+    arguments = maybe_json(arguments) if arguments is not None else events.request
+    response = _pick(attrs, mapping, "response", ())
+    response = maybe_json(response) if response is not None else events.response
+    code = attrs.get("rpc.grpc.status_code", attrs.get("rpc.response.status_code"))
+    extra = common["attributes"]
+    if rpc is not None:
+        extra["rpc.system"] = rpc
+    if code is not None:
+        extra["rpc.status_code"] = code
+    if failed and response in (None, ""):
+        response = _error_body(attrs, events.exception)
+    return LogRecord(
+        system="rpc" if rpc is not None else "server",
+        operation=name,
+        arguments=arguments,
+        status=None,
+        error=failed,
+        response=response,
+        objects=_mapped_objects(attrs, mapping),
+        **common,
+    )
 
 
 def _error_body(attrs: dict[str, JSON], exception: dict[str, JSON] | None) -> JSON:

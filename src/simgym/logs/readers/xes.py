@@ -42,6 +42,10 @@ from simgym.logs.model import (
 )
 
 _TYPED = {"string", "date", "int", "float", "boolean", "id"}
+# IEEE 1849-2016's compound attributes: a list's values keep their order (and repeated
+# keys), a container's are named; a list may wrap its values in <values>
+_COMPOUND = {"list", "container"}
+_ATTRIBUTES = _TYPED | _COMPOUND
 _ABORTED = {"ate_abort", "pi_abort"}
 # attributes the standard's extensions define, and the HTTP call's: never object references
 _STANDARD_PREFIXES = ("concept:", "org:", "time:", "lifecycle:", "cost:", "http.", "url.")
@@ -216,7 +220,8 @@ def _events(
     """(case, trace number, event attributes, nested attributes) of each event, streamed;
     ``report`` (the second pass's) counts them and their faults."""
     stack: list[str] = []
-    children: list[dict[str, JSON]] = []  # the nested attributes of each open attribute
+    # the nested attributes of each open attribute, as (key, value) pairs in order
+    children: list[list[tuple[str, JSON]]] = []
     trace_attrs: dict[str, JSON] = {}
     event_attrs: dict[str, JSON] = {}
     event_nested: dict[str, dict[str, JSON]] = {}
@@ -231,24 +236,30 @@ def _events(
                     trace_attrs = {}
                 elif tag == "event":
                     event_attrs, event_nested = {}, {}
-                elif tag in _TYPED:
-                    children.append({})
+                elif tag in _ATTRIBUTES:
+                    children.append([])
                 continue
             stack.pop()
             parent = stack[-1] if stack else None
-            if tag in _TYPED:
-                inner = children.pop() if children else {}
+            if tag in _ATTRIBUTES:
+                inner = children.pop() if children else []
                 key = element.get("key")
-                if key is None:
+                if tag == "list":
+                    value: JSON = [v for _, v in inner]
+                elif tag == "container":
+                    value = dict(inner)
+                else:
+                    value = _value(element)
+                if key is None and parent != "values":
                     continue
                 if parent == "event":
-                    event_attrs[key] = _value(element)
-                    if inner:
-                        event_nested[key] = inner
+                    event_attrs[key] = value  # type: ignore[index]
+                    if inner and tag in _TYPED:
+                        event_nested[key] = dict(inner)  # type: ignore[index]
                 elif parent == "trace":
-                    trace_attrs[key] = _value(element)
-                elif parent in _TYPED and children:
-                    children[-1][key] = _value(element)
+                    trace_attrs[key] = value  # type: ignore[index]
+                elif parent in (*_ATTRIBUTES, "values") and children:
+                    children[-1].append((key or "", value))
             elif tag == "event":
                 if report is not None:
                     report.read += 1
