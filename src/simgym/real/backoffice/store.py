@@ -602,7 +602,7 @@ class Bank:
                 "account",
                 aid,
                 [(aid, "account"), (customer_id, "owner")],
-                {"account_type": kind, "currency": currency},
+                {"account_type": kind, "currency": currency, "opening_deposit": deposit},
                 t,
             )
             return 201, dict(self._row("account", aid, "account"))
