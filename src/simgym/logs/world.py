@@ -281,7 +281,12 @@ class _Builder:
         self.ops[key].add(r)
         index = self.op_index[key]
         when = r.time if r.time is not None else _INF
+        touched: set[tuple[str, str]] = set()
         for obj in r.objects:
+            # an event may name one object twice (OCEL allows it): one step of its history
+            if (obj.type, obj.id) in touched:
+                continue
+            touched.add((obj.type, obj.id))
             status = None
             if obj.state is not None and not r.failed:
                 self.entity_fields[obj.type].add(obj.state)

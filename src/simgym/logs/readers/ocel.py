@@ -167,7 +167,8 @@ class _Objects:
             if pos > at:
                 break
             state[name] = value
-        return state or None
+        # an object the log declares is a record even with no attributes
+        return state if state or oid in self.types else None
 
 
 def _refused(attrs: dict[str, JSON]) -> bool:
