@@ -232,3 +232,55 @@ def test_xes_objects_by_value(tmp_path: Path) -> None:
     ]
     # people (org:resource values) and plain words are never objects
     assert all(o.type not in ("approver", "currency") for r in records for o in r.objects)
+
+
+def test_mapping_file_on_process_logs(tmp_path: Path) -> None:
+    from simgym.logs.mapping import load_map
+
+    mapfile = tmp_path / "map.json"
+    mapfile.write_text(
+        json.dumps(
+            {
+                "actor": "handler",
+                "role": "team",
+                "session": "journey",
+                "error": "failed",
+                "objects": {"policy": "ref"},
+            }
+        )
+    )
+    mapping = load_map(mapfile)
+    xes = tmp_path / "log.xes"
+    xes.write_text(
+        XES.format(
+            events=_xes_event(
+                "renew", "sys", handler="kim", team="ops", journey="J-1", failed="true", ref="POL 9"
+            )  # fmt: skip
+        )
+    )
+    (r,) = list(read_logs([xes], ImportReport(), mapping=mapping))
+    assert (r.actor, r.role, r.session, r.error) == ("kim", "ops", "J-1", True)
+    assert ("policy", "POL 9") in [(o.type, o.id) for o in r.objects]
+    # the caller's fields are not arguments; the object reference is the tool's parameter
+    assert r.arguments == {"ref": "POL 9"}
+
+    doc = {
+        "objectTypes": [{"name": "policy", "attributes": []}],
+        "eventTypes": [{"name": "renew", "attributes": []}],
+        "objects": [{"id": "POL-9", "type": "policy", "attributes": []}],
+        "events": [
+            _event(
+                "e1",
+                "renew",
+                T0,
+                {"handler": "kim", "journey": "J-1", "ref": "POL-9", "failed": "no"},
+                [],
+            )
+        ],  # fmt: skip
+    }
+    ocel = tmp_path / "log.json"
+    ocel.write_text(json.dumps(doc))
+    (r,) = list(read_logs([ocel], ImportReport(), mapping=mapping))
+    assert (r.actor, r.session, r.error) == ("kim", "J-1", False)
+    assert [(o.type, o.id, o.state) for o in r.objects] == [("policy", "POL-9", {})]
+    assert r.arguments == {"policy_id": "POL-9"}

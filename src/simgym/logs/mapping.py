@@ -73,6 +73,14 @@ class FieldMap(BaseModel):
                 return name, attrs[name]
         return None
 
+    def failed(self, attrs: dict[str, JSON]) -> bool | None:
+        """Whether the mapped ``error`` attribute marks the call failed (None: unmapped
+        or absent)."""
+        found = self.first("error", attrs)
+        if found is None:
+            return None
+        return str(found[1]).strip().lower() in ("true", "1", "yes", "error", "failed")
+
     def mapped(self) -> set[str]:
         """Every attribute name the map names (readers keep them out of arguments)."""
         fields = ("body", "response", "actor", "role", "session", "status", "error")

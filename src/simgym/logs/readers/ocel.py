@@ -244,6 +244,7 @@ def _record(
     body = mapping.first("body", attrs) if mapping is not None else None
     mapped_response = mapping.first("response", attrs) if mapping is not None else None
     mapped_status = mapping.first("status", attrs) if mapping is not None else None
+    mapped_error = mapping.failed(attrs) if mapping is not None else None
     arguments = {k: v for k, v in attrs.items() if k not in taken}
     method, route, path, status = pop_http(arguments)
     if mapped_status is not None:
@@ -284,7 +285,7 @@ def _record(
         method=method if http else None,
         arguments=arguments,
         status=status,
-        error=status is not None and status >= 500,
+        error=(status is not None and status >= 500) or bool(mapped_error),
         response=answer,
         objects=refs,
         source=source,

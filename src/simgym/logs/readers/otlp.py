@@ -249,9 +249,9 @@ def _span(
     role = _role(_pick(attrs, mapping, "role", ROLE_KEYS))
     status = span.get("status") or {}
     failed = status.get("code") in _ERROR or attrs.get("error.type") not in (None, "")
-    mapped_error = mapping.first("error", attrs) if mapping else None
+    mapped_error = mapping.failed(attrs) if mapping else None
     if mapped_error is not None:
-        failed = str(mapped_error[1]).lower() in ("true", "1", "yes", "error", "failed")
+        failed = mapped_error
     extra: dict[str, JSON] = {"service": resource.get("service.name"), "span": span.get("name")}
     if named_session is None:
         extra["session_from"] = "trace"

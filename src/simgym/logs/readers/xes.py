@@ -162,9 +162,10 @@ def _record(
     mapping: FieldMap | None,
 ) -> LogRecord:
     name = attrs.pop("concept:name")
+    marked_failed = mapping.failed(attrs) if mapping is not None else None
     mapped = {
         f: mapping.first(f, attrs) if mapping is not None else None
-        for f in ("actor", "role", "session", "body", "response", "status")
+        for f in ("actor", "role", "session", "body", "response", "status", "error")
     }
     for found in mapped.values():
         if found is not None:
@@ -205,7 +206,9 @@ def _record(
         method=method if http else None,
         arguments=arguments,
         status=status,
-        error=(status is not None and status >= 500) or (status is None and aborted),
+        error=(status is not None and status >= 500)
+        or (status is None and aborted)
+        or bool(marked_failed),
         response=answer,
         objects=objects,
         path=path if http else None,
