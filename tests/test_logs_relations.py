@@ -201,3 +201,51 @@ def test_templates_quote_amounts_and_limits_in_text():
     )
     again = render(made, {"rec.amount": 250000, "limit.rec.amount": 200000})
     assert again["error"]["message"] == "amount 250000 exceeds the approval limit of 200000"
+
+
+def _ticket_log(path, with_status: int) -> None:
+    """Tickets closed, then closed again: the second close is refused, and only the first
+    ``with_status`` of those refusals carry a status in the log."""
+    lines = []
+    for i in range(12):
+        who = {"session": f"s{i}", "actor": f"u{i}", "role": "clerk", "method": "POST"}
+        ticket = {"id": f"T-{i}", "title": f"t{i}", "amount": 10 * i}
+        lines.append(
+            {
+                **who,
+                "route": "/tickets",
+                "path": "/tickets",
+                "request": {"title": f"t{i}"},
+                "status": 201,
+                "response": {**ticket, "state": "open"},
+            }
+        )
+        close = {**who, "route": "/tickets/{ticket_id}/close", "path": f"/tickets/T-{i}/close"}
+        lines.append(
+            {**close, "request": None, "status": 200, "response": {**ticket, "state": "closed"}}
+        )
+        refused = {
+            **close,
+            "request": None,
+            "response": {"error": {"code": "already_closed", "message": f"T-{i} closed"}},
+        }
+        if i < with_status:
+            refused["status"] = 409
+        lines.append(refused)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+
+def test_a_refusal_logged_without_status_takes_its_codes_status_or_none(tmp_path):
+    from simgym.logs import ImportReport, build_world, read_logs
+
+    for with_status, expected in ((3, 409), (0, None)):
+        log = tmp_path / f"calls{with_status}.jsonl"
+        _ticket_log(log, with_status)
+        report = ImportReport()
+        out = tmp_path / f"w{with_status}"
+        build_world(read_logs([str(log)], report), out, report=report)
+        tools = json.loads((out / "behaviour.json").read_text())["tools"]
+        guards = tools["post_tickets_ticket_id_close"]["guards"]
+        # one kind of refusal, all twelve of them, never an invented 500
+        assert [(g["status"], g["support"]) for g in guards] == [(expected, 12)], guards
+        assert guards[0]["when"] == [{"feature": "rec.state", "not_in": ["open"]}]

@@ -87,6 +87,9 @@ def outcome(record: dict[str, Any]) -> str:
     else ``error``."""
     status = status_of(record)
     failed = bool(record.get("error")) or (isinstance(status, int) and status >= 400)
+    body = record.get("response")
+    if status is None and isinstance(body, dict) and body.get("error"):
+        failed = True  # no status logged, but the answer is an error object
     if not failed:
         return "ok"
     return f"{status if status is not None else 'error'}:{error_code(record.get('response'))}"
@@ -315,9 +318,9 @@ def priority(cond: Condition, status: int = 0) -> int:
     related records, the other arguments, the request's size. A relation between two
     features is as likely as the likeliest: it names no value that may not recur."""
     if relational(cond):
-        # a relation to an earlier step's actor is read from the history the twin keeps;
-        # a record's own field says the same wherever the record is known
-        return 2 if any(f.startswith("hist.") for f in cond.reads()) else 1
+        # a relation to an earlier step's actor is read from the history the twin keeps,
+        # and a repeated call by one person fits it by chance: after the record's state
+        return 3 if any(f.startswith("hist.") for f in cond.reads()) else 1
     if cond.in_ is not None and len(cond.in_) >= 3 and all(_number(v) for v in cond.in_):
         return 5  # a list of amounts is what the log showed, seldom a rule
     feature = cond.feature
@@ -680,14 +683,21 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
             examples[tool].append((feats, outcome(logged), logged.get("response")))
     rules = dict(effects)
     statuses = _statuses(examples)
-    for tool, rows in examples.items():
+
+    def known(kind: str) -> str:
+        # a refusal logged without a status is the same kind as its code with one
+        status = statuses.get(kind)
+        return f"{status}:{kind.split(':', 1)[1]}" if status is not None else kind
+
+    for tool, logged_rows in examples.items():
+        rows = [(f, known(k) if k != "ok" else k, a) for f, k, a in logged_rows]
         kinds = sorted({k for _, k, _ in rows if k != "ok"})
         ok = [f for f, k, _ in rows if k == "ok"]
         guards: list[tuple[str, Guard]] = []
         for kind in kinds:
             pos = [(f, a) for f, k, a in rows if k == kind]
             others = [f for f, k, _ in rows if k not in ("ok", kind)]
-            code = statuses.get(kind)
+            code = statuses.get(kind, _status_part(kind))
             said = [stated_numbers(a) for _, a in pos]
             for conds in learn([f for f, _ in pos], ok, others, code or 0, said):
                 if code in (401, 403):
@@ -722,6 +732,11 @@ def _statuses(examples: dict[str, list[tuple[Features, str, Any]]]) -> dict[str,
             known = by_code.get(code)
             out[kind] = known.most_common(1)[0][0] if known else None
     return out
+
+
+def _status_part(kind: str) -> int | None:
+    status = kind.split(":", 1)[0]
+    return int(status) if status.isdigit() else None
 
 
 def _as_allowed(
