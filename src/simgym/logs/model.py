@@ -241,26 +241,92 @@ def _param_type(segment: str) -> str | None:
     return None
 
 
-def route_objects(template: str, path: str | None, response: JSON) -> list[ObjectRef]:
+# the last word of a field that holds a record's key: ``policy_id``, ``claim_number``
+_KEY_WORDS = ("id", "number", "no", "uuid", "ref")
+_KEY_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)[_-](" + "|".join(_KEY_WORDS) + r")$")
+_CAMEL_KEY = re.compile(r"^([a-z][A-Za-z0-9]*?)(Id|Number|No|Uuid|Ref)$")
+
+
+def key_type(name: str) -> str | None:
+    """The object type a field named like a key names: ``policy_id`` -> policy,
+    ``claim_number`` -> claim, ``orderId`` -> order; None for a bare ``id`` or a name that
+    names no type."""
+    found = _CAMEL_KEY.match(name)
+    if found:
+        return found.group(1).lower()
+    found = _KEY_NAME.match(name)
+    if found and found.group(1) and found.group(1).lower() not in _KEY_WORDS:
+        return found.group(1).lower()
+    return None
+
+
+def _literal(segment: str) -> bool:
+    return not segment.startswith(("{", ":", "<"))
+
+
+def _scalar_key(value: JSON) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool) and value != ""
+
+
+def _field_holding(body: dict[str, JSON], value: str, prefer: str | None = None) -> str | None:
+    """The field of ``body`` whose value is ``value`` (the one named ``prefer`` first)."""
+    if prefer is not None and _scalar_key(body.get(prefer)) and str(body[prefer]) == value:
+        return prefer
+    for name, field_value in body.items():
+        if _scalar_key(field_value) and str(field_value) == value:
+            return name
+    return None
+
+
+def _own_key(body: dict[str, JSON], otype: str) -> str | None:
+    """The field of ``body`` that names a record of ``otype`` as its own key: ``id``, else
+    one named for the type (``payout_id``, ``claim_number``)."""
+    if _scalar_key(body.get("id")):
+        return "id"
+    for name, value in body.items():
+        if _scalar_key(value) and key_type(name) in (otype, otype.replace("_", "")):
+            return name
+    return None
+
+
+def route_objects(
+    template: str,
+    path: str | None,
+    response: JSON,
+    *,
+    method: str | None = None,
+    arguments: JSON = None,
+) -> list[ObjectRef]:
     """The objects an HTTP call touched, with ids from the concrete path: a "{param}"
     segment named ``<type>_id`` names an object of that type ("/kyc/{customer_id}" ->
     customer: the route acts on the customer, not on a KYC check with a customer's id);
     any other parameter names an object of the type its preceding segment names
-    ("/loans/{id}" -> loan). A JSON object answer with an "id" is that object's new state
-    (or, on a route like "POST /loans", the object the call created)."""
+    ("/loans/{id}", "/v1/claims/{claim_number}" -> loan, claim). A JSON object answer with
+    an "id" is that object's new state (or, on a route like "POST /loans", the object the
+    call created).
+
+    Keys need not be called ``id``: an answer holding a parameter's value in some field
+    is that object's state, the field its key (``claim_number``); a POST to a collection
+    ("POST /payouts", "POST /claims/{n}/assessments") that answers a record keyed by a
+    field named for the collection's type (``payout_id``) created it; the fields of an
+    answer or request named like another type's key (``policy_id``, ``claim_number``)
+    link the call to that object."""
     found: list[ObjectRef] = []
     tsegs = [s for s in template.split("?")[0].split("/") if s]
     psegs = [s for s in (path or "").split("?")[0].split("/") if s]
     concrete = len(psegs) == len(tsegs)
+    named_by: dict[int, str] = {}  # found index -> the parameter's name
     for i, seg in enumerate(tsegs):
-        is_param = seg.startswith("{") or seg.startswith(":") or seg.startswith("<")
-        if not is_param or not concrete:
+        if _literal(seg) or not concrete:
             continue
         named = _param_type(seg)
         if named is not None:
             found.append(ObjectRef(named, psegs[i]))
-        elif i > 0 and not tsegs[i - 1].startswith(("{", ":", "<")):
+        elif i > 0 and _literal(tsegs[i - 1]):
             found.append(ObjectRef(singular(tsegs[i - 1]), psegs[i]))
+        else:
+            continue
+        named_by[len(found) - 1] = seg.strip("{}:<>").split(":")[-1]
     body = response if isinstance(response, dict) else None
     if body is not None and body.get("id") is not None:
         body_id = str(body["id"])
@@ -269,9 +335,38 @@ def route_objects(template: str, path: str | None, response: JSON) -> list[Objec
                 obj.state = body
                 break
         else:
-            literal = [s for s in tsegs if not s.startswith(("{", ":", "<"))]
+            literal = [s for s in tsegs if _literal(s)]
             if literal:
                 found.append(ObjectRef(singular(literal[-1]), body_id, "created", body))
+        return found
+    if body is None:
+        return found
+    # keys of any name: a record made by a POST to a collection, else the answer is the
+    # state of the object a parameter names (its key the field holding the value)
+    made = None
+    if (method or "").upper() == "POST" and tsegs and _literal(tsegs[-1]) and concrete:
+        otype = singular(tsegs[-1])
+        key = _own_key(body, otype)
+        if key is not None and str(body[key]) not in {o.id for o in found}:
+            made = ObjectRef(otype, str(body[key]), "created", body)
+    if made is None:
+        for index in sorted(named_by, reverse=True):  # the innermost parameter first
+            obj = found[index]
+            if _field_holding(body, obj.id, named_by[index]) is not None:
+                obj.state = body
+                break
+    else:
+        found.append(made)
+    taken = {(o.type, o.id) for o in found} | {("", o.id) for o in found}
+    request = arguments if isinstance(arguments, dict) else {}
+    for name, value in [*body.items(), *request.items()]:
+        otype = key_type(name)
+        if otype is None or not _scalar_key(value) or ("", str(value)) in taken:
+            continue
+        if made is not None and otype == made.type:
+            continue
+        taken.add(("", str(value)))
+        found.append(ObjectRef(otype, str(value), "linked"))
     return found
 
 

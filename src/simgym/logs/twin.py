@@ -210,20 +210,50 @@ def _owner(param: str, collections: dict[str, list[dict[str, Any]]]) -> str | No
     return None
 
 
+_PREFIX = re.compile(r"^(v\d+(\.\d+)*|api|rest)$", re.IGNORECASE)  # "/api/v1/..." names no data
+KEYS = "_keys"  # state key: collection -> the field holding its records' keys, where not "id"
+
+
+def _resource(parts: list[tuple[str, bool]], collections: dict[str, Any]) -> list[tuple[str, bool]]:
+    """The route's parts from its first collection on: a prefix of versions and ``api``
+    (``/v1/claims/{claim_number}``) names no data."""
+    start = 0
+    while (
+        start < len(parts)
+        and not parts[start][1]
+        and parts[start][0] not in collections
+        and _PREFIX.match(parts[start][0])
+    ):
+        start += 1
+    return parts[start:]
+
+
 def binding_for(
-    operation: dict[str, Any], collections: dict[str, list[dict[str, Any]]], context: list[str]
+    operation: dict[str, Any],
+    collections: dict[str, list[dict[str, Any]]],
+    context: list[str],
+    keys: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The tool_map binding of an operation, from its method and route."""
+    """The tool_map binding of an operation, from its method and route; ``keys`` names a
+    collection's key field where it is not ``id`` (``claims``: ``claim_number``)."""
     method = str(operation.get("method") or "").upper()
-    parts = _segments(str(operation.get("route") or ""))
+    parts = _resource(_segments(str(operation.get("route") or "")), collections)
     head = parts[0][0] if parts and not parts[0][1] else None
     collection = head if head in collections else None
     if collection is None:
         return {"op": "none"}
     params = [name for name, is_param in parts if is_param]
     literal_after = [name for name, is_param in parts[1:] if not is_param]
-    key = "id" if any("id" in r for r in collections[collection]) else None
+    key = (keys or {}).get(collection)
+    if key is None:
+        key = "id" if any("id" in r for r in collections[collection]) else None
     own = params[0] if params and _owner(params[0], collections) == collection else None
+    if own is None and len(parts) > 1 and parts[1][1] and _owner(parts[1][0], collections) is None:
+        # a parameter right after the collection names one of its records, whatever it is
+        # called (``/claims/{claim_number}``); a bare ``{id}`` keeps its old reading
+        if parts[1][0].lower() not in ("id", "key", "uuid"):
+            own = parts[1][0]
+    nested = literal_after[-1] if literal_after and not parts[-1][1] else None
     if not params and len(parts) == 1:
         op = {"GET": "list", "POST": "create"}.get(method)
         binding: dict[str, Any] = {"op": op or "none", "collection": collection}
@@ -233,6 +263,18 @@ def binding_for(
         op = {"GET": "get", "DELETE": "delete", "POST": "update", "PUT": "update"}.get(method)
         op = op or ("update" if method == "PATCH" else None)
         binding = {"op": op or "none", "collection": collection, "id_arg": own}
+    elif (
+        own is not None
+        and method == "POST"
+        and len(parts) == 3
+        and nested in collections
+        and nested != collection
+    ):
+        # POST /claims/{claim_number}/assessments: a record of another collection, made
+        # for this one (the parameter is its link)
+        collection = nested
+        key = (keys or {}).get(nested) or ("id" if any("id" in r for r in collections[nested]) else None)
+        binding = {"op": "create", "collection": nested}
     elif own is not None and method in ("POST", "PUT", "PATCH") and len(literal_after) == 1:
         binding = {"op": "update", "collection": collection, "id_arg": own}  # .../{id}/approve
     else:
@@ -449,6 +491,7 @@ def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
     state: dict[str, Any] = {
         names[t]: list((v.get("records") or {}).values()) for t, v in types.items()
     }
+    keys = {names[t]: str(v["key"]) for t, v in types.items() if v.get("key") not in (None, "id")}
     nouns = {names[t]: t for t in types}
     roles = world["roles"]
     context = list(CONTEXT_ARGS) if roles else []
@@ -460,7 +503,7 @@ def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
         name = names_of.get(str(operation.get("name")))
         if name is None:
             continue
-        binding = binding_for(operation, state, context)
+        binding = binding_for(operation, state, context, keys)
         noun = nouns.get(binding.get("collection") or "")
         tools.append(
             {
@@ -477,6 +520,8 @@ def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
         for name, rules in (_read_world_file(mined).get("tools") or {}).items():
             if name in tool_map and isinstance(rules, dict):
                 tool_map[name] = {**tool_map[name], "rules": rules}
+    if keys:  # where records are keyed by other fields than "id" (the rules read it)
+        state[KEYS] = keys
     return {
         "server_name": world["name"],
         "description": describe_server(world, skipped),

@@ -56,6 +56,17 @@ def _status_of(state: dict[str, JSON] | None) -> str | None:
     return None
 
 
+def key_field(state: dict[str, JSON], object_id: str) -> str | None:
+    """The field of an object's state that holds its id: ``id`` where it does, else the
+    first field holding the id's value (a key of any name: ``claim_number``)."""
+    if str(state.get("id")) == object_id:
+        return "id"
+    for name, value in state.items():
+        if isinstance(value, str | int) and not isinstance(value, bool) and str(value) == object_id:
+            return name
+    return None
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of sorted ``values``, by linear interpolation."""
     if len(values) == 1:
@@ -261,6 +272,7 @@ class _Builder:
         self.op_index: dict[str, int] = {}
         self.entities: dict[str, dict[str, tuple[float, int, dict[str, JSON]]]] = defaultdict(dict)
         self.entity_fields: dict[str, Shape] = defaultdict(Shape)
+        self.keys: dict[str, Counter[str]] = defaultdict(Counter)  # type -> key fields seen
         self.db = db
         db.execute(
             "CREATE TABLE h (type TEXT, id TEXT, ev INTEGER, time REAL, seq INTEGER,"
@@ -290,6 +302,9 @@ class _Builder:
             status = None
             if obj.state is not None and not r.failed:
                 self.entity_fields[obj.type].add(obj.state)
+                key = key_field(obj.state, obj.id)
+                if key is not None:
+                    self.keys[obj.type][key] += 1
                 seen = self.entities[obj.type].get(obj.id)
                 if (seen is None or (when, seq) >= seen[:2]) and (
                     seen is not None or len(self.entities[obj.type]) < MAX_ENTITIES
@@ -303,6 +318,12 @@ class _Builder:
         if len(self.events) >= _BATCH:
             self.flush()
         return r
+
+    def key_of(self, otype: str) -> str:
+        """The field that holds a record's key in the type's states (``id`` unless they
+        named it otherwise, as ``claim_number``)."""
+        seen = self.keys.get(otype)
+        return seen.most_common(1)[0][0] if seen else "id"
 
     def flush(self) -> None:
         self.db.executemany("INSERT INTO h VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.events)
@@ -478,6 +499,7 @@ def build_world(
     entities = {
         otype: {
             "count": len(items),
+            "key": builder.key_of(otype),
             "fields": builder.entity_fields[otype].schema(),
             "records": {oid: state for oid, (_, _, state) in sorted(items.items())},
         }

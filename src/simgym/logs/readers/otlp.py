@@ -296,7 +296,9 @@ def _span(
             path = f"{path}?{query}"
         if arguments in (None, "") and str(method).upper() in ("GET", "DELETE"):
             arguments = query_arguments(path)
-        objects = route_objects(str(route), path, response)
+        objects = route_objects(
+            str(route), path, response, method=str(method), arguments=arguments
+        )
         objects += [
             o for o in _mapped_objects(attrs, mapping) if o.id not in {x.id for x in objects}
         ]
