@@ -260,7 +260,13 @@ def collections(state: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def owner_collection(name: str, state: dict[str, Any]) -> str | None:
-    """The collection an ``..._id`` name points into (``customer_id`` -> ``customers``)."""
+    """The collection an ``..._id`` name points into (``customer_id`` -> ``customers``), or
+    whose records' key field it is (the state's ``_keys``: ``claim_number`` -> ``claims``)."""
+    keys = state.get(KEYS)
+    if isinstance(keys, dict):
+        for collection, field in keys.items():
+            if field == name and isinstance(state.get(collection), list):
+                return collection
     if not _ID_SUFFIX.search(name) or name.lower() in ("id", "key", "uuid"):
         return None
     stem = _ID_SUFFIX.sub("", name).lower()
@@ -271,6 +277,18 @@ def owner_collection(name: str, state: dict[str, Any]) -> str | None:
         if stem in (lowered, lowered.rstrip("s")) or f"{stem}s" == lowered:
             return collection
     return None
+
+
+KEYS = "_keys"  # collection -> the field its records are keyed by, where it is not "id"
+
+
+def key_of(state: dict[str, Any], collection: str, default: str = "id") -> str:
+    """The field that keys ``collection``'s records: the state's ``_keys`` says where a
+    log named it otherwise than ``id``; else ``default``."""
+    keys = state.get(KEYS)
+    if isinstance(keys, dict):
+        return str(keys.get(collection) or "id")
+    return default
 
 
 def find(records: list[Any], key: str, value: Any) -> dict[str, Any] | None:
@@ -313,7 +331,7 @@ def features(
         collection = owner_collection(name, state)
         if collection is None or f"{collection}.exists" in feats:
             continue
-        parent = find(state[collection], key, value)
+        parent = find(state[collection], key_of(state, collection, key), value)
         if parent is not None and parent is record:
             continue
         feats[f"{collection}.exists"] = parent is not None

@@ -42,6 +42,7 @@ from typing import Any
 
 from simgym.domains.mcp_rules import (
     HISTORY,
+    KEYS,
     Condition,
     DecisionList,
     Features,
@@ -187,6 +188,8 @@ class _Calls:
             # one session's objects at a time: most are made in it, others appear as the
             # log shows them; this keeps mining linear in the log, and memory flat
             state: dict[str, Any] = {name: [] for name in self.scenario["state"]}
+            if isinstance(self.scenario["state"].get(KEYS), dict):  # keys not called "id"
+                state[KEYS] = self.scenario["state"][KEYS]
             seen += len(session)
             if seen > MAX_CALLS:
                 return
