@@ -249,3 +249,27 @@ def test_a_refusal_logged_without_status_takes_its_codes_status_or_none(tmp_path
         # one kind of refusal, all twelve of them, never an invented 500
         assert [(g["status"], g["support"]) for g in guards] == [(expected, 12)], guards
         assert guards[0]["when"] == [{"feature": "rec.state", "not_in": ["open"]}]
+
+
+def test_who_did_what_to_a_linked_record_separates_duties():
+    """The one who ordered may not pay the order's invoice: a step on another record."""
+    state: dict = {
+        "orders": [{"id": "PO-1", "total": 90}],
+        "invoices": [{"id": "INV-1", "order_id": "PO-1", "total": 90}],
+    }
+    state[HISTORY] = remember(state, "create_order", "buyer-1", "orders", "PO-1")
+    invoice = state["invoices"][0]
+    feats = features({"invoice_id": "INV-1", "actor": "buyer-1"}, invoice, state)
+    assert feats["hist.orders.create_order"] == "buyer-1"
+    assert "hist.create_order" not in feats  # the invoice's own history is empty
+    refused = [
+        {"arg.actor": f"b{i}", "hist.orders.create_order": f"b{i}", "rec.status": "open"}
+        for i in range(3)
+    ]
+    paid = [
+        {"arg.actor": f"p{i}", "hist.orders.create_order": f"b{i}", "rec.status": "open"}
+        for i in range(6)
+    ]
+    assert learn(refused, paid, status=403) == [
+        [Condition(feature="arg.actor", equals="hist.orders.create_order")]
+    ]

@@ -337,6 +337,14 @@ def features(
         feats[f"{collection}.exists"] = parent is not None
         if parent is not None:
             _add(feats, collection, parent)
+            # who did what to a linked record: the one who ordered may not pay its invoice
+            done = (
+                _book(state)
+                .get(collection, {})
+                .get(str(parent.get(key_of(state, collection, key))))
+            )
+            for tool, actor in (done or {}).items():
+                feats[f"hist.{collection}.{tool}"] = actor
     return feats
 
 
@@ -351,13 +359,18 @@ def _collection_holding(record: dict[str, Any], state: dict[str, Any]) -> str | 
     return None
 
 
+def _book(state: dict[str, Any]) -> dict[str, Any]:
+    book = state.get(HISTORY)
+    return book if isinstance(book, dict) else {}
+
+
 def history_of(state: dict[str, Any], record: dict[str, Any], key: str = "id") -> dict[str, Any]:
     """Tool -> the actor of its last successful call on ``record``."""
-    book = state.get(HISTORY)
-    name = _collection_holding(record, state) if isinstance(book, dict) else None
+    book = _book(state)
+    name = _collection_holding(record, state) if book else None
     if name is None:
         return {}
-    return dict(book.get(name, {}).get(str(record.get(key)), {}))
+    return dict(book.get(name, {}).get(str(record.get(key_of(state, name, key))), {}))
 
 
 def remember(
@@ -391,7 +404,7 @@ def matches(
         for record in records:
             same = sorted(k for k, v in given.items() if k in record and record[k] == v)
             if len(same) >= 2:
-                found.append((same, record.get(key)))
+                found.append((same, record.get(key_of(state, name, key))))
         if found:
             out[name] = found
     return out

@@ -51,6 +51,7 @@ from simgym.domains.mcp_rules import (
     ToolRules,
     features,
     find,
+    key_of,
     owner_collection,
     remember,
     render,
@@ -241,7 +242,8 @@ class _Calls:
         made = call_result(binding, logged, args, self.collection_of)
         target = before if before is not None else made
         if target is not None:
-            state[HISTORY] = remember(state, tool, args["actor"], collection, target.get("id"))
+            rid = target.get(key_of(state, collection))
+            state[HISTORY] = remember(state, tool, args["actor"], collection, rid)
 
     def shown(self, binding: dict[str, Any], logged: dict[str, Any]) -> list[tuple[str, dict]]:
         """The objects a logged call shows, as (collection, record): a successful
