@@ -27,7 +27,8 @@ arguments as JSON (a body too large). A feature the call does
 not have reads as None.
 
 Relations, so a rule names no person: ``hist.<tool>`` the actor of the last successful
-call of ``<tool>`` on the record the call names (kept in the state's ``_history``), and
+call of ``<tool>`` on the record the call names (kept in the state's ``_history``;
+``hist.<collection>.<tool>`` the same for a record it points to), and
 ``match.<collection>`` the sets of argument fields on which a record of the collection
 agrees with a call that names no record (a duplicate). A condition relates two features
 with ``equals`` / ``differs`` (``arg.actor`` equals ``rec.created_by``: self-approval;
