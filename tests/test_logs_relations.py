@@ -273,3 +273,31 @@ def test_who_did_what_to_a_linked_record_separates_duties():
     assert learn(refused, paid, status=403) == [
         [Condition(feature="arg.actor", equals="hist.orders.create_order")]
     ]
+
+
+def test_inspect_shows_each_guard_with_its_kind_and_refuses_a_broken_one(tmp_path):
+    import typer
+    from typer.testing import CliRunner
+
+    from simgym.cli.logs import logs_app
+    from simgym.logs import ImportReport, build_world, read_logs
+
+    app = typer.Typer()
+    app.add_typer(logs_app, name="logs")
+    log = tmp_path / "calls.jsonl"
+    _ticket_log(log, 12)
+    report = ImportReport()
+    build_world(read_logs([str(log)], report), tmp_path / "w", report=report)
+    shown = CliRunner().invoke(
+        app, ["logs", "inspect", str(tmp_path / "w")], env={"COLUMNS": "200"}
+    )
+    assert shown.exit_code == 0, shown.output
+    line = next(x for x in shown.output.splitlines() if "already_closed" in x)
+    assert "life-cycle" in line and "409" in line and "rec.state not in ['open']" in line
+    path = tmp_path / "w" / "behaviour.json"
+    data = json.loads(path.read_text())
+    data["tools"]["post_tickets_ticket_id_close"]["guards"][0]["when"][0]["equal"] = "x"
+    path.write_text(json.dumps(data))
+    broken = CliRunner().invoke(app, ["logs", "inspect", str(tmp_path / "w")])
+    assert broken.exit_code != 0
+    assert "post_tickets_ticket_id_close" in broken.output and "malformed" in broken.output
