@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
-from simgym.domains.mcp_rules import Guard, find
+from simgym.domains.mcp_rules import Guard, find, key_of
 from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
 from simgym.logs.coverage import coverage_problems
@@ -319,7 +319,7 @@ class _Replay:
                 real_id = str(fields.get("id"))
                 seen = real_final.setdefault((coll, real_id), {})
                 state = self.env.state or {}
-                twin = find(state.get(coll) or [], "id", ids.get(real_id, real_id))
+                twin = find(state.get(coll) or [], key_of(state, coll), ids.get(real_id, real_id))
                 seen.update(
                     {
                         k: (v, _ABSENT if twin is None else twin.get(k, _ABSENT))
@@ -388,7 +388,8 @@ class _Replay:
     def _ids(self, collection: str | None) -> set[Any]:
         state = self.env.state or {}
         records = state.get(collection) if collection else None
-        return {r.get("id") for r in records or [] if isinstance(r, dict)}
+        key = key_of(state, collection) if collection else "id"  # a key of any name
+        return {r.get(key) for r in records or [] if isinstance(r, dict)}
 
     def _final_state(
         self, real: dict[tuple[str, str], dict[str, tuple[Any, Any]]], ids: dict[str, Any]

@@ -243,7 +243,9 @@ def _param_type(segment: str) -> str | None:
 
 # the last word of a field that holds a record's key: ``policy_id``, ``claim_number``
 _KEY_WORDS = ("id", "number", "no", "uuid", "ref")
-_KEY_NAME = re.compile(r"^([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)[_-](" + "|".join(_KEY_WORDS) + r")$")
+_KEY_NAME = re.compile(
+    r"^([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)[_-](" + "|".join(_KEY_WORDS) + r")$"
+)
 _CAMEL_KEY = re.compile(r"^([a-z][A-Za-z0-9]*?)(Id|Number|No|Uuid|Ref)$")
 
 
@@ -287,6 +289,26 @@ def _own_key(body: dict[str, JSON], otype: str) -> str | None:
         if _scalar_key(value) and key_type(name) in (otype, otype.replace("_", "")):
             return name
     return None
+
+
+_WRAPPERS = ("items", "data", "results", "records", "content", "entries", "values")
+
+
+def _embedded(body: dict[str, JSON], listed: str | None) -> list[ObjectRef]:
+    """Records an answer holds inside it: a list (or object) field whose items are keyed
+    for the type the field names (``"assessments": [{"assessment_id": ...}]``), or a
+    page of the route's own records (``{"items": [...]}`` from ``GET /claims``)."""
+    out: list[ObjectRef] = []
+    for name, value in body.items():
+        items = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+        otype = listed if name in _WRAPPERS and listed else singular(name)
+        for item in items:
+            if not isinstance(item, dict):
+                continue
+            key = _own_key(item, otype)
+            if key is not None and key != "id":
+                out.append(ObjectRef(otype, str(item[key]), "embedded", item))
+    return out
 
 
 def route_objects(
@@ -358,6 +380,11 @@ def route_objects(
     else:
         found.append(made)
     taken = {(o.type, o.id) for o in found} | {("", o.id) for o in found}
+    listed = singular(tsegs[-1]) if tsegs and _literal(tsegs[-1]) else None
+    for embedded in _embedded(body, listed):
+        if ("", embedded.id) not in taken:
+            taken.add(("", embedded.id))
+            found.append(embedded)
     request = arguments if isinstance(arguments, dict) else {}
     for name, value in [*body.items(), *request.items()]:
         otype = key_type(name)
@@ -389,12 +416,17 @@ OUTCOME_KEYS = (
     "outcome",
     "code",
     "error_code",
+    "error_detail",
+    "error_message",
     "result",
     "reason",
     "from_status",
     "to_status",
     "lifecycle:transition",
 )
+
+
+OK_OUTCOMES = ("ok", "success", "succeeded", "complete", "completed", "accepted", "done")
 
 
 def pop_outcome(attrs: dict[str, JSON]) -> JSON:
@@ -404,9 +436,14 @@ def pop_outcome(attrs: dict[str, JSON]) -> JSON:
     found = {k: attrs.pop(k) for k in OUTCOME_KEYS if k in attrs}
     if not found:
         return None
-    refused = str(found.get("outcome", "ok")).lower() not in ("ok", "success", "complete")
-    if refused and found.get("code") not in (None, ""):
-        return {"error": {"code": found["code"]}}
+    refused = str(found.get("outcome", "ok")).lower() not in OK_OUTCOMES
+    code = next((found[k] for k in ("code", "error_code") if found.get(k) not in (None, "")), None)
+    if refused and code is not None:
+        error: dict[str, JSON] = {"code": code}
+        message = found.get("error_detail", found.get("error_message"))
+        if message not in (None, ""):
+            error["message"] = message
+        return {"error": error}
     return found
 
 

@@ -23,7 +23,8 @@ from simgym.domains.mcp_rules import Condition, Features, same
 _VALUE_SIDES = ("rec.", "hist.")  # what a caller's value is compared with, besides links
 _NOT_LINKED = ("arg.", "has.", "type.", "fmt.", "args.", "match.", "limit.", "rec.", "hist.")
 _GROUPS = ("arg.role", "arg.actor")  # who a limit may depend on, the role first
-_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+# a number in text, with or without thousands separators ("EUR 5,000.00", "5000")
+_NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.]|,\d)")
 _STATUS_KEYS = ("status", "status_code", "statusCode", "http_status", "httpStatus")
 
 
@@ -104,7 +105,9 @@ def _limits(
     numeric = [
         k
         for k in keys
-        if k.startswith(("arg.", "rec.")) and "~" not in k and all(_number(p.get(k)) for p in pos)
+        if (k.startswith(("arg.", "rec.")) or _linked(k))
+        and "~" not in k
+        and all(_number(p.get(k)) for p in pos)
     ]
     for by in _GROUPS:
         if not all(_scalar(p.get(by)) for p in pos):
@@ -159,7 +162,7 @@ def stated_numbers(answer: Any) -> set[float]:
     if _number(answer):
         found.add(float(answer))
     elif isinstance(answer, str):
-        found.update(float(m) for m in _NUMBER.findall(answer))
+        found.update(float(m.replace(",", "")) for m in _NUMBER.findall(answer))
     elif isinstance(answer, dict):
         for value in answer.values():
             found |= stated_numbers(value)

@@ -32,6 +32,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.domains.mcp_ground import collection_noun, singular
+from simgym.logs.model import key_type
 
 WORLD_FILES = ("interface.json", "entities.json", "manifest.json")
 # The top-level keys each file of a world folder may hold (simgym.logs.world writes them):
@@ -251,8 +252,12 @@ def binding_for(
     if own is None and len(parts) > 1 and parts[1][1] and _owner(parts[1][0], collections) is None:
         # a parameter right after the collection names one of its records, whatever it is
         # called (``/claims/{claim_number}``); a bare ``{id}`` keeps its old reading
-        if parts[1][0].lower() not in ("id", "key", "uuid"):
-            own = parts[1][0]
+        name = parts[1][0]
+        named = key_type(name)  # "customer_id" under /kyc names a customer, not a check
+        if name.lower() not in ("id", "key", "uuid") and (
+            named in (None, collection_noun(collection)) or (keys or {}).get(collection) == name
+        ):
+            own = name
     nested = literal_after[-1] if literal_after and not parts[-1][1] else None
     if not params and len(parts) == 1:
         op = {"GET": "list", "POST": "create"}.get(method)
@@ -273,7 +278,9 @@ def binding_for(
         # POST /claims/{claim_number}/assessments: a record of another collection, made
         # for this one (the parameter is its link)
         collection = nested
-        key = (keys or {}).get(nested) or ("id" if any("id" in r for r in collections[nested]) else None)
+        key = (keys or {}).get(nested) or (
+            "id" if any("id" in r for r in collections[nested]) else None
+        )
         binding = {"op": "create", "collection": nested}
     elif own is not None and method in ("POST", "PUT", "PATCH") and len(literal_after) == 1:
         binding = {"op": "update", "collection": collection, "id_arg": own}  # .../{id}/approve

@@ -294,7 +294,12 @@ class _Builder:
         index = self.op_index[key]
         when = r.time if r.time is not None else _INF
         touched: set[tuple[str, str]] = set()
+        # a refused call is the refusal of the object it acts on, not of those it links to
+        # (a disbursement refused for its loan says nothing of the account it names)
+        primary = any(o.qualifier != "linked" for o in r.objects)
         for obj in r.objects:
+            if r.failed and primary and obj.qualifier == "linked":
+                continue
             # an event may name one object twice (OCEL allows it): one step of its history
             if (obj.type, obj.id) in touched:
                 continue
@@ -309,7 +314,10 @@ class _Builder:
                 if (seen is None or (when, seq) >= seen[:2]) and (
                     seen is not None or len(self.entities[obj.type]) < MAX_ENTITIES
                 ):
-                    self.entities[obj.type][obj.id] = (when, seq, obj.state)
+                    state = obj.state
+                    if obj.qualifier == "embedded" and seen is not None:
+                        state = {**seen[2], **state}  # a record shown in part, inside another
+                    self.entities[obj.type][obj.id] = (when, seq, state)
                 status = _status_of(obj.state)
             self.events.append(
                 (obj.type, obj.id, self.event_count, when, seq, status, index, r.status)

@@ -70,6 +70,9 @@ SESSION_KEYS = (
     "gen_ai.conversation.id",
 )
 SESSION_TYPES = ("session", "case", "conversation", "journey")
+# object types that are people: an event related to one of them was done by that person
+PERSON_TYPES = ("employee", "user", "person", "staff", "worker", "clerk", "resource", "actor")
+PERSON_ROLE_KEYS = ("roles", "role", "org:role", "user.roles")
 _OK = ("ok", "success", "complete", "completed", "accepted")
 
 LOOKS_FOR = {
@@ -229,6 +232,9 @@ def _record(
         for oid, qualifier in related
     ]
     known = {r.id for r in refs}
+    person = _person(refs)
+    if person is not None:  # the employee the event relates is who acted, not an object
+        refs = [r for r in refs if r is not person]
     for oid, qualifier, otype in _mapped_related(attrs, mapping):
         if oid not in known:
             refs.append(ObjectRef(otype, oid, qualifier, objects.state_after(oid, order)))
@@ -274,6 +280,15 @@ def _record(
     else:
         session = event_id
         extra["session_from"] = "event"
+    if actor is None and person is not None:
+        actor = ("object", person.id)
+        extra["actor_from"] = f"{person.type} ({person.qualifier or 'related'})"
+        held = (person.state or {}) if role is None else {}
+        found_role = next(
+            (held[k] for k in PERSON_ROLE_KEYS if held.get(k) not in (None, "")), None
+        )
+        if found_role is not None:
+            role = ("object", found_role)
     http = method is not None and route is not None
     return LogRecord(
         session=session,
@@ -285,7 +300,9 @@ def _record(
         method=method if http else None,
         arguments=arguments,
         status=status,
-        error=(status is not None and status >= 500) or bool(mapped_error),
+        error=(status is not None and status >= 500)
+        or bool(mapped_error)
+        or (isinstance(answer, dict) and isinstance(answer.get("error"), dict)),
         response=answer,
         objects=refs,
         source=source,
@@ -294,7 +311,16 @@ def _record(
     )
 
 
+def _person(refs: list[ObjectRef]) -> ObjectRef | None:
+    """The one related object of a person's type (``employee``, ``user``...): the actor
+    of an event that names none in its attributes; None when there is none or several."""
+    people = [r for r in refs if r.type.lower() in PERSON_TYPES]
+    return people[0] if len(people) == 1 else None
+
+
 def _role(value: JSON) -> str:
+    if isinstance(value, str) and "," in value:  # "senior_adjuster,finance": roles held
+        return ",".join(sorted({v.strip() for v in value.split(",") if v.strip()}))
     if isinstance(value, list):
         return ",".join(sorted({str(v) for v in value}))
     return str(value)
