@@ -80,6 +80,15 @@ def test_actor_ids_inside_messages_and_other_fields():
     assert text == f"bob-77 and xbob-7 and {bob}"
 
 
+def test_a_short_actor_id_is_not_masked_in_other_values():
+    masker = Masker("k")
+    masked = masker.record(
+        LogRecord(session="s", operation="/x", actor="7", arguments={"term": "7", "user": "7"})
+    )
+    assert masked.actor == masker.pseudonym("actor", "7") == masked.arguments["user"]
+    assert masked.arguments["term"] == "7"  # a value, not the actor
+
+
 def test_an_email_actor_keeps_the_email_pseudonym():
     masker = Masker("k")
     masked = masker.record(_request("carol@corp.test", "carol@corp.test"))

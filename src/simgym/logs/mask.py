@@ -235,7 +235,7 @@ class Masker:
 
     def text(self, value: str) -> str:
         """Known actor ids, emails and long digit runs inside free text."""
-        if value in self.actors:
+        if value in self.actors and self._in_text(value):
             return self._as_actor(value)
         if self.actors and len(value) >= 3:
             value = self._actors_in(value)
@@ -262,7 +262,9 @@ class Masker:
         if isinstance(value, list):
             return [self.value(v, key) for v in value]
         if isinstance(value, str):
-            if kind == "actor" or value in self.actors:
+            # a known actor's id under any key is that actor (an approver_2 field), unless
+            # the id is so short that it is likely another value (a term of "7")
+            if kind == "actor" or (value in self.actors and self._in_text(value)):
                 return self.actor(value) if value else value
             if "@" in value and EMAIL.fullmatch(value.strip()):
                 return self.pseudonym("email", value.strip())
