@@ -445,7 +445,9 @@ def _parent_effects(
             continue
         pointer = args.get(effect.via, record.get(effect.via))
         records = effects.get(effect.collection, collections(state).get(effect.collection))
-        parent = mcp_rules.find(records or [], key, pointer)
+        parent = mcp_rules.find(
+            records or [], mcp_rules.key_of(state, effect.collection, key), pointer
+        )
         if parent is None:
             continue
         changed = {**parent, effect.field: effect.value(parent, record)}

@@ -253,12 +253,44 @@ class _Replay:
             world["entities"].get("types", {}) or {}, world["interface"]["operations"]
         )
 
-    def session(self, records: list[dict[str, Any]]) -> None:
+    def known(self, records: list[dict[str, Any]], into: dict[str, dict[str, Any]]) -> None:
+        """What a held-out session's log shows of objects (their states after its calls),
+        into ``into`` (collection -> key -> record): the system's data as later sessions
+        find it."""
+        state = self.scenario["state"]
+        for logged in records:
+            if outcome(logged) != "ok":
+                continue
+            for obj in logged.get("objects") or []:
+                coll = self.collection_of.get(str(obj.get("type")))
+                if not coll or not isinstance(obj.get("state"), dict) or coll not in state:
+                    continue
+                key = key_of(state, coll)
+                found = into.setdefault(coll, {}).setdefault(str(obj.get("id")), {})
+                found.update({key: obj.get("id"), **obj["state"]})
+
+    def start(self, known: dict[str, dict[str, Any]] | None) -> None:
+        """A fresh episode from the world's state, with the records a separate held-out
+        log showed before this session (its system's own data, which the training log
+        never saw) put in or over the world's."""
+        if not known:
+            self.env.reset()
+            return
+        state = dict(self.scenario["state"])
+        for coll, found in known.items():
+            key = key_of(state, coll)
+            records = [r for r in state.get(coll) or [] if str(r.get(key)) not in found]
+            state[coll] = [*records, *(dict(r) for r in found.values())]
+        self.env.reset(scenario={**self.scenario, "state": state})
+
+    def session(
+        self, records: list[dict[str, Any]], known: dict[str, dict[str, Any]] | None = None
+    ) -> None:
         from simgym.core.types import Action
 
         tally = self.tally
         tally.sessions += 1
-        self.env.reset()
+        self.start(known)
         ids: dict[str, Any] = {}
         real_final: dict[tuple[str, str], dict[str, Any]] = {}
         for logged in records:
@@ -285,6 +317,10 @@ class _Replay:
             kind = outcome(logged)
             twin = _twin_code(body) if valid else "unreadable"
             fired_status, fired_when = _fired(grounding)
+            if twin is None and fired_when is not None:
+                # a mined guard refused it with the system's own body, whatever its shape
+                # (an RFC 9457 problem has its code at the top, no "error" member)
+                twin = error_code(body) or "error"
             if kind == "ok":
                 agree = valid and twin is None and _success_shape(logged.get("response"), body)
                 seen = "ok" if agree else twin or "another shape"
@@ -421,6 +457,24 @@ def _sessions(records: Iterable[LogRecord], masker: Masker) -> dict[str, list[di
     return {s: [r for _, _, r in sorted(rows, key=lambda x: x[:2])] for s, rows in grouped.items()}
 
 
+def _before(
+    sessions: dict[str, list[dict[str, Any]]], name: str, replay: _Replay
+) -> dict[str, dict[str, Any]]:
+    """The objects the sessions that began before ``name`` showed, as they last showed
+    them (collection -> key -> record)."""
+    start = _began(sessions[name])
+    known: dict[str, dict[str, Any]] = {}
+    for other in sorted(sessions, key=lambda n: _began(sessions[n])):
+        if other != name and _began(sessions[other]) < start:
+            replay.known(sessions[other], known)
+    return known
+
+
+def _began(records: list[dict[str, Any]]) -> float:
+    times = [r["time"] for r in records if isinstance(r.get("time"), int | float)]
+    return min(times) if times else float("inf")
+
+
 def evaluate(
     files: list[str],
     out_dir: str | Path,
@@ -495,7 +549,9 @@ def evaluate(
     replay = _Replay(world_dir, env, tally)
     try:
         for name in names:
-            replay.session(sessions[name])
+            # a separate log is another run of the system, with its own data: each
+            # session starts from what the sessions before it (in time) showed
+            replay.session(sessions[name], _before(sessions, name, replay) if heldout else None)
     finally:
         close = getattr(env, "close", None)
         if callable(close):

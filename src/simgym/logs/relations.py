@@ -20,7 +20,7 @@ from typing import Any
 
 from simgym.domains.mcp_rules import Condition, Features, same
 
-_VALUE_SIDES = ("rec.", "hist.")  # what a caller's value is compared with, besides links
+_VALUE_SIDES = ("arg.", "rec.", "hist.")  # what a value is compared with, besides links
 _NOT_LINKED = ("arg.", "has.", "type.", "fmt.", "args.", "match.", "limit.", "rec.", "hist.")
 _GROUPS = ("arg.role", "arg.actor")  # who a limit may depend on, the role first
 # a number in text, with or without thousands separators ("EUR 5,000.00", "5000")
@@ -43,6 +43,12 @@ def _linked(key: str) -> bool:
 
 def _field(key: str) -> str:
     return key.split(".", 1)[1] if "." in key else key
+
+
+def _same_field(a: str, b: str) -> bool:
+    """One field under two names: the same name, or one the other qualified (a payout's
+    ``amount`` and its claim's ``approved_amount``)."""
+    return a == b or a.endswith("_" + b) or b.endswith("_" + a)
 
 
 def relations(
@@ -71,7 +77,11 @@ def _equal_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
         if not a.startswith("arg.") or "~" in a or not _scalar(first.get(a)):
             continue
         for b in keys:
-            if b == a or "~" in b or not (b.startswith(_VALUE_SIDES) or _linked(b)):
+            if (
+                (b.startswith("arg.") and b <= a)
+                or "~" in b
+                or not (b.startswith(_VALUE_SIDES) or _linked(b))
+            ):
                 continue
             if all(_scalar(p.get(b)) and same(p.get(a), p.get(b)) for p in pos):
                 out.append(Condition(feature=a, equals=b))
@@ -86,7 +96,7 @@ def _differing_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
     sides = [k for k in keys if "~" not in k and (k.startswith(("arg.", "rec.")) or _linked(k))]
     for i, a in enumerate(sides):
         for b in sides[i + 1 :]:
-            if _field(a) != _field(b) or a.split(".", 1)[0] == b.split(".", 1)[0]:
+            if not _same_field(_field(a), _field(b)) or a.split(".", 1)[0] == b.split(".", 1)[0]:
                 continue
             if b.startswith("arg.") and not a.startswith("arg."):
                 a, b = b, a

@@ -526,6 +526,11 @@ def _world_scenario(world_dir: str | Path, behaviour: bool) -> dict[str, Any]:
     if behaviour and mined.is_file():
         for name, rules in (_read_world_file(mined).get("tools") or {}).items():
             if name in tool_map and isinstance(rules, dict):
+                key = tool_map[name].get("key")
+                if key not in (None, "id") and isinstance(rules.get("shape"), list):
+                    # the miner names every record's key "id" too; this system's records
+                    # are keyed by another field and have no "id" of their own
+                    rules = {**rules, "shape": [f for f in rules["shape"] if f != "id"]}
                 tool_map[name] = {**tool_map[name], "rules": rules}
     if keys:  # where records are keyed by other fields than "id" (the rules read it)
         state[KEYS] = keys
