@@ -301,3 +301,27 @@ def test_inspect_shows_each_guard_with_its_kind_and_refuses_a_broken_one(tmp_pat
     broken = CliRunner().invoke(app, ["logs", "inspect", str(tmp_path / "w")])
     assert broken.exit_code != 0
     assert "post_tickets_ticket_id_close" in broken.output and "malformed" in broken.output
+
+
+def test_fields_that_hold_people_are_read_by_relation_only():
+    from simgym.logs.behaviour import person_features
+
+    def call(actor: str, approver: str, kind: str) -> tuple[dict, str, None]:
+        return ({"arg.actor": actor, "arg.approver": approver, "arg.qty": 2}, kind, None)
+
+    examples = {
+        "approve": [call("ann", "bob", "ok"), call("cy", "dee", "ok"), call("bob", "ann", "ok")]
+        + [call("eve", "eve", "403:self"), call("cy", "cy", "403:self")]
+    }
+    persons = person_features(examples)
+    assert persons == {"arg.actor", "arg.approver"}
+    pos = [f for f, k, _ in examples["approve"] if k != "ok"]
+    neg = [f for f, k, _ in examples["approve"] if k == "ok"]
+    assert learn(pos, neg, status=403, persons=persons) == [
+        [Condition(feature="arg.actor", equals="arg.approver")]
+    ]
+    # a refusal only people's names would explain is not learned as a list of them
+    names = [{"arg.approver": n, "arg.qty": 2} for n in ("eve", "cy") * 3]
+    others = [{"arg.approver": n, "arg.qty": 2} for n in ("ann", "bob", "dee") * 3]
+    assert learn(names, others, status=403) != []
+    assert learn(names, others, status=403, persons=persons) == []

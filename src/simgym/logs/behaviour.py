@@ -410,12 +410,15 @@ def _best(
     soft: list[Features],
     status: int,
     said: list[set[float]] | None = None,
+    persons: frozenset[str] = frozenset(),
 ) -> list[Condition] | None:
     """The one or two conditions that fit the most positives and no negative, preferring
     (see :func:`priority`) the likelier explanation, a relation over a list of values, and
     the fewest ``soft`` negatives (calls refused for another reason, which the order of
-    the guards may explain). ``said``: the numbers each positive's answer states."""
+    the guards may explain). ``said``: the numbers each positive's answer states;
+    ``persons``: features that hold people, read by relations only."""
     keys = sorted({k for f in pos for k in f} | {k for f in neg for k in f})
+    values = [k for k in keys if k not in persons]
     best: tuple[tuple[int, ...], list[Condition]] | None = None
 
     def consider(conds: list[Condition], fit: list[Features]) -> None:
@@ -428,17 +431,17 @@ def _best(
         if covered and (best is None or score > best[0]):
             best = (score, conds)
 
-    for cond in [*relations(pos, neg, keys, said), *_candidates(pos, neg, keys)]:
+    for cond in [*relations(pos, neg, keys, said), *_candidates(pos, neg, values)]:
         if not any(cond.holds(n) for n in neg):
             consider([cond], pos)
     if best is not None and best[0][0] == len(pos):
         return best[1]
-    for first in _equalities(pos, keys):
+    for first in _equalities(pos, values):
         sub_pos = [p for p in pos if first.holds(p)]
         sub_neg = [n for n in neg if first.holds(n)]
         if not sub_pos or not sub_neg:
             continue
-        for cond in _candidates(sub_pos, sub_neg, keys):
+        for cond in _candidates(sub_pos, sub_neg, values):
             if not any(cond.holds(n) for n in sub_neg):
                 consider([first, cond], pos)
     return best[1] if best is not None else None
@@ -450,15 +453,17 @@ def learn(
     soft: list[Features] = (),
     status: int = 0,
     said: list[set[float]] | None = None,
+    persons: frozenset[str] = frozenset(),
 ) -> list[list[Condition]]:
     """Up to :data:`MAX_RULES` condition sets that together fit the positives and no
     negative (greedy cover); ``said``, parallel to ``pos``, the numbers each refusal's
-    answer states (a limit's bound)."""
+    answer states (a limit's bound); ``persons``, features never read by value (they
+    hold the people who act: see :func:`person_features`)."""
     rules: list[list[Condition]] = []
     left = list(range(len(pos)))
     while left and len(rules) < MAX_RULES:
         told = [said[i] for i in left] if said is not None else None
-        conds = _best([pos[i] for i in left], neg, list(soft), status, told)
+        conds = _best([pos[i] for i in left], neg, list(soft), status, told, persons)
         if conds is None:
             break
         rules.append(conds)
@@ -694,6 +699,7 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
         status = statuses.get(kind)
         return f"{status}:{kind.split(':', 1)[1]}" if status is not None else kind
 
+    persons = person_features(examples)
     for tool, logged_rows in examples.items():
         rows = [(f, known(k) if k != "ok" else k, a) for f, k, a in logged_rows]
         kinds = sorted({k for _, k, _ in rows if k != "ok"})
@@ -704,7 +710,7 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
             others = [f for f, k, _ in rows if k not in ("ok", kind)]
             code = statuses.get(kind, _status_part(kind))
             said = [stated_numbers(a) for _, a in pos]
-            for conds in learn([f for f, _ in pos], ok, others, code or 0, said):
+            for conds in learn([f for f, _ in pos], ok, others, code or 0, said, persons):
                 if code in (401, 403):
                     conds = _as_allowed(conds, pos, ok)
                 guard = Guard(when=conds, status=code)
@@ -737,6 +743,26 @@ def _statuses(examples: dict[str, list[tuple[Features, str, Any]]]) -> dict[str,
             known = by_code.get(code)
             out[kind] = known.most_common(1)[0][0] if known else None
     return out
+
+
+def person_features(examples: dict[str, list[tuple[Features, str, Any]]]) -> frozenset[str]:
+    """Features that hold the people who act (a ``requester`` or ``approver`` field, a
+    record's ``owner``): any whose values include a caller's (``arg.actor``). A rule reads
+    them only by relation, so it never lists people ("the approver is one person")."""
+    actors = {
+        f["arg.actor"]
+        for rows in examples.values()
+        for f, _, _ in rows
+        if isinstance(f.get("arg.actor"), str)
+    }
+    found = {
+        key
+        for rows in examples.values()
+        for f, _, _ in rows
+        for key, value in f.items()
+        if isinstance(value, str) and value in actors
+    }
+    return frozenset(found)
 
 
 def _status_part(kind: str) -> int | None:

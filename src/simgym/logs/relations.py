@@ -48,7 +48,11 @@ def _field(key: str) -> str:
 def _same_field(a: str, b: str) -> bool:
     """One field under two names: the same name, or one the other qualified (a payout's
     ``amount`` and its claim's ``approved_amount``)."""
-    return a == b or a.endswith("_" + b) or b.endswith("_" + a)
+    if a == b:
+        return True
+    # "id" qualifies to every link ("customer_id"): a record's own id is no amount of it
+    short, long = sorted((a, b), key=len)
+    return short not in ("id", "key", "uuid") and long.endswith("_" + short)
 
 
 def relations(
