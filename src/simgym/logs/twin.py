@@ -187,6 +187,15 @@ def _segments(route: str) -> list[tuple[str, bool]]:
     return parts
 
 
+def plural(noun: str) -> str:
+    """``policy`` -> ``policies``, ``loan`` -> ``loans``, ``box`` -> ``boxes``."""
+    if noun.endswith("y") and len(noun) > 2 and noun[-2] not in "aeiou":
+        return noun[:-1] + "ies"
+    if noun.endswith(("s", "x", "z", "ch", "sh")):
+        return noun + "es"
+    return noun + "s"
+
+
 def collection_names(types: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, str]:
     """Object type -> state key: the route word that names it (``loans``), else a plural."""
     words = {
@@ -198,7 +207,7 @@ def collection_names(types: dict[str, Any], operations: list[dict[str, Any]]) ->
     names = {}
     for type_name in types:
         found = sorted(w for w in words if w == type_name or singular(w) == type_name)
-        names[type_name] = found[0] if found else f"{type_name}s"
+        names[type_name] = found[0] if found else plural(type_name)
     return names
 
 
@@ -238,6 +247,8 @@ def binding_for(
     """The tool_map binding of an operation, from its method and route; ``keys`` names a
     collection's key field where it is not ``id`` (``claims``: ``claim_number``)."""
     method = str(operation.get("method") or "").upper()
+    if not method and isinstance(operation.get("objects"), dict):
+        return _process_binding(operation, collections, context, keys)
     parts = _resource(_segments(str(operation.get("route") or "")), collections)
     head = parts[0][0] if parts and not parts[0][1] else None
     collection = head if head in collections else None
@@ -288,6 +299,56 @@ def binding_for(
         return {"op": "none"}
     if binding["op"] == "none":
         return {"op": "none"}
+    if key is not None:
+        binding["key"] = key
+    if context:
+        binding["context"] = list(context)
+    return binding
+
+
+def _collection_of(otype: str, collections: dict[str, Any]) -> str | None:
+    for name in collections:
+        if not name.startswith("_") and (name == otype or collection_noun(name) == otype):
+            return name
+    return None
+
+
+def _process_binding(
+    operation: dict[str, Any],
+    collections: dict[str, list[dict[str, Any]]],
+    context: list[str],
+    keys: dict[str, str] | None,
+) -> dict[str, Any]:
+    """A process event's binding (OCEL, XES: no method, no route), from the objects its
+    successes made and acted on: a create of the type most of them made, else an update
+    of the type they acted on that its arguments name (``claim_id``)."""
+    objects = operation["objects"]
+    ok = int(objects.get("ok_calls") or 0)
+    made = {str(t): int(n) for t, n in (objects.get("made") or {}).items()}
+    acted = {str(t): int(n) for t, n in (objects.get("acted_on") or {}).items()}
+    args = operation.get("arguments") if isinstance(operation.get("arguments"), dict) else {}
+    given = set((args or {}).get("properties") or {})
+    binding: dict[str, Any] | None = None
+    # a type the event's arguments name was there before it (the readers leave out the
+    # ids of the objects an event made); a type the event's name says comes first
+    words = set(re.split(r"[^a-z0-9]+", str(operation.get("name") or "").lower()))
+    fresh = {t: n for t, n in made.items() if f"{t}_id" not in given and t not in given}
+    top = max(fresh, key=lambda t: (fresh[t], t in words, t), default=None)
+    if top is not None and ok and 2 * fresh[top] >= ok and _collection_of(top, collections):
+        binding = {"op": "create", "collection": _collection_of(top, collections)}
+    else:
+        for otype in sorted(acted, key=lambda t: (t not in words, -acted[t], t)):
+            collection = _collection_of(otype, collections)
+            named = next((a for a in (f"{otype}_id", otype) if a in given), None)
+            if collection is not None and named is not None and 2 * acted[otype] >= ok:
+                binding = {"op": "update", "collection": collection, "id_arg": named}
+                break
+    if binding is None:
+        return {"op": "none"}
+    collection = binding["collection"]
+    key = (keys or {}).get(collection) or (
+        "id" if any("id" in r for r in collections[collection]) else None
+    )
     if key is not None:
         binding["key"] = key
     if context:

@@ -67,6 +67,12 @@ def key_field(state: dict[str, JSON], object_id: str) -> str | None:
     return None
 
 
+def _keyed(state: dict[str, JSON], key: str, object_id: str) -> dict[str, JSON]:
+    """A record with its key: a process log's object states (OCEL, XES) hold their
+    attributes only, the id beside them."""
+    return state if key in state else {key: object_id, **state}
+
+
 def percentile(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of sorted ``values``, by linear interpolation."""
     if len(values) == 1:
@@ -194,6 +200,9 @@ class _Operation:
         self.invalid: list[tuple[int, frozenset[str] | None, list[str]]] = []
         self.pages = 0  # answers that were HTML pages: a screen of the web app
         self.title: str | None = None
+        self.ok = 0  # successful calls
+        self.made: Counter[str] = Counter()  # types of objects first seen in a success
+        self.acted: Counter[str] = Counter()  # types of the other objects successes named
 
     @property
     def route(self) -> str:
@@ -243,6 +252,14 @@ class _Operation:
         out["arguments"] = shape.schema() if shape.count else None
         out["statuses"] = dict(sorted(self.statuses.items()))
         out["responses"] = {k: s.schema() for k, s in sorted(self.responses.items())}
+        if not self.method and (self.made or self.acted):
+            # a process event has no route to say what it does: the objects it made and
+            # those it acted on do (the twin binds it by them)
+            out["objects"] = {
+                "ok_calls": self.ok,
+                "made": dict(self.made.most_common()),
+                "acted_on": dict(self.acted.most_common()),
+            }
         return out
 
     def screen(self) -> dict[str, JSON] | None:
@@ -273,6 +290,7 @@ class _Builder:
         self.entities: dict[str, dict[str, tuple[float, int, dict[str, JSON]]]] = defaultdict(dict)
         self.entity_fields: dict[str, Shape] = defaultdict(Shape)
         self.keys: dict[str, Counter[str]] = defaultdict(Counter)  # type -> key fields seen
+        self.seen_objects: set[tuple[str, str]] = set()
         self.db = db
         db.execute(
             "CREATE TABLE h (type TEXT, id TEXT, ev INTEGER, time REAL, seq INTEGER,"
@@ -291,6 +309,13 @@ class _Builder:
             self.ops[key] = _Operation(r)
             self.op_index[key] = len(self.op_index)
         self.ops[key].add(r)
+        if not r.failed:
+            op = self.ops[key]
+            op.ok += 1
+            for otype, oid in dict.fromkeys((o.type, o.id) for o in r.objects):
+                fresh = (otype, oid) not in self.seen_objects
+                (op.made if fresh else op.acted)[otype] += 1
+        self.seen_objects.update((o.type, o.id) for o in r.objects)
         index = self.op_index[key]
         when = r.time if r.time is not None else _INF
         touched: set[tuple[str, str]] = set()
@@ -509,7 +534,10 @@ def build_world(
             "count": len(items),
             "key": builder.key_of(otype),
             "fields": builder.entity_fields[otype].schema(),
-            "records": {oid: state for oid, (_, _, state) in sorted(items.items())},
+            "records": {
+                oid: _keyed(state, builder.key_of(otype), oid)
+                for oid, (_, _, state) in sorted(items.items())
+            },
         }
         for otype, items in sorted(builder.entities.items())
     }
