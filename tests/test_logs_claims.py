@@ -116,6 +116,31 @@ def test_ocel_life_cycles_actors_and_refusals(claims: Path, tmp_path: Path):
     assert all(g.get("status") is None for r in behaviour.values() for g in r.get("guards", []))
 
 
+def test_xes_sessions_cases_and_refusals(claims: Path, tmp_path: Path):
+    """One trace per claim, its events in working sessions named by an attribute: the
+    sessions are those, the trace a case with its attributes for state, and a refusal
+    (an aborted activity) answers with its error code and no made-up status."""
+    world = _world(claims / "train" / "claims.xes", tmp_path / "xes")
+    manifest = json.loads((world / "manifest.json").read_text())
+    assert manifest["counts"]["sessions"] > manifest["counts"]["entities"]  # not per trace
+    assert manifest["counts"]["sessions"] <= _truth(claims)["run"]["sessions"]
+    coverage = manifest["coverage"]
+    assert coverage["twin"] and coverage["fields"]["role"]["share"] >= 0.95
+    scenario = world_scenario(world)
+    assert scenario["state"]["cases"]
+    ops = {t: b["op"] for t, b in scenario["tool_map"].items()}
+    assert ops["file_claim"] == "create" and ops["approve_claim"] == "update"
+    behaviour = json.loads((world / "behaviour.json").read_text())["tools"]
+    codes = {
+        g["answer"]["error"]["code"]
+        for rules in behaviour.values()
+        for g in rules.get("guards", [])
+        if isinstance(g.get("answer"), dict) and isinstance(g["answer"].get("error"), dict)
+    }
+    assert "insufficient_role" in codes
+    assert (world / "tasks.jsonl").read_text().strip()
+
+
 def test_twin_holds_collections_and_binds_routes(otlp_world: Path):
     scenario = world_scenario(otlp_world)
     state = scenario["state"]

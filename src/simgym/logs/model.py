@@ -436,7 +436,9 @@ def pop_outcome(attrs: dict[str, JSON]) -> JSON:
     found = {k: attrs.pop(k) for k in OUTCOME_KEYS if k in attrs}
     if not found:
         return None
-    refused = str(found.get("outcome", "ok")).lower() not in OK_OUTCOMES
+    refused = str(found.get("outcome", "ok")).lower() not in OK_OUTCOMES or str(
+        found.get("lifecycle:transition", "")
+    ).lower() in ("ate_abort", "pi_abort")  # XES: an activity aborted
     code = next((found[k] for k in ("code", "error_code") if found.get(k) not in (None, "")), None)
     if refused and code is not None:
         error: dict[str, JSON] = {"code": code}

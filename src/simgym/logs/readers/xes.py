@@ -53,6 +53,9 @@ _LOOKS_LIKE_ID = re.compile(
     r"^(?:[A-Za-z]{1,16}[-_:#/]?\d[\w-]*|[0-9a-fA-F]{8}-[0-9a-fA-F-]{27}|[0-9a-fA-F]{16,})$"
 )
 _TYPE_SUFFIXES = ("_id", "_ref", "_no", "_number", "Id", "Ref", "No")
+# event attributes naming the working session an event belongs to (a trace is a case)
+SESSION_KEYS = ("session", "session_id", "session.id", "sessionId")
+_CASE = "\0case"  # where an event's nested attributes carry its trace's attributes
 MAX_PROFILED = 2000  # distinct values kept per attribute while profiling
 MIN_SHARE = 0.8  # of an attribute's values that must be ids for it to name objects
 
@@ -125,6 +128,8 @@ class _Profile:
         """Attribute key -> object type, for the attributes that name objects by value."""
         found: dict[str, str] = {}
         for key, n in self.counts.items():
+            if key in SESSION_KEYS:
+                continue  # the working session, not an object
             if key.endswith("_id") and len(key) > 3:
                 found[key] = key[:-3]
                 continue
@@ -145,7 +150,7 @@ def _objects(
     nested: dict[str, dict[str, JSON]],
     references: dict[str, str],
 ) -> list[ObjectRef]:
-    found = [ObjectRef("case", case, None, None)]
+    found = [ObjectRef("case", case, None, nested.get(_CASE) or None)]
     for key, value in attrs.items():
         otype = references.get(key)
         if otype and isinstance(value, str | int) and not isinstance(value, bool):
@@ -160,6 +165,8 @@ def _record(
     source: str,
     references: dict[str, str],
     mapping: FieldMap | None,
+    *,
+    first: bool = False,
 ) -> LogRecord:
     name = attrs.pop("concept:name")
     marked_failed = mapping.failed(attrs) if mapping is not None else None
@@ -187,15 +194,23 @@ def _record(
     aborted = str(attrs.get("lifecycle:transition", "")).lower() in _ABORTED
     objects = _objects(case, attrs, nested, references)
     answer = pop_outcome(attrs)
+    extra: dict[str, JSON] = {"activity": str(name)} if http else {}
+    session = case
+    named = next((k for k in SESSION_KEYS if attrs.get(k) not in (None, "")), None)
+    if mapped["session"] is not None:
+        session = str(mapped["session"][1])
+    elif named is not None:  # the event says which working session it was part of
+        session = str(attrs.pop(named))
+        extra["case"] = case
+        if not first:  # the case is what a later event acts on: name it (the first made it)
+            attrs.setdefault("case_id", case)
     arguments: JSON = dict(attrs)
     if mapped["body"] is not None:
         arguments = maybe_json(mapped["body"][1])
     if mapped["response"] is not None:
         answer = maybe_json(mapped["response"][1])
-    extra: dict[str, JSON] = {"activity": str(name)} if http else {}
-    session = case
-    if mapped["session"] is not None:
-        session = str(mapped["session"][1])
+    if isinstance(role, str) and "," in role:  # several roles held: as the other readers
+        role = ",".join(sorted({r.strip() for r in role.split(",") if r.strip()}))
     return LogRecord(
         session=session,
         operation=route if http else str(name),  # type: ignore[arg-type]
@@ -271,6 +286,10 @@ def _events(
                         report.skip("XES event without concept:name", f"{path.name}#trace{traces}")
                 else:
                     case = str(trace_attrs.get("concept:name", f"trace-{traces}"))
+                    if len(trace_attrs) > 1:  # the case's own attributes: its state
+                        event_nested[_CASE] = {
+                            k: v for k, v in trace_attrs.items() if not k.startswith("concept:")
+                        }
                     yield case, traces, event_attrs, event_nested
                 element.clear()
             elif tag == "trace":
@@ -289,5 +308,8 @@ def read(
     references = profile.references()
     if mapping is not None:
         references.update({name: otype for otype, name in mapping.objects.items()})
+    last = None
     for case, trace, attrs, nested in _events(path, report):
-        yield _record(case, attrs, nested, f"{path.name}#trace{trace}", references, mapping)
+        source = f"{path.name}#trace{trace}"
+        yield _record(case, attrs, nested, source, references, mapping, first=trace != last)
+        last = trace
