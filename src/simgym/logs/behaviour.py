@@ -461,13 +461,18 @@ def learn(
     hold the people who act: see :func:`person_features`)."""
     rules: list[list[Condition]] = []
     left = list(range(len(pos)))
-    while left and len(rules) < MAX_RULES:
+    for _ in range(3 * MAX_RULES):  # tries: a lone exception costs one
+        if not left or len(rules) >= MAX_RULES:
+            break
         told = [said[i] for i in left] if said is not None else None
         conds = _best([pos[i] for i in left], neg, list(soft), status, told, persons)
         if conds is None:
             break
+        covered = [i for i in left if _covers(conds, pos[i])]
+        left = [i for i in left if i not in covered]
+        if len(covered) < 2 and len(pos) > 1 and not all(relational(c) for c in conds):
+            continue  # one refusal alone: a value it happened to have is no rule
         rules.append(conds)
-        left = [i for i in left if not _covers(conds, pos[i])]
     return rules
 
 
