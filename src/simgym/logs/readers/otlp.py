@@ -84,7 +84,9 @@ LOOKS_FOR = {
     "actor": "span attributes " + ", ".join(ACTOR_KEYS + AGENT_KEYS),
     "role": "span attributes " + ", ".join(ROLE_KEYS),
     "session": "span attributes " + ", ".join(SESSION_KEYS) + " (else the trace id)",
-    "objects": "route parameters ({x_id}, /things/{id}) and answers with an id",
+    "objects": "route parameters of any name (/things/{id}, /v1/claims/{claim_number}) and"
+    " the answer's field holding their value, records a POST to a collection answered,"
+    " records inside answers, fields named like keys (policy_id, claim_number)",
 }
 
 
