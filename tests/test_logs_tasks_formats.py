@@ -1,7 +1,8 @@
 """Tasks from every log format that has sessions: the bank demo's sessions written as
-OTLP spans, OCEL 2.0 (JSON and SQLite), XES, HAR and flat JSON lines each import into a
-world whose ``tasks.jsonl`` holds checkable tasks, and a task's plan played in the twin
-makes the records its checks look for."""
+OTLP spans, OCEL 2.0 (JSON and SQLite), XES, HAR, flat JSON lines and MCP JSON-RPC lines
+(its calls as tools/call requests and results) each import into a world whose
+``tasks.jsonl`` holds checkable tasks, and a task's plan played in the twin makes the
+records its checks look for."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from simgym.agents.plan import PlanAgent
 from simgym.logs import ImportReport, build_world, read_logs
 from simgym.logs.tasks import check_task, read_tasks, scoped_scenario
+from simgym.logs.tool_objects import tool_objects, tool_type
 from simgym.logs.twin import world_scenario
 from simgym.real.backoffice import run_sessions
 from simgym.worldmodels.function import FunctionWorldModel
@@ -25,6 +27,7 @@ FILES = {
     "xes": "events.xes",
     "har": "client.har",
     "jsonl": "sessions.jsonl",
+    "mcp": "mcp.jsonl",
 }
 
 
@@ -32,7 +35,54 @@ FILES = {
 def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("bank")
     run_sessions(14, 3, root)
+    _as_mcp(root / "sessions.jsonl", root / "mcp.jsonl")
     return root
+
+
+def _as_mcp(flat: Path, out: Path) -> None:
+    """The bank's calls as an MCP server's log: one tool per operation, the route's
+    parameters and the body as arguments, the answer as the result's text."""
+    lines = []
+    for n, line in enumerate(flat.read_text().splitlines()):
+        row = json.loads(line)
+        body = row.get("request")
+        arguments = dict(body) if isinstance(body, dict) else {}
+        route = [s for s in row["route"].split("/") if s]
+        path = [s for s in row["path"].split("?")[0].split("/") if s]
+        for part, value in zip(route, path, strict=False):
+            if part.startswith("{"):
+                arguments[part.strip("{}")] = value
+        call = {"name": row["operation"], "arguments": arguments}
+        result = {
+            "content": [{"type": "text", "text": json.dumps(row["response"])}],
+            "isError": row["status"] >= 400,
+        }
+        for message in (
+            {"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": call},
+            {"jsonrpc": "2.0", "id": n, "result": result},
+        ):
+            lines.append({"time": row["time"], "session": row["session"], "message": message})
+    out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_objects_of_a_tool_call():
+    assert tool_type("create_customer") == "customer" and tool_type("run_kyc") == "kyc"
+    assert tool_type("getLoanById") == "loan" and tool_type("list") is None
+    made = tool_objects("open_account", {"customer_id": "c-1"}, {"id": "a-9", "x": 1}, False)
+    assert [(o.type, o.id, o.qualifier, o.state) for o in made] == [
+        ("customer", "c-1", None, None),
+        ("account", "a-9", "created", {"id": "a-9", "x": 1}),
+    ]
+    acted = tool_objects("approve_loan", {"loan_id": "L-2"}, {"id": "L-2", "status": "ok"}, False)
+    assert [(o.type, o.id, o.qualifier, o.state) for o in acted] == [
+        ("loan", "L-2", None, {"id": "L-2", "status": "ok"})
+    ]
+    read = tool_objects("get_loan", {"id": "L-3"}, {"id": "L-3"}, False)
+    assert [(o.type, o.qualifier) for o in read] == [("loan", None)]
+    found = tool_objects("search_loans", {"q": "x"}, {"id": "L-4"}, False)
+    assert [o.qualifier for o in found] == [None]  # a read makes nothing
+    refused = tool_objects("approve_loan", {"loan_id": "L-2"}, {"id": "L-2"}, True)
+    assert [(o.id, o.state) for o in refused] == [("L-2", None)]
 
 
 def _world(logs: Path, fmt: str, out: Path) -> Path:

@@ -4,7 +4,8 @@ Requests are matched to responses by ``id`` (within a session). A ``tools/call``
 record named after the tool, with its ``arguments``, the result's ``content`` (or
 ``structuredContent``) as the response and ``isError`` (or a JSON-RPC error) as the
 error flag; other requests (``resources/read``, ``prompts/get``, ...) are records named by
-their method. Notifications and the handshake are counted as skipped, with why."""
+their method. Notifications and the handshake are counted as skipped, with why. A tool
+call's objects are read from its arguments and answer (:mod:`simgym.logs.tool_objects`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from simgym.logs.jsonstream import numbered_lines
 from simgym.logs.model import JSON, ImportReport, LogRecord, parse_time
+from simgym.logs.tool_objects import tool_objects
 
 _HANDSHAKE = {"initialize", "ping", "tools/list", "resources/list", "prompts/list"}
 
@@ -22,7 +24,7 @@ LOOKS_FOR = {
     "actor": "the initialize request's clientInfo.name",
     "role": "nothing (MCP carries no role)",
     "session": "each line's session or session_id (else the file)",
-    "objects": "nothing (MCP names no objects)",
+    "objects": "a tools/call's <type>_id arguments and an answer with an id (logs/tool_objects.py)",
 }
 
 
@@ -78,8 +80,12 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
         params = request.get("params") or {}
         error = message.get("error")
         result = message.get("result") if isinstance(message.get("result"), dict) else {}
+        failed = error is not None or bool(result.get("isError"))
+        response = error if error is not None else _content(result)
+        objects = []
         if request["method"] == "tools/call":
             operation, arguments = str(params.get("name")), params.get("arguments") or {}
+            objects = tool_objects(operation, arguments, response, failed)
         else:
             operation, arguments = str(request["method"]), params
         yield LogRecord(
@@ -89,8 +95,9 @@ def read(path: Path, report: ImportReport) -> Iterator[LogRecord]:
             time=started,
             actor=clients.get(session),
             arguments=arguments,
-            error=error is not None or bool(result.get("isError")),
-            response=error if error is not None else _content(result),
+            error=failed,
+            response=response,
+            objects=objects,
             duration_ms=(time - started) * 1000 if time and started else None,
             source=f"{path.name}:{number}",
             attributes={} if named else {"session_from": "file"},
