@@ -211,3 +211,55 @@ def test_short_heldout_eval(claims: Path, tmp_path: Path):
     assert report["refusals_answered"] >= 0.35 and report["refusals"] >= 8
     assert report["final_state_agreement"] >= 0.75 and report["final_state_checks"] > 500
     assert report["model_share"] <= 0.3
+
+
+def test_keys_of_any_name_in_one_call():
+    """The rules a single call is read by, without the demo."""
+    from simgym.logs.model import key_type, route_objects
+    from simgym.logs.twin import list_answer
+
+    assert [key_type(n) for n in ("policy_id", "claim_number", "orderId", "id", "payee_iban")] == [
+        "policy",
+        "claim",
+        "order",
+        None,
+        None,
+    ]
+    # the answer holding the parameter's value is the object's state; linked keys link
+    answer = {"claim_number": "C-1", "policy_id": "p-9", "status": "approved"}
+    found = route_objects(
+        "/v1/claims/{claim_number}/approval",
+        "/v1/claims/C-1/approval",
+        answer,
+        method="POST",
+        arguments={"assessment_id": "A-1"},
+    )
+    assert [(o.type, o.id, o.qualifier, o.state is not None) for o in found] == [
+        ("claim", "C-1", None, True),
+        ("policy", "p-9", "linked", False),
+        ("assessment", "A-1", "linked", False),
+    ]
+    # a POST to a nested collection made a record of its type; records inside answers
+    made = route_objects(
+        "/v1/claims/{claim_number}/notes",
+        "/v1/claims/C-1/notes",
+        {"note_id": "N-1", "claim_number": "C-1", "tags": [{"tag_id": "T-1", "x": 1}]},
+        method="POST",
+    )
+    assert ("note", "N-1", "created") in [(o.type, o.id, o.qualifier) for o in made]
+    assert ("tag", "T-1", "embedded") in [(o.type, o.id, o.qualifier) for o in made]
+    # a page of records with the same fields has a layout; one of mixed fields none
+    item = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"]}
+    page = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": item}, "total": {"type": "integer"}},
+        "required": ["items", "total"],
+    }
+    op = {"responses": {"200": page}}
+    assert list_answer(op, [{"b": 1, "a": 2}]) == {
+        "shape": {"items": "{items}", "total": "{count}"},
+        "fields": ["b", "a"],
+    }
+    mixed = {**item, "required": ["a"]}
+    page["properties"]["items"]["items"] = mixed
+    assert list_answer(op, []) is None

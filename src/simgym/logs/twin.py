@@ -303,7 +303,40 @@ def binding_for(
         binding["key"] = key
     if context:
         binding["context"] = list(context)
+    if binding["op"] == "list":
+        answer = list_answer(operation, collections[binding["collection"]])
+        if answer is not None:
+            binding["answer"] = answer
     return binding
+
+
+_COUNT_NAMES = frozenset({"total", "count", "total_count", "totalCount", "size", "matches"})
+
+
+def list_answer(operation: dict[str, Any], records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The layout of a list's answers as the log shows them (``{"items": [...], "total":
+    7}``): one array of records, each showing the same fields (in the order the stored
+    records have them), and counts; None when its successes are no such object."""
+    ok = (operation.get("responses") or {}).get("200") or {}
+    props = ok.get("properties") if ok.get("type") == "object" else None
+    if not isinstance(props, dict) or set(ok.get("required") or []) != set(props):
+        return None
+    shape: dict[str, str] = {}
+    fields: list[str] | None = None
+    for name, schema in props.items():
+        items = schema.get("items") if isinstance(schema, dict) else None
+        if schema.get("type") == "array" and isinstance(items, dict) and items.get("properties"):
+            if fields is not None or set(items.get("required") or []) != set(items["properties"]):
+                return None  # two lists, or items showing different fields: no one layout
+            shown = list(items["properties"])
+            order = list(records[0]) if records else []
+            fields = [f for f in order if f in shown] + [f for f in shown if f not in order]
+            shape[name] = "{items}"
+        elif schema.get("type") == "integer" and name in _COUNT_NAMES:
+            shape[name] = "{count}"
+        else:
+            return None
+    return {"shape": shape, "fields": fields} if fields else None
 
 
 def _collection_of(otype: str, collections: dict[str, Any]) -> str | None:
