@@ -294,10 +294,11 @@ def _own_key(body: dict[str, JSON], otype: str) -> str | None:
 _WRAPPERS = ("items", "data", "results", "records", "content", "entries", "values")
 
 
-def _embedded(body: dict[str, JSON], listed: str | None) -> list[ObjectRef]:
+def _embedded(body: dict[str, JSON], listed: str | None, depth: int = 0) -> list[ObjectRef]:
     """Records an answer holds inside it: a list (or object) field whose items are keyed
     for the type the field names (``"assessments": [{"assessment_id": ...}]``), or a
-    page of the route's own records (``{"items": [...]}`` from ``GET /claims``)."""
+    page of the route's own records (``{"items": [...]}`` from ``GET /claims``), and the
+    records those hold in turn (two levels: a page of claims with their assessments)."""
     out: list[ObjectRef] = []
     for name, value in body.items():
         items = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
@@ -308,6 +309,8 @@ def _embedded(body: dict[str, JSON], listed: str | None) -> list[ObjectRef]:
             key = _own_key(item, otype)
             if key is not None and key != "id":
                 out.append(ObjectRef(otype, str(item[key]), "embedded", item))
+                if depth < 1:
+                    out.extend(_embedded(item, None, depth + 1))
     return out
 
 

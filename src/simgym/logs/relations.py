@@ -114,7 +114,8 @@ def _limits(
 ) -> list[Condition]:
     """A number above a bound of its group (role or actor): per group the bound a refusal
     states, when one lies between the group's largest success and smallest refusal, else
-    the largest success; a group with neither has no known bound."""
+    the largest success; a group with neither has no known bound. Where a bound per role
+    is stated for every role refused, only those limits are candidates."""
     out = []
     numeric = [
         k
@@ -123,11 +124,13 @@ def _limits(
         and "~" not in k
         and all(_number(p.get(k)) for p in pos)
     ]
+    told: list[Condition] = []  # limits whose every bound a refusal stated
     for by in _GROUPS:
         if not all(_scalar(p.get(by)) for p in pos):
             continue
         for key in numeric:
             limits: dict[str, float] = {}
+            every_stated = True
             for group in {str(p[by]) for p in pos}:
                 mine = [i for i, p in enumerate(pos) if str(p[by]) == group]
                 low = min(pos[i][key] for i in mine)
@@ -141,10 +144,15 @@ def _limits(
                     limits[group] = fits[-1]
                 elif top is not None:
                     limits[group] = float(top)
+                every_stated = every_stated and bool(fits)
             else:
+                if limits and every_stated and by == _GROUPS[0]:
+                    told.append(Condition(feature=key, limits=limits, limit_by=by))
                 if limits:
                     out.append(Condition(feature=key, limits=limits, limit_by=by))
-    return out
+    # a bound per role that the refusals themselves state is the rule; bounds read off
+    # the largest success, or per person, are only what the log happened to show
+    return told or out
 
 
 def _duplicates(pos: list[Features], keys: list[str]) -> list[Condition]:
