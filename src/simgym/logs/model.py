@@ -241,7 +241,7 @@ def _param_type(segment: str) -> str | None:
     return None
 
 
-# the last word of a field that holds a record's key: ``policy_id``, ``claim_number``
+# the last word of a field that holds a record's key: ``policy_id``, ``order_number``
 _KEY_WORDS = ("id", "number", "no", "uuid", "ref")
 _KEY_NAME = re.compile(
     r"^([A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)*)[_-](" + "|".join(_KEY_WORDS) + r")$"
@@ -251,7 +251,7 @@ _CAMEL_KEY = re.compile(r"^([a-z][A-Za-z0-9]*?)(Id|Number|No|Uuid|Ref)$")
 
 def key_type(name: str) -> str | None:
     """The object type a field named like a key names: ``policy_id`` -> policy,
-    ``claim_number`` -> claim, ``orderId`` -> order; None for a bare ``id`` or a name that
+    ``order_number`` -> order, ``invoiceId`` -> invoice; None for a bare ``id`` or a name that
     names no type."""
     found = _CAMEL_KEY.match(name)
     if found:
@@ -282,7 +282,7 @@ def _field_holding(body: dict[str, JSON], value: str, prefer: str | None = None)
 
 def _own_key(body: dict[str, JSON], otype: str) -> str | None:
     """The field of ``body`` that names a record of ``otype`` as its own key: ``id``, else
-    one named for the type (``payout_id``, ``claim_number``)."""
+    one named for the type (``payout_id``, ``order_number``)."""
     if _scalar_key(body.get("id")):
         return "id"
     for name, value in body.items():
@@ -297,8 +297,8 @@ _WRAPPERS = ("items", "data", "results", "records", "content", "entries", "value
 def _embedded(body: dict[str, JSON], listed: str | None, depth: int = 0) -> list[ObjectRef]:
     """Records an answer holds inside it: a list (or object) field whose items are keyed
     for the type the field names (``"assessments": [{"assessment_id": ...}]``), or a
-    page of the route's own records (``{"items": [...]}`` from ``GET /claims``), and the
-    records those hold in turn (two levels: a page of claims with their assessments)."""
+    page of the route's own records (``{"items": [...]}`` from ``GET /orders``), and the
+    records those hold in turn (two levels: a page of orders with their shipments)."""
     out: list[ObjectRef] = []
     for name, value in body.items():
         items = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
@@ -326,15 +326,15 @@ def route_objects(
     segment named ``<type>_id`` names an object of that type ("/kyc/{customer_id}" ->
     customer: the route acts on the customer, not on a KYC check with a customer's id);
     any other parameter names an object of the type its preceding segment names
-    ("/loans/{id}", "/v1/claims/{claim_number}" -> loan, claim). A JSON object answer with
+    ("/loans/{id}", "/v1/orders/{order_number}" -> loan, order). A JSON object answer with
     an "id" is that object's new state (or, on a route like "POST /loans", the object the
     call created).
 
     Keys need not be called ``id``: an answer holding a parameter's value in some field
-    is that object's state, the field its key (``claim_number``); a POST to a collection
-    ("POST /payouts", "POST /claims/{n}/assessments") that answers a record keyed by a
+    is that object's state, the field its key (``order_number``); a POST to a collection
+    ("POST /payouts", "POST /orders/{n}/shipments") that answers a record keyed by a
     field named for the collection's type (``payout_id``) created it; the fields of an
-    answer or request named like another type's key (``policy_id``, ``claim_number``)
+    answer or request named like another type's key (``policy_id``, ``order_number``)
     link the call to that object."""
     found: list[ObjectRef] = []
     tsegs = [s for s in template.split("?")[0].split("/") if s]

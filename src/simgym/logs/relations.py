@@ -47,7 +47,7 @@ def _field(key: str) -> str:
 
 def _same_field(a: str, b: str) -> bool:
     """One field under two names: the same name, or one the other qualified (a payout's
-    ``amount`` and its claim's ``approved_amount``)."""
+    ``amount`` and its invoice's ``approved_amount``)."""
     if a == b:
         return True
     # "id" qualifies to every link ("customer_id"): a record's own id is no amount of it

@@ -226,7 +226,7 @@ KEYS = "_keys"  # state key: collection -> the field holding its records' keys, 
 
 def _resource(parts: list[tuple[str, bool]], collections: dict[str, Any]) -> list[tuple[str, bool]]:
     """The route's parts from its first collection on: a prefix of versions and ``api``
-    (``/v1/claims/{claim_number}``) names no data."""
+    (``/v1/orders/{order_number}``) names no data."""
     start = 0
     while (
         start < len(parts)
@@ -245,7 +245,7 @@ def binding_for(
     keys: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The tool_map binding of an operation, from its method and route; ``keys`` names a
-    collection's key field where it is not ``id`` (``claims``: ``claim_number``)."""
+    collection's key field where it is not ``id`` (``orders``: ``order_number``)."""
     method = str(operation.get("method") or "").upper()
     if not method and isinstance(operation.get("objects"), dict):
         return _process_binding(operation, collections, context, keys)
@@ -262,7 +262,7 @@ def binding_for(
     own = params[0] if params and _owner(params[0], collections) == collection else None
     if own is None and len(parts) > 1 and parts[1][1] and _owner(parts[1][0], collections) is None:
         # a parameter right after the collection names one of its records, whatever it is
-        # called (``/claims/{claim_number}``); a bare ``{id}`` keeps its old reading
+        # called (``/orders/{order_number}``); a bare ``{id}`` keeps its old reading
         name = parts[1][0]
         named = key_type(name)  # "customer_id" under /kyc names a customer, not a check
         if name.lower() not in ("id", "key", "uuid") and (
@@ -286,7 +286,7 @@ def binding_for(
         and nested in collections
         and nested != collection
     ):
-        # POST /claims/{claim_number}/assessments: a record of another collection, made
+        # POST /orders/{order_number}/shipments: a record of another collection, made
         # for this one (the parameter is its link)
         collection = nested
         key = (keys or {}).get(nested) or (
@@ -354,7 +354,7 @@ def _process_binding(
 ) -> dict[str, Any]:
     """A process event's binding (OCEL, XES: no method, no route), from the objects its
     successes made and acted on: a create of the type most of them made, else an update
-    of the type they acted on that its arguments name (``claim_id``)."""
+    of the type they acted on that its arguments name (``order_id``)."""
     objects = operation["objects"]
     ok = int(objects.get("ok_calls") or 0)
     made = {str(t): int(n) for t, n in (objects.get("made") or {}).items()}

@@ -58,7 +58,7 @@ def _status_of(state: dict[str, JSON] | None) -> str | None:
 
 def key_field(state: dict[str, JSON], object_id: str) -> str | None:
     """The field of an object's state that holds its id: ``id`` where it does, else the
-    first field holding the id's value (a key of any name: ``claim_number``)."""
+    first field holding the id's value (a key of any name: ``order_number``)."""
     if str(state.get("id")) == object_id:
         return "id"
     for name, value in state.items():
@@ -354,7 +354,7 @@ class _Builder:
 
     def key_of(self, otype: str) -> str:
         """The field that holds a record's key in the type's states (``id`` unless they
-        named it otherwise, as ``claim_number``)."""
+        named it otherwise, as ``order_number``)."""
         seen = self.keys.get(otype)
         return seen.most_common(1)[0][0] if seen else "id"
 

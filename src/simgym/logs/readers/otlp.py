@@ -84,9 +84,9 @@ LOOKS_FOR = {
     "actor": "span attributes " + ", ".join(ACTOR_KEYS + AGENT_KEYS),
     "role": "span attributes " + ", ".join(ROLE_KEYS),
     "session": "span attributes " + ", ".join(SESSION_KEYS) + " (else the trace id)",
-    "objects": "route parameters of any name (/things/{id}, /v1/claims/{claim_number}) and"
+    "objects": "route parameters of any name (/things/{id}, /v1/orders/{order_number}) and"
     " the answer's field holding their value, records a POST to a collection answered,"
-    " records inside answers, fields named like keys (policy_id, claim_number)",
+    " records inside answers, fields named like keys (policy_id, order_number)",
 }
 
 
@@ -298,9 +298,7 @@ def _span(
             path = f"{path}?{query}"
         if arguments in (None, "") and str(method).upper() in ("GET", "DELETE"):
             arguments = query_arguments(path)
-        objects = route_objects(
-            str(route), path, response, method=str(method), arguments=arguments
-        )
+        objects = route_objects(str(route), path, response, method=str(method), arguments=arguments)
         objects += [
             o for o in _mapped_objects(attrs, mapping) if o.id not in {x.id for x in objects}
         ]
