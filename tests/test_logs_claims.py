@@ -248,7 +248,7 @@ def test_keys_of_any_name_in_one_call():
     )
     assert ("note", "N-1", "created") in [(o.type, o.id, o.qualifier) for o in made]
     assert ("tag", "T-1", "embedded") in [(o.type, o.id, o.qualifier) for o in made]
-    # a page of records with the same fields has a layout; one of mixed fields none
+    # a page of records with the same fields has a layout
     item = {"type": "object", "properties": {"a": {}, "b": {}}, "required": ["a", "b"]}
     page = {
         "type": "object",
@@ -262,4 +262,6 @@ def test_keys_of_any_name_in_one_call():
     }
     mixed = {**item, "required": ["a"]}
     page["properties"]["items"]["items"] = mixed
-    assert list_answer(op, []) is None
+    assert list_answer(op, []) is None  # nothing to say which fields an item shows
+    # items showing what each record has: the records whole
+    assert list_answer(op, [{"a": 1, "b": 2}])["fields"] == ["*"]

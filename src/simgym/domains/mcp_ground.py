@@ -1859,7 +1859,7 @@ def _check_list_binding(
     if not fields:
         return  # no records to compare with: any field may be the server's
     wanted = [*(binding.search or {}), *(binding.answer.fields if binding.answer else [])]
-    unknown = sorted({f for f in wanted if f not in fields})
+    unknown = sorted({f for f in wanted if f not in fields and f != mcp_style.WHOLE_RECORD})
     if unknown:
         raise ValueError(
             f"tool_map's search or answer for {tool.name!r} names field(s) {unknown} that "

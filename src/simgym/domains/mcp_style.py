@@ -282,6 +282,7 @@ def _complete(value: Any, state: dict[str, Any]) -> dict[str, Any] | None:
 
 ITEMS = "{items}"
 COUNT = "{count}"
+WHOLE_RECORD = "*"  # a declared layout's fields: each item shows its whole record
 
 
 ARG_MARK = re.compile(r"\{arg:([^{}]+)\}")
@@ -323,6 +324,8 @@ def list_answer(
     if layout is None:
         return None
     shape, fields = layout
+    if fields == [WHOLE_RECORD]:  # each item is the record as stored, all its fields
+        return _fill(shape, [dict(r) for r in records], arguments, count)
     if records and fields is None:
         return None  # only an empty answer was seen: what an item shows is not known
     if records and any(k not in r for r in records for k in fields or []):

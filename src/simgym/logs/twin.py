@@ -326,11 +326,18 @@ def list_answer(operation: dict[str, Any], records: list[dict[str, Any]]) -> dic
     for name, schema in props.items():
         items = schema.get("items") if isinstance(schema, dict) else None
         if schema.get("type") == "array" and isinstance(items, dict) and items.get("properties"):
-            if fields is not None or set(items.get("required") or []) != set(items["properties"]):
-                return None  # two lists, or items showing different fields: no one layout
+            if fields is not None:
+                return None  # two lists: not one page of records
             shown = list(items["properties"])
             order = list(records[0]) if records else []
             fields = [f for f in order if f in shown] + [f for f in shown if f not in order]
+            if set(items.get("required") or []) != set(shown):
+                # items show what each record has, not one set of fields: the records
+                # whole, where every field an item showed is one the records have
+                known = {f for r in records for f in r}
+                if not records or not set(shown) <= known:
+                    return None
+                fields = ["*"]
             shape[name] = "{items}"
         elif schema.get("type") == "integer" and name in _COUNT_NAMES:
             shape[name] = "{count}"
