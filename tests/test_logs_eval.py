@@ -101,6 +101,28 @@ def test_a_model_that_answers_errors_is_not_a_twins_refusal(bank: Path, tmp_path
     assert good["refusals_answered"] in (0.0, None)
 
 
+def test_a_model_error_is_a_miss_and_the_replay_goes_on(bank: Path, tmp_path: Path):
+    """A call the world model cannot answer (a prompt over its context) is counted as a
+    miss, never as agreement, and the session's later calls are still replayed."""
+    from simgym.core.errors import WorldModelError
+
+    def fail(messages):
+        raise WorldModelError("prompt does not fit the 4096-token context")
+
+    failed = evaluate(
+        [str(bank / "train" / "sessions.jsonl")],
+        tmp_path / "failed",
+        heldout=[str(bank / "held" / "sessions.jsonl")],
+        world_model=FunctionWorldModel(fail),
+        grounding="off",
+        max_sessions=3,
+    )
+    assert failed["replayed"] == failed["calls"] > 3  # no session ended at its first call
+    assert failed["calls_errored"] == failed["replayed"]
+    assert failed["outcome_agreement"] == 0.0
+    assert "does not fit" in next(iter(failed["errors"]))
+
+
 def test_no_bodies_is_no_twin(tmp_path: Path):
     rows = [
         {

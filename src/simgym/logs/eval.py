@@ -90,6 +90,7 @@ class Tally:
     violations_answered: Counter[str] = field(default_factory=Counter)
     violations_exact: Counter[str] = field(default_factory=Counter)
     unmined: int = 0
+    errored: Counter[str] = field(default_factory=Counter)
     checks: int = 0
     checks_agree: int = 0
     mismatches: list[dict[str, Any]] = field(default_factory=list)
@@ -120,6 +121,8 @@ class Tally:
             "not_replayed": dict(self.not_replayed.most_common()),
             "json_validity": rate(self.json_valid, self.replayed),
             "outcome_agreement": rate(self.agree, self.replayed),
+            "calls_errored": sum(self.errored.values()),
+            "errors": dict(self.errored.most_common(10)),
             "model_answers": self.model_answers,
             "model_share": rate(self.model_answers, self.replayed),
             "refusals": refused,
@@ -302,12 +305,26 @@ class _Replay:
             binding = self.bindings.get(call.tool, {})
             collection = binding.get("collection")
             before = self._ids(collection)
+            state = self.env.state
             result = self.env.step(Action.tool_call(call.tool, _swap(call.arguments, ids)))
             tally.replayed += 1
             text = result.observation.text
-            if result.truncated:
-                tally.not_replayed["the twin ended the episode: " + text[:80]] += 1
-                break
+            if result.info.get("error_type") == "world_model" or result.truncated:
+                # the world model could not answer (a prompt over its context, a server
+                # down): a miss for this call, never an agreement; the replay goes on
+                # from the ledger as it was, in a fresh episode (the error changed nothing)
+                error = str(result.info.get("error") or text)
+                tally.errored[error[:120]] += 1
+                if len(tally.mismatches) < 50:
+                    tally.mismatches.append(
+                        {"tool": call.tool, "real": outcome(logged), "twin": f"error: {error[:160]}"}
+                    )
+                if outcome(logged) != "ok":
+                    self._kind(call.tool, logged, None, None, "error", False, None, ids)
+                self.env.reset(scenario={**self.scenario, "state": state or {}})
+                if outcome(logged) == "ok":  # what the real call changed, the twin did not
+                    self._shown(binding, logged, call.arguments, before, ids, real_final)
+                continue
             valid, body = _parse(text)
             tally.json_valid += valid
             turns = self.env.trajectory.turns if self.env.trajectory else []
@@ -336,33 +353,46 @@ class _Replay:
                 )
             if kind != "ok":
                 continue
-            response = call_result(binding, logged, call.arguments, self.collection_of)
-            shown: list[tuple[str, dict[str, Any]]] = []
-            if response is not None and collection:
-                if binding.get("op") == "create":
-                    new = self._ids(collection) - before
-                    if len(new) == 1:
-                        ids[str(response["id"])] = next(iter(new))
-                shown.append((collection, response))
-            for obj in logged.get("objects") or []:
-                coll = self.collection_of.get(str(obj.get("type")))
-                if coll and isinstance(obj.get("state"), dict):
-                    shown.append((coll, {"id": obj.get("id"), **obj["state"]}))
-            # the log shows these objects as they were after this call: compare them with
-            # the twin's records at the same moment (a later change the log never shows,
-            # like a customer's KYC status after a check, cannot be checked from it)
-            for coll, fields in shown:
-                real_id = str(fields.get("id"))
-                seen = real_final.setdefault((coll, real_id), {})
-                state = self.env.state or {}
-                twin = find(state.get(coll) or [], key_of(state, coll), ids.get(real_id, real_id))
-                seen.update(
-                    {
-                        k: (v, _ABSENT if twin is None else twin.get(k, _ABSENT))
-                        for k, v in fields.items()
-                    }
-                )
+            self._shown(binding, logged, call.arguments, before, ids, real_final)
         self._final_state(real_final, ids)
+
+    def _shown(
+        self,
+        binding: dict[str, Any],
+        logged: dict[str, Any],
+        arguments: dict[str, Any],
+        before: set[Any],
+        ids: dict[str, Any],
+        real_final: dict[tuple[str, str], dict[str, Any]],
+    ) -> None:
+        """Note the objects a successful real call shows against the twin's records."""
+        collection = binding.get("collection")
+        response = call_result(binding, logged, arguments, self.collection_of)
+        shown: list[tuple[str, dict[str, Any]]] = []
+        if response is not None and collection:
+            if binding.get("op") == "create":
+                new = self._ids(collection) - before
+                if len(new) == 1:
+                    ids[str(response["id"])] = next(iter(new))
+            shown.append((collection, response))
+        for obj in logged.get("objects") or []:
+            coll = self.collection_of.get(str(obj.get("type")))
+            if coll and isinstance(obj.get("state"), dict):
+                shown.append((coll, {"id": obj.get("id"), **obj["state"]}))
+        # the log shows these objects as they were after this call: compare them with
+        # the twin's records at the same moment (a later change the log never shows,
+        # like a customer's KYC status after a check, cannot be checked from it)
+        for coll, fields in shown:
+            real_id = str(fields.get("id"))
+            seen = real_final.setdefault((coll, real_id), {})
+            state = self.env.state or {}
+            twin = find(state.get(coll) or [], key_of(state, coll), ids.get(real_id, real_id))
+            seen.update(
+                {
+                    k: (v, _ABSENT if twin is None else twin.get(k, _ABSENT))
+                    for k, v in fields.items()
+                }
+            )
 
     @staticmethod
     def _refusal(
