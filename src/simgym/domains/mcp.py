@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from datetime import UTC, datetime
 from pathlib import Path
@@ -250,7 +251,7 @@ def _slots(scenario: MCPScenario) -> dict[str, str]:
         "tools": tools_text(tools := [t.to_plain() for t in scenario.tools]),
         "state": state_text(scenario.state, whole=whole) + notes,
         # The compact prompt's budget: grounding names the records each call touches.
-        "tool_lines": tool_signatures(tools),
+        "tool_lines": tool_signatures(tools, BRIEF_TOOL_CHARS),
         "state_brief": state_text(scenario.state, BRIEF_STATE_CHARS, whole=whole) + notes,
         "output_format": OUTPUT_FORMATS[scenario.output_format],
     }
@@ -259,6 +260,10 @@ def _slots(scenario: MCPScenario) -> dict[str, str]:
 STATE_CHARS = 6000  # a larger state is summarized in the prompt; grounding gives the rest
 SAMPLE_RECORDS = 2
 BRIEF_STATE_CHARS = 1500
+# the compact prompt's tool lines keep their description's first sentence, at most this
+# long: a twin's descriptions also list the rules it learned, which grounding enforces
+# and which would fill a small model's context before the call's facts
+BRIEF_TOOL_CHARS = 200
 
 
 def _compact(value: Any) -> str:
@@ -275,17 +280,26 @@ def tools_text(tools: list[dict[str, Any]], limit: int = STATE_CHARS) -> str:
     return tool_signatures(tools)
 
 
-def tool_signatures(tools: list[dict[str, Any]]) -> str:
-    """One ``- name(argument, optional?): description`` line per tool."""
-    return "\n".join(_signature(t) for t in tools)
+def tool_signatures(tools: list[dict[str, Any]], brief: int | None = None) -> str:
+    """One ``- name(argument, optional?): description`` line per tool; with ``brief``,
+    only the description's first sentence, cut at ``brief`` characters."""
+    return "\n".join(_signature(t, brief) for t in tools)
 
 
-def _signature(tool: dict[str, Any]) -> str:
+def _first_sentence(text: str, limit: int) -> str:
+    head = re.split(r"(?<=[.!?])\s", text.strip(), maxsplit=1)[0]
+    return head if len(head) <= limit else head[: limit - 3].rstrip() + "..."
+
+
+def _signature(tool: dict[str, Any], brief: int | None = None) -> str:
     params = tool.get("parameters") or {}
     props = params.get("properties") or {}
     needed = set(params.get("required") or [])
     args = ", ".join(name if name in needed else f"{name}?" for name in props)
-    note = f": {tool['description']}" if tool.get("description") else ""
+    text = str(tool.get("description") or "")
+    if text and brief is not None:
+        text = _first_sentence(text, brief)
+    note = f": {text}" if text else ""
     return f"- {tool['name']}({args}){note}"
 
 
@@ -300,14 +314,25 @@ def state_text(state: dict[str, Any], limit: int = STATE_CHARS, *, whole: str | 
     if len(whole) <= limit:
         return whole
     parts = []
+    used = 0
     for name, value in state.items():
         if isinstance(value, list):
-            shown = ", ".join(_compact(v) for v in value[:SAMPLE_RECORDS])
-            more = len(value) - SAMPLE_RECORDS
-            tail = f" ... and {more} more" if more > 0 else ""
-            parts.append(f"{name} ({len(value)} records): [{shown}{tail}]")
+            # sample records while they fit the limit (a brief prompt may show none)
+            samples = []
+            for record in value[:SAMPLE_RECORDS]:
+                text = _compact(record)
+                if used + len(text) > limit:
+                    break
+                samples.append(text)
+                used += len(text)
+            more = len(value) - len(samples)
+            tail = f" ... and {more} more" if more > 0 and samples else ""
+            shown = f": [{', '.join(samples)}{tail}]" if samples else ""
+            parts.append(f"{name} ({len(value)} records){shown}")
         else:
-            parts.append(f"{name}: {_compact(value)[:500]}")
+            text = _compact(value)[: min(500, max(limit - used, 80))]
+            used += len(text)
+            parts.append(f"{name}: {text}")
     return "\n".join(parts)
 
 

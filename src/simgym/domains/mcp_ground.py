@@ -125,6 +125,9 @@ CHANGE_ARGS = frozenset(
 )
 TOMBSTONES = mcp_style.TOMBSTONES
 MAX_FACT_RECORDS = 20
+# the records a list's facts show, in characters: a small model's context holds the
+# prompt, these and its answer (4,096 tokens for the embedded one)
+MAX_FACT_CHARS = 2400
 MIN_FORBID = 3  # shorter values ("1", "ok") appear anywhere by chance
 MAX_EXPECT = 200  # longer values may be shortened by a text server
 
@@ -1244,9 +1247,7 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
             f"{len(found)} {call.collection} match" if len(found) > 1 else f"1 {call.noun} matches"
         )
         facts = [f"{many} {what}{surely}:"]
-        facts += [_record_fact(call, r) for r in found[:MAX_FACT_RECORDS]]
-        if len(found) > MAX_FACT_RECORDS:
-            facts.append(f"... and {len(found) - MAX_FACT_RECORDS} more")
+        facts += _record_facts(call, found)
     facts += _list_notes(call, maybe, order_known)
     shown = found if call.limit is None else found[: call.limit]
     # free-text search is matched the server's own way (spaces, accents, words): a
@@ -1358,7 +1359,7 @@ def _list_notes(call: Call, maybe: list[dict], order_known: bool) -> list[str]:
             "whether these match too depends on how the server compares the query "
             "(spaces, wildcards, case): not known"
         )
-        notes += [_record_fact(call, r) for r in maybe[:MAX_FACT_RECORDS]]
+        notes += _record_facts(call, maybe, more=False)
     if isinstance(call.order, tuple):
         name, newest = call.order
         first = "newest" if newest else "oldest"
@@ -1725,6 +1726,22 @@ def _tombstones(state: dict[str, Any], collection: str) -> dict[str, Any]:
 
 def _record_fact(call: Call, record: dict[str, Any]) -> str:
     return f"{call.noun} {record.get(call.key)}: {compact(record)}"
+
+
+def _record_facts(call: Call, records: list[dict[str, Any]], *, more: bool = True) -> list[str]:
+    """The facts of the records a list shows: the first ones, as many as fit
+    ``MAX_FACT_RECORDS`` and ``MAX_FACT_CHARS`` (at least one), then how many more."""
+    facts: list[str] = []
+    used = 0
+    for record in records[:MAX_FACT_RECORDS]:
+        fact = _record_fact(call, record)
+        if facts and used + len(fact) > MAX_FACT_CHARS:
+            break
+        facts.append(fact)
+        used += len(fact)
+    if more and len(records) > len(facts):
+        facts.append(f"... and {len(records) - len(facts)} more")
+    return facts
 
 
 # -- how results look -----------------------------------------------------------------------
