@@ -325,3 +325,38 @@ def test_fields_that_hold_people_are_read_by_relation_only():
     others = [{"arg.approver": n, "arg.qty": 2} for n in ("ann", "bob", "dee") * 3]
     assert learn(names, others, status=403) != []
     assert learn(names, others, status=403, persons=persons) == []
+
+
+def test_a_duplicate_of_a_record_an_earlier_session_filed_is_learned(tmp_path):
+    """Sessions read in the order they began (their names sort the other way), each
+    finding the records earlier ones filed: a person filed again in a later session is
+    refused as a duplicate, over the fields the two agree on."""
+    from simgym.logs import ImportReport, build_world, read_logs
+
+    lines = []
+    for i in range(12):
+        who = {"session": f"s{99 - i}", "actor": f"u{i}", "role": "clerk", "method": "POST"}
+        person = {"name": f"p{i}", "birth": f"19{50 + i}-01-01", "city": f"c{i}"}
+        call = {**who, "route": "/people", "path": "/people", "time": 1000.0 + 10 * i}
+        lines.append(
+            {**call, "request": person, "status": 201, "response": {"id": f"P-{i}", **person}}
+        )
+        if i:  # the person an earlier session filed, from another city
+            again = {**person, "name": f"p{i - 1}", "birth": f"19{49 + i}-01-01"}
+            lines.append(
+                {
+                    **call,
+                    "time": call["time"] + 1,
+                    "request": again,
+                    "status": 409,
+                    "response": {"error": {"code": "duplicate", "message": "filed before"}},
+                }
+            )
+    log = tmp_path / "calls.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    report = ImportReport()
+    build_world(read_logs([str(log)], report), tmp_path / "w", report=report)
+    tools = json.loads((tmp_path / "w" / "behaviour.json").read_text())["tools"]
+    guards = tools["post_people"]["guards"]
+    assert [(g["status"], g["support"]) for g in guards] == [(409, 11)], guards
+    assert guards[0]["when"] == [{"feature": "match.people", "covers": ["birth", "name"]}], guards

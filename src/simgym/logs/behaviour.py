@@ -62,7 +62,6 @@ from simgym.logs.twin import (
     BEHAVIOUR_FILE,
     collection_names,
     load_world,
-    read_sessions,
     world_scenario,
 )
 
@@ -76,11 +75,34 @@ VERSION = 1
 # -- reading the log -----------------------------------------------------------------------
 
 
+def _began(records: list[dict[str, Any]]) -> float:
+    times = [r["time"] for r in records if _number(r.get("time"))]
+    return min(times) if times else float("inf")
+
+
 def _sessions(root: Path) -> Iterator[list[dict[str, Any]]]:
+    """The world's sessions in the order they began (``sessions.jsonl`` keeps them by
+    name): a later session finds what earlier ones made. Read twice, a session at a
+    time: once for when each began (and where its line is), then in that order."""
     path = root / "sessions.jsonl"
-    if path.is_file():
-        for _, records in read_sessions(path):
-            yield records
+    if not path.is_file():
+        return
+    starts: list[tuple[float, int, int]] = []
+    with open(path, "rb") as lines:
+        offset = 0
+        for n, line in enumerate(lines):
+            try:
+                data = json.loads(line)
+            except (json.JSONDecodeError, RecursionError, UnicodeDecodeError):
+                data = None
+            if isinstance(data, dict) and isinstance(data.get("records"), list):
+                records = [r for r in data["records"] if isinstance(r, dict)]
+                starts.append((_began(records), n, offset))
+            offset += len(line)
+        for _, _, at in sorted(starts):
+            lines.seek(at)
+            data = json.loads(lines.readline())
+            yield [r for r in data["records"] if isinstance(r, dict)]
 
 
 def outcome(record: dict[str, Any]) -> str:
@@ -185,10 +207,15 @@ class _Calls:
         from simgym.domains.mcp_ground import ToolBinding, ground_ruled
 
         seen = 0
+        # every record known so far, in the log's own order: a later session finds the
+        # records earlier ones made or showed (a duplicate of last week's claim, a record
+        # that never existed), as the twin's starting records hold them
+        known: dict[str, Any] = {name: [] for name in self.scenario["state"]}
         for session in _sessions(self.root):
-            # one session's objects at a time: most are made in it, others appear as the
-            # log shows them; this keeps mining linear in the log, and memory flat
-            state: dict[str, Any] = {name: [] for name in self.scenario["state"]}
+            # what one session did (who did which step) is its own; the records are not
+            state: dict[str, Any] = {
+                name: records for name, records in known.items() if isinstance(records, list)
+            }
             if isinstance(self.scenario["state"].get(KEYS), dict):  # keys not called "id"
                 state[KEYS] = self.scenario["state"][KEYS]
             seen += len(session)
@@ -225,6 +252,9 @@ class _Calls:
                         state.update(effects)
                 self._observe(state, logged, binding)
                 self._remember(state, call.tool, binding, call.arguments, before, logged)
+            for name, records in state.items():
+                if name in known and isinstance(records, list):
+                    known[name] = records
 
     def _remember(
         self,

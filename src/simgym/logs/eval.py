@@ -316,8 +316,9 @@ class _Replay:
                 error = str(result.info.get("error") or text)
                 tally.errored[error[:120]] += 1
                 if len(tally.mismatches) < 50:
+                    real = outcome(logged)
                     tally.mismatches.append(
-                        {"tool": call.tool, "real": outcome(logged), "twin": f"error: {error[:160]}"}
+                        {"tool": call.tool, "real": real, "twin": f"error: {error[:160]}"}
                     )
                 if outcome(logged) != "ok":
                     self._kind(call.tool, logged, None, None, "error", False, None, ids)
