@@ -39,7 +39,7 @@ ANA = {
 @pytest.fixture(scope="module")
 def world_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("http-world")
-    run_sessions(8, 0, root / "logs")
+    run_sessions(20, 0, root / "logs")  # enough sessions that every operation appears
     report = ImportReport()
     build_world(read_logs([str(root / "logs" / "traces.otlp.jsonl")], report), root / "world")
     return root / "world"

@@ -181,8 +181,10 @@ def run(
     if world is not None:  # every task plays in the business world
         other = sorted({str(spec.task.domain) for spec in specs if spec.task.domain != "mcp"})
         served = world_scenario_option(world, other[0] if other else "mcp")
+        from simgym.logs.tasks import before_session
+
         for spec in specs:
-            spec.task.scenario = copy.deepcopy(served)
+            spec.task.scenario = copy.deepcopy(before_session(served, spec.task))
     for spec in specs:
         if not spec.task.domain:
             raise SimgymError(f"{spec.task.id}: no domain; name one in the file or pass --domain")

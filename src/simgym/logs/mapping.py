@@ -92,13 +92,15 @@ def load_map(path: str | os.PathLike[str]) -> FieldMap:
     """Read and check a mapping file (YAML, or JSON, which YAML reads too)."""
     import yaml
 
+    from simgym.core.safeload import load_yaml
+
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SimgymError(f"cannot read the mapping file {path}: {exc}") from None
     try:
-        data = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if path.suffix.lower() == ".json" else load_yaml(text)
     except (ValueError, yaml.YAMLError) as exc:
         raise SimgymError(f"{path}: not YAML or JSON ({str(exc).splitlines()[0]})") from None
     if not isinstance(data, dict):

@@ -87,9 +87,24 @@ def _equal_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
                 or not (b.startswith(_VALUE_SIDES) or _linked(b))
             ):
                 continue
+            if _finds_the_record(a, b):
+                continue
             if all(_scalar(p.get(b)) and same(p.get(a), p.get(b)) for p in pos):
                 out.append(Condition(feature=a, equals=b))
     return out
+
+
+_KEY_ENDINGS = ("id", "_number", "_no", "_key", "uuid", "_code")
+
+
+def _finds_the_record(a: str, b: str) -> bool:
+    """``arg.customer_id`` = ``rec.id``: the argument that names the record equals its key
+    on every call that found one, so it explains nothing (a lone refused lookup became
+    "refused whenever the customer is the one asked for")."""
+    if not b.startswith("rec.") or "." in b[4:]:
+        return False
+    field, arg = b[4:], _field(a)
+    return field == "id" or (field == arg and field.endswith(_KEY_ENDINGS))
 
 
 def _differing_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:

@@ -343,6 +343,29 @@ def mine_tasks(world: str | Path | Twin, limit: int | None = None) -> list[Task]
     return tasks
 
 
+def before_session(scenario: dict[str, Any], task: Task) -> dict[str, Any]:
+    """A world's scenario as the task's session found it: without the records the session
+    itself created (its plan's ``logged_id``). A world's state is the log's end, so a task
+    replaying a session would otherwise meet its own new records already there (and a
+    duplicate rule refuses the very create the task asks for)."""
+    made = {
+        str(entry["logged_id"])
+        for entry in task.metadata.get("plan") or []
+        if isinstance(entry, dict) and entry.get("creates") and entry.get("logged_id") is not None
+    }
+    state = scenario.get("state")
+    if not made or not isinstance(state, dict):
+        return scenario
+    keys = state.get("_keys") if isinstance(state.get("_keys"), dict) else {}
+    trimmed = {}
+    for name, records in state.items():
+        if isinstance(records, list):
+            key = str(keys.get(name, "id"))
+            records = [r for r in records if not (isinstance(r, dict) and str(r.get(key)) in made)]
+        trimmed[name] = records
+    return {**scenario, "state": trimmed}
+
+
 def check_task(
     task: Task | dict[str, Any], state: dict[str, Any] | None, before: dict[str, Any] | None = None
 ) -> tuple[bool, list[dict[str, Any]]]:
