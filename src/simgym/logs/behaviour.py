@@ -362,6 +362,8 @@ def priority(cond: Condition, status: int = 0) -> int:
     first = _FIRST.get(status)
     if first and feature.endswith(first):
         return 0
+    if status in (404, 410) and feature.endswith(".exists"):
+        return 1  # a record the call links to is missing (an assessment of no claim)
     if status in (400, 413, 422) and feature.startswith(_CALL_FEATURES):
         return 1 if feature.endswith(".role") else 0
     if status in (409, 412, 423) and (
