@@ -145,6 +145,32 @@ def test_limits_per_role_take_the_bound_the_refusals_state():
     assert bare.limits == {"reviewer": 4000.0, "manager": 12000.0}
 
 
+def test_a_limit_of_a_role_only_ever_refused_among_others_is_that_roles():
+    """Callers with several roles: the refusal names the role whose bound applied, so
+    the bound is learned per role, and a caller gets the largest of its roles'."""
+    ok = [{"rec.amount": a, "arg.role": "clerk"} for a in (1000, 4000)]
+    ok += [{"rec.amount": 18000, "arg.role": "audit,senior"}]
+    refused = [
+        {"rec.amount": 6000, "arg.role": "clerk"},
+        {"rec.amount": 30000, "arg.role": "audit,senior"},
+        {"rec.amount": 26000, "arg.role": "senior,sales"},
+    ]
+    answers = [
+        {"error": {"message": "6000 exceeds your limit of 5000 (role clerk)"}},
+        {"error": {"message": "30000 exceeds your limit of 25000 (role senior)"}},
+        {"error": {"message": "26000 exceeds your limit of 25000 (role senior)"}},
+    ]
+    said = [stated_numbers(a) for a in answers]
+    named = [
+        {r for r in ("clerk", "senior", "audit", "sales") if f"role {r}" in str(a)} for a in answers
+    ]
+    cond = learn(refused, ok, status=403, said=said, named=named)[0][0]
+    assert cond.limits == {"clerk": 5000.0, "senior": 25000.0}
+    assert cond.holds({"rec.amount": 26000, "arg.role": "clerk,senior"})
+    assert not cond.holds({"rec.amount": 20000, "arg.role": "clerk,senior"})
+    assert not cond.holds({"rec.amount": 10**9, "arg.role": "audit,sales"})  # no bound known
+
+
 def test_matches_between_linked_records_and_duplicates_are_learned():
     ok = [
         {"arg.amount": a, "rec.amount": a, "rec.customer_id": c, "accounts.customer_id": c}

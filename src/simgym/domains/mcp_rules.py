@@ -82,7 +82,16 @@ class Condition(BaseModel):
         if self.limits is None:
             return self.above
         group = feats.get(self.limit_by or "")
-        return self.limits.get(str(group)) if _scalar(group) and group is not None else None
+        if not _scalar(group) or group is None:
+            return None
+        own = self.limits.get(str(group))
+        if own is not None or self.limit_by != "arg.role":
+            return own
+        # a caller with several roles ("finance,senior_adjuster") has the largest bound
+        # among its roles that have one
+        members = [r.strip() for r in str(group).split(",") if r.strip()]
+        known = [self.limits[r] for r in members if r in self.limits]
+        return max(known) if len(members) > 1 and known else None
 
     def holds(self, feats: Features) -> bool:
         value = feats.get(self.feature)

@@ -57,7 +57,13 @@ from simgym.domains.mcp_rules import (
     render,
 )
 from simgym.logs.calls import CallMapper
-from simgym.logs.relations import allowed_roles, relations, stated_numbers, status_of
+from simgym.logs.relations import (
+    allowed_roles,
+    relations,
+    roles_of,
+    stated_numbers,
+    status_of,
+)
 from simgym.logs.twin import (
     BEHAVIOUR_FILE,
     collection_names,
@@ -443,6 +449,7 @@ def _best(
     status: int,
     said: list[set[float]] | None = None,
     persons: frozenset[str] = frozenset(),
+    named: list[set[str]] | None = None,
 ) -> list[Condition] | None:
     """The one or two conditions that fit the most positives and no negative, preferring
     (see :func:`priority`) the likelier explanation, a relation over a list of values, and
@@ -463,7 +470,8 @@ def _best(
         if covered and (best is None or score > best[0]):
             best = (score, conds)
 
-    for cond in [*relations(pos, neg, keys, said), *_candidates(pos, neg, values)]:
+    found = relations(pos, neg, keys, said, named)
+    for cond in [*found, *_candidates(pos, neg, values)]:
         if not any(cond.holds(n) for n in neg):
             consider([cond], pos)
     if best is not None and best[0][0] == len(pos):
@@ -486,18 +494,21 @@ def learn(
     status: int = 0,
     said: list[set[float]] | None = None,
     persons: frozenset[str] = frozenset(),
+    named: list[set[str]] | None = None,
 ) -> list[list[Condition]]:
     """Up to :data:`MAX_RULES` condition sets that together fit the positives and no
     negative (greedy cover); ``said``, parallel to ``pos``, the numbers each refusal's
     answer states (a limit's bound); ``persons``, features never read by value (they
-    hold the people who act: see :func:`person_features`)."""
+    hold the people who act: see :func:`person_features`); ``named``, the role names each
+    refusal's answer states."""
     rules: list[list[Condition]] = []
     left = list(range(len(pos)))
     for _ in range(3 * MAX_RULES):  # tries: a lone exception costs one
         if not left or len(rules) >= MAX_RULES:
             break
         told = [said[i] for i in left] if said is not None else None
-        conds = _best([pos[i] for i in left], neg, list(soft), status, told, persons)
+        names = [named[i] for i in left] if named is not None else None
+        conds = _best([pos[i] for i in left], neg, list(soft), status, told, persons, names)
         if conds is None:
             break
         covered = [i for i in left if _covers(conds, pos[i])]
@@ -740,6 +751,7 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
     for tool, logged_rows in examples.items():
         rows = [(f, known(k) if k != "ok" else k, a) for f, k, a in logged_rows]
         kinds = sorted({k for _, k, _ in rows if k != "ok"})
+        roles = {r for f, _, _ in rows for r in roles_of(f.get("arg.role") or "")}
         ok = [f for f, k, _ in rows if k == "ok"]
         guards: list[tuple[str, Guard]] = []
         for kind in kinds:
@@ -747,7 +759,9 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
             others = [f for f, k, _ in rows if k not in ("ok", kind)]
             code = statuses.get(kind, _status_part(kind))
             said = [stated_numbers(a) for _, a in pos]
-            for conds in learn([f for f, _ in pos], ok, others, code or 0, said, persons):
+            named = [_named(a, roles) for _, a in pos]
+            feats = [f for f, _ in pos]
+            for conds in learn(feats, ok, others, code or 0, said, persons, named):
                 if code in (401, 403):
                     conds = _as_allowed(conds, pos, ok)
                 guard = Guard(when=conds, status=code)
@@ -759,6 +773,12 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
         target = rules.setdefault(tool, ToolRules())
         target.guards = [g for _, g in ordered]
     return rules
+
+
+def _named(answer: Any, roles: set[str]) -> set[str]:
+    """The roles an answer names as words ("(role adjuster)", not "senior_adjuster")."""
+    text = json.dumps(answer, ensure_ascii=False)
+    return {r for r in roles if re.search(rf"(?<![\w-]){re.escape(r)}(?![\w-])", text)}
 
 
 def _statuses(examples: dict[str, list[tuple[Features, str, Any]]]) -> dict[str, int | None]:

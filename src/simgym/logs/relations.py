@@ -60,16 +60,36 @@ def relations(
     neg: list[Features],
     keys: list[str],
     said: list[set[float]] | None = None,
+    named: list[set[str]] | None = None,
 ) -> list[Condition]:
-    """Relational conditions that hold for every positive; the caller checks negatives."""
+    """Relational conditions that hold for every positive; the caller checks negatives.
+    ``said`` and ``named``, parallel to ``pos``: the numbers and the role names each
+    refusal's answer states."""
     if not pos:
         return []
     return [
         *_equal_pairs(pos, keys),
         *_differing_pairs(pos, keys),
-        *_limits(pos, neg, keys, said),
+        *_limits(pos, neg, keys, said, named),
         *_duplicates(pos, keys),
     ]
+
+
+def roles_of(group: Any) -> list[str]:
+    """The roles of a caller with several (``"finance,senior_adjuster"``), or its one."""
+    return [r.strip() for r in str(group).split(",") if r.strip()]
+
+
+def _group(p: Features, by: str, named: set[str] | None) -> str:
+    """The group a refusal's limit applied to: the caller's role, or, for a caller with
+    several, the one role its answer names ("(role adjuster)")."""
+    group = str(p[by])
+    members = roles_of(group)
+    if by == "arg.role" and len(members) > 1 and named:
+        stated = [r for r in members if r in named]
+        if len(stated) == 1:
+            return stated[0]
+    return group
 
 
 def _equal_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
@@ -125,12 +145,18 @@ def _differing_pairs(pos: list[Features], keys: list[str]) -> list[Condition]:
 
 
 def _limits(
-    pos: list[Features], neg: list[Features], keys: list[str], said: list[set[float]] | None
+    pos: list[Features],
+    neg: list[Features],
+    keys: list[str],
+    said: list[set[float]] | None,
+    named: list[set[str]] | None = None,
 ) -> list[Condition]:
     """A number above a bound of its group (role or actor): per group the bound a refusal
     states, when one lies between the group's largest success and smallest refusal, else
     the largest success; a group with neither has no known bound. Where a bound per role
-    is stated for every role refused, only those limits are candidates."""
+    is stated for every role refused, only those limits are candidates. A caller with
+    several roles is refused under the one role its refusal names, so the bound is that
+    role's (the twin gives such a caller the largest bound of its roles)."""
     out = []
     numeric = [
         k
@@ -143,11 +169,12 @@ def _limits(
     for by in _GROUPS:
         if not all(_scalar(p.get(by)) for p in pos):
             continue
+        groups = [_group(p, by, named[i] if named else None) for i, p in enumerate(pos)]
         for key in numeric:
             limits: dict[str, float] = {}
             every_stated = True
-            for group in {str(p[by]) for p in pos}:
-                mine = [i for i, p in enumerate(pos) if str(p[by]) == group]
+            for group in set(groups):
+                mine = [i for i, g in enumerate(groups) if g == group]
                 low = min(pos[i][key] for i in mine)
                 oks = [n[key] for n in neg if str(n.get(by)) == group and _number(n.get(key))]
                 top = max(oks) if oks else None
