@@ -334,3 +334,30 @@ def test_without_execution_a_listing_below_an_unrun_program_is_not_certain():
     results = asyncio.run(play(env, ["ls lib", "some-program", "ls lib"]))
     assert body(results[0].observation.text) == "__init__.py"
     assert results[2].observation.text.startswith(NOISE)
+
+
+def test_the_exit_status_carries_to_the_next_line_and_one_found_file_is_exact():
+    """`echo $?` on the line after a failure prints what bash left (126 for a script not
+    yet executable, a program's own status), from a real run; after a line the state
+    answered with an error, whose status bash decides, it is the model's; a `find` that
+    prints one line has no file-system order to doubt."""
+    lines = [
+        "printf 'echo hi\\n' > s.sh",
+        "./s.sh",
+        "echo $?",
+        "python3 -c 'import sys; sys.exit(3)'",
+        "echo $?",
+        "chmod +x s.sh",
+        "./s.sh; echo $?",
+        "find . -name s.sh -exec wc -l {} \\;",
+        "ls nothere",
+        "echo $?",
+    ]
+    env = simgym.make("terminal", world_model=FunctionWorldModel(noise), grounding="strict")
+    results = asyncio.run(play(env, lines))
+    shown = [body(r.observation.text) for r in results]
+    assert shown[1] == "bash: ./s.sh: Permission denied" and shown[2] == "126"
+    assert shown[4] == "3" and shown[6] == "hi\n0"
+    assert shown[7] == "1 ./s.sh"
+    assert NOISE in results[9].observation.text  # `ls`'s status (2) is bash's, not the state's
+    assert all(NOISE not in r.observation.text for r in results[:9])

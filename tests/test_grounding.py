@@ -174,7 +174,7 @@ def test_strict_terminal_session_gets_the_facts_right():
     assert turns[0].grounding["strict"]["first"].startswith("Dev-120.9")
     assert turns[0].attempts == 1  # the state knew the answer: no second model call
     # The effects were applied by simgym, not by the model.
-    assert turns[2].grounding["effects"] == {"files": {"/home/dev/a.txt": "hi\n"}}
+    assert turns[2].grounding["effects"] == {"files": {"/home/dev/a.txt": "hi\n"}, "status": 0}
 
 
 def test_an_empty_answer_is_corrected_when_the_state_knows_the_whole_answer():

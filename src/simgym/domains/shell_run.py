@@ -348,3 +348,15 @@ def follows_the_file_system(text: str) -> bool:
     if re.search(r"\bdu\b", bare[found.start() :]):
         return True  # sizes: a sort orders them, it does not make them the machine's
     return re.search(r"\|\s*sort\b", bare[found.end() :]) is None
+
+
+def printed_in_file_system_order(text: str, output: str) -> bool:
+    """Whether what ``text`` printed (``output``) may differ on another machine: it
+    follows the file system (:func:`follows_the_file_system`) and either counts sizes
+    (``du``) or lists more than one line, whose order is the file system's. One line has
+    no order: ``find . -name x -exec wc -l {} \\;`` printing one file is exact."""
+    if not follows_the_file_system(text):
+        return False
+    if re.search(r"\bdu\b", without_heredoc_bodies(text)):
+        return True
+    return len([line for line in output.splitlines() if line.strip()]) > 1

@@ -18,7 +18,7 @@ from simgym.core.execution import Repository, Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
 from simgym.domains.shell import file_fact, run_line
-from simgym.domains.shell_run import follows_the_file_system, missing_program, why_not
+from simgym.domains.shell_run import missing_program, printed_in_file_system_order, why_not
 
 CONTEXT_LINES = 3  # lines shown around an edit
 MAX_PLAIN_CHANGES = 3  # replaced lines a file may have for the submitted diff to be exact
@@ -431,7 +431,7 @@ def with_run(
         if left != list(state.get("unknown") or ()):
             effects["unknown"] = left
         text = shape(result.output, result.status)
-        if follows_the_file_system(command):
+        if printed_in_file_system_order(command, result.output):
             return Grounding(  # its order (or sizes) is the file system's: a fact only
                 facts=[f"`{command}` prints these lines, in the file system's order:\n{text}"],
                 effects=effects or None,

@@ -253,14 +253,14 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
         # back; the screen goes on from the line the command left the cursor under
         return Grounding(
             facts=[f"C-c stops {running}; the prompt comes back"],
-            effects={"foreground": None, "keyboard": None},
+            effects={"foreground": None, "keyboard": None, "status": 130},
             observation=f"{state['keyboard']}\n^C\n{prompt}",
         )
     if running:
         done = typed in _LEAVE_KEYS or typed.strip() in _LEAVE_LINES
         return Grounding(
             facts=[f"{running} is running in the foreground; the keys go to it, not to the shell"],
-            effects={"foreground": None, "keyboard": None} if done else None,
+            effects={"foreground": None, "keyboard": None, "status": None} if done else None,
         )
     # a line the shell is still reading (a quote left open, a final backslash): bash shows
     # ">" and reads on
@@ -302,7 +302,10 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     effects = result.patch_for(files) | ({"continued": None} if continued is not None else {})
     facts = [f"working directory: {cwd}"] if not result.facts else list(result.facts)
     if result.output is None:
-        grounding = Grounding(facts=facts, effects=effects or None, expect=result.expect)
+        # what it leaves in `$?` is known only if it runs (with_run sets it then)
+        grounding = Grounding(
+            facts=facts, effects={**effects, "status": None}, expect=result.expect
+        )
         return with_run(
             grounding,
             lines=[whole],
@@ -316,6 +319,8 @@ def _ground(action: Action, state: dict, scenario: TerminalScenario) -> Groundin
     shown = (
         result.output if result.output.endswith("\n") or not result.output else result.output + "\n"
     )
+    # a success's 0 is certain; which error status a failure leaves (1, 2, 127) is bash's
+    effects["status"] = 0 if result.status == 0 else None
     screen = f"{before} {line}\n{shown}{after}"
     if result.foreground:  # it reads the keyboard: no prompt until keys end it
         screen = f"{before} {line}\n{shown}".rstrip()
@@ -364,7 +369,7 @@ def _pasted(text: str, state: dict, scenario: TerminalScenario, cwd: str, prompt
     files = state.get("files") or {}
     result = _shell(text, state, scenario, cwd, certain=False)
     facts = list(result.facts) or [f"working directory: {cwd}"]
-    grounding = Grounding(facts=facts, effects=result.patch_for(files) or None)
+    grounding = Grounding(facts=facts, effects={**result.patch_for(files), "status": None})
     return with_run(
         grounding, lines=lines, shown=shown, before=prompt, state=state, scenario=scenario, cwd=cwd
     )
@@ -481,6 +486,8 @@ TERMINAL = register_domain(
             files=STRING_MAP,
             env=STRING_MAP,
             services=STRING_LIST,
+            # the exit status the last command line left (`$?`), where it is certain
+            status={"type": "integer"},
         ),
     )
 )

@@ -9,7 +9,7 @@ from typing import Any
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.domains.shell_run import (
-    follows_the_file_system,
+    printed_in_file_system_order,
     locale_installed,
     missing_program,
     why_not,
@@ -48,6 +48,9 @@ def with_run(
     locale = scenario.locale
     if problem is None and not locale_installed(locale):
         problem = f"the locale {locale} is not installed on this host"
+    last = state.get("status")
+    if problem is None and last is None and any("$?" in line for line in lines):
+        problem = "the last command's exit status is not known"
     if problem is not None:
         return grounding
     local = set(state.get("local_vars") or ())
@@ -64,6 +67,8 @@ def with_run(
     own = "".join(
         f"{k}={shlex.quote(v)}; " for k, v in (state.get("env") or {}).items() if k in local
     )
+    if isinstance(last, int) and last != 0 and any("$?" in line for line in lines):
+        own += f"(exit {last}); "  # `$?` is the status the line before left
     run = Run(
         chunks=(own + lines[0], *lines[1:]),
         files=dict(files),
@@ -110,6 +115,7 @@ def _settled(
     # a terminal shows no blanks at a line's end (an empty line of a here-document: ">")
     screen = "\n".join(line.rstrip() for line in screen.split("\n"))
     effects: dict[str, Any] = dict(extra_effects or {})
+    effects["status"] = result.status
     if result.changes:
         effects["files"] = dict(result.changes)
     if result.modes:
@@ -128,7 +134,7 @@ def _settled(
             effects["unknown"] = left
     text = "\n".join(shown)
     output = result.output
-    if follows_the_file_system(text):
+    if printed_in_file_system_order(text, output):
         # what it prints is certain, its order (or sizes) the file system's: a fact only
         return Grounding(
             facts=[
