@@ -386,3 +386,45 @@ def test_a_duplicate_of_a_record_an_earlier_session_filed_is_learned(tmp_path):
     guards = tools["post_people"]["guards"]
     assert [(g["status"], g["support"]) for g in guards] == [(409, 11)], guards
     assert guards[0]["when"] == [{"feature": "match.people", "covers": ["birth", "name"]}], guards
+
+
+def test_validation_rules_come_from_the_field_a_refusal_names():
+    """RFC 9457 invalid-params name the field: a rule over that field, from what the
+    successful calls gave it (missing, a format, a value among few); the field's name
+    is no person's, so masking keeps it."""
+    from simgym.logs.behaviour import _field_guards, invalid_param
+    from simgym.logs.mask import Masker
+
+    def problem(name: str, reason: str) -> dict:
+        return {
+            "status": 400,
+            "code": "validation_failed",
+            "invalid-params": [{"name": name, "reason": reason}],
+        }
+
+    masked = Masker("k").value(problem("holder", "is required"))
+    assert invalid_param(masked) == ("holder", "is required")
+    assert Masker("k").value({"name": "Ada Lovelace"})["name"] != "Ada Lovelace"
+    ok = [
+        {"has.day": True, "fmt.day": "9999-99-99", "arg.kind": k, "has.kind": True}
+        for k in ("a", "b") * 4
+    ]
+    refused = [
+        ({"has.kind": True, "arg.kind": "a"}, problem("day", "is required")),
+        (
+            {"has.day": True, "fmt.day": "99/99/9999", "arg.kind": "b"},
+            problem("day", "must be a date"),
+        ),
+        (
+            {"has.day": True, "fmt.day": "9999-99-99", "arg.kind": "c", "has.kind": True},
+            problem("kind", "must be one of a, b"),
+        ),
+        ({"has.day": True, "fmt.day": "9999-99-99"}, {"code": "validation_failed"}),
+    ]
+    guards, left = _field_guards(refused, ok, 400)
+    assert [g.when[0].model_dump(exclude_none=True, by_alias=True) for g in guards] == [
+        {"feature": "has.day", "in": [None]},
+        {"feature": "fmt.day", "not_in": ["9999-99-99"]},
+        {"feature": "arg.kind", "not_in": ["a", "b"]},
+    ]
+    assert left == refused[3:]

@@ -758,6 +758,11 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
             pos = [(f, a) for f, k, a in rows if k == kind]
             others = [f for f, k, _ in rows if k not in ("ok", kind)]
             code = statuses.get(kind, _status_part(kind))
+            if code in (400, 422):
+                # refusals that name the field they refuse (RFC 9457 invalid-params):
+                # a rule over that field, from what the successful calls gave it
+                made, pos = _field_guards(pos, ok, code)
+                guards += [(kind, g) for g in made]
             said = [stated_numbers(a) for _, a in pos]
             named = [_named(a, roles) for _, a in pos]
             feats = [f for f, _ in pos]
@@ -773,6 +778,68 @@ def _guards(calls: _Calls, effects: dict[str, ToolRules]) -> dict[str, ToolRules
         target = rules.setdefault(tool, ToolRules())
         target.guards = [g for _, g in ordered]
     return rules
+
+
+_INVALID_PARAMS = ("invalid-params", "invalid_params", "invalidParams")
+
+
+def invalid_param(answer: Any) -> tuple[str, str] | None:
+    """The one field a validation refusal names, and why (RFC 9457 ``invalid-params``:
+    ``[{"name": "incident_date", "reason": "is required"}]``); None for none or several."""
+    if not isinstance(answer, dict):
+        return None
+    found = next((answer[k] for k in _INVALID_PARAMS if k in answer), None)
+    if not isinstance(found, list) or len(found) != 1 or not isinstance(found[0], dict):
+        return None
+    name, reason = found[0].get("name"), found[0].get("reason")
+    if not isinstance(name, str) or not name:
+        return None
+    return name, str(reason or "")
+
+
+def _field_rule(name: str, pos: list[Features], ok: list[Features]) -> list[Condition] | None:
+    """A rule over one field that every refusal naming it breaks and no success does:
+    the field missing, else a format, type or value (among few) no success had."""
+    has = f"has.{name}"
+    if all(p.get(has) is None for p in pos) and all(o.get(has) is not None for o in ok):
+        return [Condition(feature=has, **{"in": [None]})]
+    for prefix in ("fmt.", "type.", "arg."):
+        key = prefix + name
+        seen = [o.get(key) for o in ok]
+        if not seen or not all(_hashable(v) and v is not None for v in seen):
+            continue
+        values = set(seen)
+        if len(values) > MAX_VALUES or (prefix == "arg." and 2 * len(values) > len(seen)):
+            continue  # no category: ids, names, amounts
+        if all(_hashable(p.get(key)) and p.get(key) not in values for p in pos):
+            return [Condition(feature=key, not_in=sorted(values, key=_label))]
+    return None
+
+
+def _field_guards(
+    pos: list[tuple[Features, Any]], ok: list[Features], status: int
+) -> tuple[list[Guard], list[tuple[Features, Any]]]:
+    """Guards for the refusals that name one field and why, a guard per field and reason
+    where a rule over that field explains them; the refusals left for the learner."""
+    groups: dict[tuple[str, str], list[tuple[Features, Any]]] = defaultdict(list)
+    left: list[tuple[Features, Any]] = []
+    for feats, answer in pos:
+        named = invalid_param(answer)
+        if named is None:
+            left.append((feats, answer))
+        else:
+            groups[named].append((feats, answer))
+    guards = []
+    for (name, _reason), group in groups.items():
+        conds = _field_rule(name, [f for f, _ in group], ok) if ok else None
+        if conds is None:
+            left += group
+            continue
+        guard = Guard(when=conds, status=status)
+        guard.answer = _answer_for([(guard.quoted(f), a) for f, a in group])
+        guard.support = len(group)
+        guards.append(guard)
+    return guards, left
 
 
 def _named(answer: Any, roles: set[str]) -> set[str]:

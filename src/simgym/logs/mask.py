@@ -38,6 +38,7 @@ RULES = [
     "value is masked the same way everywhere (arguments, responses, entities, object ids)",
 ]
 
+_PARAM_KEYS = frozenset({"name", "reason"})  # a member of RFC 9457's invalid-params
 _NAME_KEYS = {
     "name",
     "firstname",
@@ -258,6 +259,13 @@ class Masker:
         """A JSON value with what :data:`RULES` names masked (``key``: the key it is under)."""
         kind = key_kind(key)
         if isinstance(value, dict):
+            if _PARAM_KEYS <= set(value) and isinstance(value.get("name"), str):
+                # an RFC 9457 invalid-params member: its name is a request field's,
+                # no person's ({"name": "incident_date", "reason": "is required"})
+                return {
+                    k: (self.text(v) if k == "name" else self.value(v, k))
+                    for k, v in value.items()
+                }
             return {k: self.value(v, k) for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(v, key) for v in value]
