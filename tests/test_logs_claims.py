@@ -192,6 +192,15 @@ def test_relational_rules_are_mined(otlp_world: Path):
         for c in conditions(approval, "invalid_state_transition")
     )
     assert any(c["feature"] == "arg.role" for c in conditions(approval, "insufficient_role"))
+    # a duplicate of a claim an earlier session filed, over the fields the two share
+    assert any(
+        "policy_id" in (c.get("covers") or [])
+        for c in conditions("post_v1_claims", "duplicate_claim")
+    )
+    # validation from the field the refusal names (RFC 9457 invalid-params)
+    assert {"feature": "has.claimant", "in": [None]} in conditions(
+        "post_v1_claims", "validation_failed"
+    )
 
 
 def test_short_heldout_eval(claims: Path, tmp_path: Path):
@@ -205,12 +214,13 @@ def test_short_heldout_eval(claims: Path, tmp_path: Path):
     )
     assert report["twin"] and report["replayed"] > 50
     # measured at 60 training and 24 held-out sessions (seeds 0 and 7), the stub model:
-    # outcome 0.64, refusals answered 0.46 (13), final state 0.83 of 1617 field checks,
-    # model share 0.12; the floors leave room, they are not the numbers
-    assert report["outcome_agreement"] >= 0.5
-    assert report["refusals_answered"] >= 0.35 and report["refusals"] >= 8
-    assert report["final_state_agreement"] >= 0.75 and report["final_state_checks"] > 500
-    assert report["model_share"] <= 0.3
+    # outcome 0.65, refusals answered 0.46 (13), final state 0.825 of 1617 field checks,
+    # model share 0.11, no call errored; the floors sit just under the numbers
+    assert report["outcome_agreement"] >= 0.62
+    assert report["refusals_answered"] >= 0.42 and report["refusals"] >= 8
+    assert report["final_state_agreement"] >= 0.8 and report["final_state_checks"] > 500
+    assert report["model_share"] <= 0.2
+    assert report["calls_errored"] == 0
 
 
 def test_keys_of_any_name_in_one_call():
