@@ -125,9 +125,14 @@ def _tokens(text: str) -> list[str]:
     out: list[str] = []
     for token in lexer:  # a quote left open raises ValueError: bash would not run it either
         # a command substitution's first word is a command: split at $( and backquotes
+        opened = False
         for part in re.split(r"(\$\(|`)", token):
             if part in ("$(", "`"):
                 out.append("(")
+                opened = True
+            elif part and opened and part != token and re.search(r"[\s)]", part):
+                # inside double quotes the substitution is one token: its words again
+                out.extend(_tokens(part))
             elif part:
                 out.append(part)
     return out
