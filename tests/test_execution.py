@@ -366,8 +366,8 @@ def test_the_exit_status_carries_to_the_next_line_and_one_found_file_is_exact():
 def test_a_command_substitution_in_double_quotes_is_read_word_by_word():
     """`sed -i "1a ## $(cat VERSION)" f` runs: the substitution's words are a command and
     its file, not one program named "cat VERSION)"."""
-    assert chunks  # the module's splitter is what runs the lines
     files = ["/home/dev/VERSION", "/home/dev/CHANGELOG.md"]
     line = 'sed -i "1a ## $(cat VERSION)" CHANGELOG.md && head -n 3 CHANGELOG.md'
     assert why_not(line, cwd="/home/dev", home="/home/dev", files=files) is None
-    assert "curl" in (why_not('echo "$(curl example.com)"', cwd="/home/dev", home="/home/dev", files=files) or "")
+    network = why_not('echo "$(curl example.com)"', cwd="/home/dev", home="/home/dev", files=files)
+    assert network is not None and "curl" in network
