@@ -402,3 +402,15 @@ async def test_real_swe_tools(tmp_path: Path) -> None:
     assert "-    return a - b\n+    return a + b" in out[11] and "docs/notes.md" in out[11]
     assert out[11].endswith("[submitted]") and results[-1].done
     assert executor.sandbox is None  # torn down when the episode ended
+
+
+async def test_the_real_machine_runs_at_the_scenarios_clock() -> None:
+    """The scenario's clock reaches the real shell (libfaketime): `date` starts at it and
+    the scenario's files carry it, as the simulation shows them."""
+    scenario = {"files": {"notes.txt": "hi\n"}, "clock": "2025-03-14T09:26:00"}
+    env = simgym.make("terminal", world_model="real-terminal", scenario=scenario)
+    await env.reset()
+    shown = (await env.step("date +%Y-%m-%d; ls -l --time-style=+%F_%H:%M notes.txt")).observation.text
+    await env.close(None)
+    assert "2025-03-14\n" in shown
+    assert "2025-03-14_09:26 notes.txt" in shown

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from pathlib import Path
 
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
@@ -35,3 +36,16 @@ def held_clock_env(clock: datetime) -> dict[str, str]:
         "FAKETIME_DONT_FAKE_MONOTONIC": "1",
         "TZ": "UTC",
     }
+
+
+def hold_sandbox_clock(root: Path, clock: datetime | None) -> None:
+    """The scenario's clock for every program of a sandbox whose root is ``root``, through
+    libfaketime's own files (``/etc/ld.so.preload``, ``/etc/faketimerc``): it starts at
+    ``clock`` and runs on (``make`` sees a later write as newer). Nothing where libfaketime
+    is missing or there is no clock."""
+    if clock is None or not faketime_available():
+        return
+    etc = root / "etc"
+    when = clock.astimezone(UTC) if clock.tzinfo else clock
+    (etc / "faketimerc").write_text("@" + when.strftime("%Y-%m-%d %H:%M:%S") + "\n")
+    (etc / "ld.so.preload").write_text(FAKETIME_LIB + "\n")

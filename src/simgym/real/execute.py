@@ -51,7 +51,7 @@ from simgym.real.sandbox import (
     placeable,
     reap,
 )
-from simgym.real.clock import FAKETIME_LIB
+from simgym.real.clock import hold_sandbox_clock
 from simgym.real.seccomp_filter import filter_fd
 from simgym.real.snapshot import read_text
 
@@ -150,7 +150,7 @@ class SandboxRunner:
             cwd=request.cwd,
             limits=self.limits,
         ).build()
-        _clock_files(sandbox, request.clock)
+        hold_sandbox_clock(sandbox.root, request.clock)
         for path, target in request.links.items():
             link = _host(sandbox, path)
             if (
@@ -633,16 +633,6 @@ def _compare(
         if old is None and mode != default or old is not None and old[3] != mode:
             result.modes[path.rstrip("/")] = mode
         warm.modes[path] = mode
-
-
-def _clock_files(sandbox: Sandbox, clock: datetime | None) -> None:
-    """The scenario's clock for every program, through libfaketime's own files."""
-    if clock is None or not os.path.exists(FAKETIME_LIB):
-        return
-    etc = sandbox.root / "etc"
-    when = clock.astimezone(UTC) if clock.tzinfo else clock
-    (etc / "faketimerc").write_text("@" + when.strftime("%Y-%m-%d %H:%M:%S") + "\n")
-    (etc / "ld.so.preload").write_text(FAKETIME_LIB + "\n")
 
 
 _SHARED: list[SandboxRunner | None] = []

@@ -468,6 +468,17 @@ class Sandbox:
         raw = path if path.startswith("/") else posixpath.join(self.cwd, path)
         return posixpath.normpath(raw)
 
+    def date_files(self, when: float) -> None:
+        """Give every placed scenario file and directory the time ``when`` (seconds since
+        the epoch): the scenario's clock, as ``ls -l`` shows it in the simulation."""
+        for path in self.files:
+            absolute = self._absolute(path)
+            if not placeable(absolute) or path in self.skipped:
+                continue
+            target = self._inside(absolute)
+            if target.exists() and not target.is_symlink():
+                os.utime(target, (when, when))
+
     def _place(self, path: str, content: str) -> None:
         absolute = self._absolute(path)
         if not placeable(absolute):

@@ -21,10 +21,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
+from simgym.real.clock import hold_sandbox_clock
 from simgym.real.sandbox import (
     CONTROL_DIR,
     ProcStat,
@@ -126,10 +128,18 @@ class ShellSession:
     returned instead.
     """
 
-    def __init__(self, sandbox: Sandbox, *, width: int = 160, height: int = 48) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        *,
+        width: int = 160,
+        height: int = 48,
+        clock: datetime | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.width = width
         self.height = height
+        self.clock = clock  # the scenario's time, which every program reads (libfaketime)
         self._proc: asyncio.subprocess.Process | None = None
         self._nonce = secrets.token_hex(12)
         self._lines: list[str] = []
@@ -148,6 +158,10 @@ class ShellSession:
     async def start(self, *, timeout: float = 20.0) -> str:
         """Start the sandbox and the shell; return the first screen."""
         sandbox = self.sandbox.build()
+        hold_sandbox_clock(sandbox.root, self.clock)
+        if self.clock is not None:
+            when = self.clock if self.clock.tzinfo else self.clock.replace(tzinfo=UTC)
+            sandbox.date_files(when.timestamp())
         self._write_control_files()
         (sandbox.root / "run" / "tmux-simgym").mkdir(parents=True, exist_ok=True)
         control = f"{CONTROL_DIR}/control.sh"

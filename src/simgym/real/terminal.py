@@ -76,7 +76,9 @@ class RealTerminal(RealExecutor):
             limits=self.limits,
             read_only_binds=self.read_only_binds,
         )
-        self.session = ShellSession(sandbox, width=self.width, height=self.height)
+        self.session = ShellSession(
+            sandbox, width=self.width, height=self.height, clock=world.clock
+        )
         self._declared = declared_paths(world.files, world.working_dir)
         self.forget_turns()
         try:
