@@ -58,11 +58,12 @@ def import_logs(
 ) -> None:
     """Read log files and write a business world: interface, entities, rules, sessions."""
     from simgym.core.errors import SimgymError
-    from simgym.logs import FORMATS, ImportReport, build_world, read_logs
+    from simgym.logs import FORMATS, READERS, ImportReport, build_world, read_logs
     from simgym.logs.mapping import load_map
 
-    if format != "auto" and format not in FORMATS:
-        raise SimgymError(f"unknown format {format!r}; one of {_FORMATS}")
+    if format != "auto" and format not in FORMATS and format not in READERS.names():
+        known = "|".join(["auto", *READERS.names()])  # plugins' readers included
+        raise SimgymError(f"unknown format {format!r}; one of {known}")
     mapping = load_map(field_map) if field_map is not None else None
     report = ImportReport()
     try:
