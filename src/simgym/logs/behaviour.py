@@ -811,9 +811,14 @@ def _field_rule(name: str, pos: list[Features], ok: list[Features]) -> list[Cond
         values = set(seen)
         if len(values) > MAX_VALUES or (prefix == "arg." and 2 * len(values) > len(seen)):
             continue  # no category: ids, names, amounts
+        if prefix == "type." and values <= _NUMBERS and {p.get(key) for p in pos} <= _NUMBERS:
+            continue  # 500 and 500.0 are one JSON number: the value broke the rule
         if all(_hashable(p.get(key)) and p.get(key) not in values for p in pos):
             return [Condition(feature=key, not_in=sorted(values, key=_label))]
     return None
+
+
+_NUMBERS = frozenset({"int", "float"})
 
 
 def _field_guards(
