@@ -410,7 +410,9 @@ async def test_the_real_machine_runs_at_the_scenarios_clock() -> None:
     scenario = {"files": {"notes.txt": "hi\n"}, "clock": "2025-03-14T09:26:00"}
     env = simgym.make("terminal", world_model="real-terminal", scenario=scenario)
     await env.reset()
-    shown = (await env.step("date +%Y-%m-%d; ls -l --time-style=+%F_%H:%M notes.txt")).observation.text
+    shown = (
+        await env.step("date +%Y-%m-%d; ls -l --time-style=+%F_%H:%M notes.txt")
+    ).observation.text
     await env.close(None)
     assert "2025-03-14\n" in shown
     assert "2025-03-14_09:26 notes.txt" in shown

@@ -9,9 +9,9 @@ from typing import Any
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.domains.shell_run import (
-    printed_in_file_system_order,
     locale_installed,
     missing_program,
+    printed_in_file_system_order,
     why_not,
 )
 

@@ -263,8 +263,7 @@ class Masker:
                 # an RFC 9457 invalid-params member: its name is a request field's,
                 # no person's ({"name": "incident_date", "reason": "is required"})
                 return {
-                    k: (self.text(v) if k == "name" else self.value(v, k))
-                    for k, v in value.items()
+                    k: (self.text(v) if k == "name" else self.value(v, k)) for k, v in value.items()
                 }
             return {k: self.value(v, k) for k, v in value.items()}
         if isinstance(value, list):

@@ -42,6 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from simgym.core.execution import Run, RunResult
+from simgym.real.clock import hold_sandbox_clock
 from simgym.real.sandbox import (
     CONTROL_DIR,
     Limits,
@@ -51,7 +52,6 @@ from simgym.real.sandbox import (
     placeable,
     reap,
 )
-from simgym.real.clock import hold_sandbox_clock
 from simgym.real.seccomp_filter import filter_fd
 from simgym.real.snapshot import read_text
 

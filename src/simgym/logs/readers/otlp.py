@@ -548,18 +548,27 @@ def _collect(
             except ValueError:
                 report.skip("malformed OTLP JSON document (rest of it unread)")
             break
-        try:
-            request = json.loads(raw)
-            resource_spans = request.get("resourceSpans", request.get("resource_spans"))
-            if not isinstance(resource_spans, list):
-                raise ValueError("no resourceSpans")
-        except (ValueError, AttributeError):
-            report.read += 1
-            report.skip("unreadable OTLP line", f"{path.name}:{number}")
+        resource_spans = _line_resources(raw, f"{path.name}:{number}", report)
+        if resource_spans is None:
             continue
         _spans(resource_spans, f"{path.name}:{number}", report, mapping, spans)
     for made in spans[first:]:
         made.file = str(path)
+
+
+def _line_resources(raw: bytes, where: str, report: ImportReport) -> list | None:
+    """One line's ``resourceSpans`` (an ExportTraceServiceRequest per line, as the
+    Collector's file exporter writes), or None, counted as a skip, when it has none."""
+    try:
+        request = json.loads(raw)
+        resource_spans = request.get("resourceSpans", request.get("resource_spans"))
+        if not isinstance(resource_spans, list):
+            raise ValueError("no resourceSpans")
+    except (ValueError, AttributeError):
+        report.read += 1
+        report.skip("unreadable OTLP line", where)
+        return None
+    return resource_spans
 
 
 _TOOL_MARK = b"execute_tool"
@@ -589,14 +598,8 @@ def _stream(path: Path, report: ImportReport, mapping: FieldMap | None) -> Itera
             _collect(path, report, mapping, spans)  # one document: its own streaming
             yield from spans
             return
-        try:
-            request = json.loads(raw)
-            resource_spans = request.get("resourceSpans", request.get("resource_spans"))
-            if not isinstance(resource_spans, list):
-                raise ValueError("no resourceSpans")
-        except (ValueError, AttributeError):
-            report.read += 1
-            report.skip("unreadable OTLP line", f"{path.name}:{number}")
+        resource_spans = _line_resources(raw, f"{path.name}:{number}", report)
+        if resource_spans is None:
             continue
         _spans(resource_spans, f"{path.name}:{number}", report, mapping, spans)
         for made in spans:
