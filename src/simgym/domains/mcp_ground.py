@@ -400,9 +400,7 @@ def ground_ruled(
     context = set(binding.context) | {binding.id_arg}
     known = record_fields(records) | set(rules.shape)
     given = {k: v for k, v in args.items() if k not in context and k in known and k != key}
-    changes = {**given, **mcp_rules.new_values(rules, feats, args)}
-    if clock is not None:  # the server's clock is held at the scenario's
-        changes.update({f: mcp_rules.stamp(style, clock) for f, style in rules.stamps.items()})
+    changes = {**given, **mcp_rules.new_values(rules, feats, args, clock)}
     if binding.op == "create":
         changes = {**rules.defaults, **changes}
     if binding.op == "update":

@@ -458,8 +458,11 @@ def decide(rules: ToolRules, feats: Features) -> Guard | None:
     return None
 
 
-def new_values(rules: ToolRules, feats: Features, args: dict[str, Any]) -> dict[str, Any]:
-    """The fields a successful call writes: sets, copies, decided values and stamps."""
+def new_values(
+    rules: ToolRules, feats: Features, args: dict[str, Any], now: datetime | None = None
+) -> dict[str, Any]:
+    """The fields a successful call writes: sets, copies, decided values and stamps (at
+    ``now``, the server's held clock, else the wall clock)."""
     out = dict(rules.sets)
     for name, source in rules.copies.items():
         if source in args:
@@ -467,7 +470,7 @@ def new_values(rules: ToolRules, feats: Features, args: dict[str, Any]) -> dict[
     for name, decision in rules.values.items():
         out[name] = decision.value(feats)
     for name, style in rules.stamps.items():
-        out[name] = stamp(style)
+        out[name] = stamp(style, now)
     return out
 
 

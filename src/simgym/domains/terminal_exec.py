@@ -49,7 +49,8 @@ def with_run(
     if problem is None and not locale_installed(locale):
         problem = f"the locale {locale} is not installed on this host"
     last = state.get("status")
-    if problem is None and last is None and any("$?" in line for line in lines):
+    reads_status = any("$?" in line for line in lines)
+    if problem is None and last is None and reads_status:
         problem = "the last command's exit status is not known"
     if problem is not None:
         return grounding
@@ -67,7 +68,7 @@ def with_run(
     own = "".join(
         f"{k}={shlex.quote(v)}; " for k, v in (state.get("env") or {}).items() if k in local
     )
-    if isinstance(last, int) and last != 0 and any("$?" in line for line in lines):
+    if isinstance(last, int) and last != 0 and reads_status:
         own += f"(exit {last}); "  # `$?` is the status the line before left
     run = Run(
         chunks=(own + lines[0], *lines[1:]),

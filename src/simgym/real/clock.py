@@ -15,6 +15,11 @@ from pathlib import Path
 FAKETIME_LIB = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 
+def as_utc(clock: datetime) -> datetime:
+    """``clock`` in UTC; a naive one is read as UTC already (the scenarios' convention)."""
+    return clock.astimezone(UTC) if clock.tzinfo else clock.replace(tzinfo=UTC)
+
+
 def faketime_available() -> bool:
     return os.path.exists(FAKETIME_LIB)
 
@@ -28,7 +33,7 @@ def held_clock_env(clock: datetime) -> dict[str, str]:
             f"{FAKETIME_LIB} is missing (apt install faketime): the scenario's clock "
             "cannot reach the real server"
         )
-    moment = clock.astimezone(UTC) if clock.tzinfo else clock
+    moment = as_utc(clock)
     return {
         "LD_PRELOAD": FAKETIME_LIB,
         # a date without '@' holds the clock still (libfaketime's absolute form)
@@ -46,6 +51,6 @@ def hold_sandbox_clock(root: Path, clock: datetime | None) -> None:
     if clock is None or not faketime_available():
         return
     etc = root / "etc"
-    when = clock.astimezone(UTC) if clock.tzinfo else clock
+    when = as_utc(clock)
     (etc / "faketimerc").write_text("@" + when.strftime("%Y-%m-%d %H:%M:%S") + "\n")
     (etc / "ld.so.preload").write_text(FAKETIME_LIB + "\n")

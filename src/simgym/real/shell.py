@@ -21,12 +21,12 @@ import signal
 import threading
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from functools import lru_cache
 from pathlib import Path
 from typing import BinaryIO
 
-from simgym.real.clock import hold_sandbox_clock
+from simgym.real.clock import as_utc, hold_sandbox_clock
 from simgym.real.sandbox import (
     CONTROL_DIR,
     ProcStat,
@@ -160,8 +160,7 @@ class ShellSession:
         sandbox = self.sandbox.build()
         hold_sandbox_clock(sandbox.root, self.clock)
         if self.clock is not None:
-            when = self.clock if self.clock.tzinfo else self.clock.replace(tzinfo=UTC)
-            sandbox.date_files(when.timestamp())
+            sandbox.date_files(as_utc(self.clock).timestamp())
         self._write_control_files()
         (sandbox.root / "run" / "tmux-simgym").mkdir(parents=True, exist_ok=True)
         control = f"{CONTROL_DIR}/control.sh"
