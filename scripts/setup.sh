@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 extras="local"
-if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openenv,gym,ray,verl,logs"; fi
+if [[ "${1:-}" == "--dev" ]]; then extras="local,dev,mcp,export,web,train,openenv,gym,ray,verl,logs,docs,speed"; fi
 
 # Real environments (simgym record, real-terminal/real-swe backends) sandbox commands with
 # bubblewrap and keep shells in tmux; both come from Debian. Simulation works without them.
