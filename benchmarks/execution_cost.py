@@ -16,6 +16,8 @@ import dataclasses
 import statistics
 import time
 
+from results import save
+
 from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.types import Action
@@ -90,6 +92,25 @@ async def main(rounds: int, model: bool) -> None:
             rendered.append(time.perf_counter() - start)
         await env.close(None)
         print(f"model     (embedded, renders) median {statistics.median(rendered):8.2f} s")
+    summary = {
+        "isolation": str(isolation()),
+        "rounds": rounds,
+        "emulator_median_us": round(statistics.median(emulator) * 1e6, 1),
+        "execution_warm_median_ms": round(statistics.median(executed) * 1e3, 2),
+        "execution_first_median_ms": round(statistics.median(first) * 1e3, 2),
+    }
+    if model:
+        summary["model_median_s"] = round(statistics.median(rendered), 3)
+    save(
+        "execution_cost",
+        rows=[
+            {"command": line, "median_ms": round(statistics.median(times) * 1e3, 2)}
+            for line, times in by_line.items()
+        ],
+        summary=summary,
+        notes="What one terminal command costs by who answers it: the emulator over the "
+        "state, a real run in a warm sandbox, and (with --model) the embedded model.",
+    )
 
 
 if __name__ == "__main__":

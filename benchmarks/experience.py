@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from results import save
 from rich.console import Console
 from rich.table import Table
 
@@ -125,6 +126,25 @@ def main() -> None:
     table.add_row("examples per query (mean)", f"{returned / len(times):.2f}")
     table.add_row("top example is the query's own action", f"{same_key / len(times):.0%}")
     console.print(table)
+    save(
+        "experience",
+        summary={
+            "transitions_read": report.transitions,
+            "rows": rows,
+            "build_ms": round(build * 1000, 2),
+            "file_kib": round(size / 1024),
+            "queries": len(times),
+            "k": args.k,
+            "query_median_ms": round(statistics.median(times) * 1000, 4),
+            "query_p95_ms": round(p95 * 1000, 4),
+            "query_max_ms": round(times[-1] * 1000, 4),
+            "examples_per_query": round(returned / len(times), 3),
+            "top_is_own_action": round(same_key / len(times), 4),
+            "synthetic_rows": args.scale,
+        },
+        notes="Experience store built from the dev set's trajectories, then queried with "
+        "the dev set's own actions.",
+    )
 
 
 if __name__ == "__main__":

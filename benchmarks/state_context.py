@@ -21,6 +21,7 @@ import json
 import os
 from collections.abc import Callable
 
+from results import save
 from rich.console import Console
 from rich.table import Table
 
@@ -165,6 +166,27 @@ def main() -> None:
             str(r["updates"]),
         )
     Console(width=160).print(table)
+    save(
+        "state_context",
+        rows=[
+            {
+                "domain": r["domain"],
+                "context": r["context"],
+                "turn_1": r["first"],
+                "turn_10": r["t10"],
+                "turn_50": r["t50"],
+                f"turn_{args.turns}": r["last"],
+                "max": r["max"],
+                "total": r["total"],
+                "prefix_reuse": r["reuse"],
+                "state_updates_applied": r["updates"],
+            }
+            for r in rows
+        ],
+        summary={"turns": args.turns, "context_turns": args.context_turns, "unit": unit},
+        notes=f"Prompt size per request ({unit}) over one scripted episode; "
+        "prefix reuse is the share of each prompt equal to the previous one's start.",
+    )
 
 
 if __name__ == "__main__":

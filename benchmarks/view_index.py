@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
+from results import save
 
 from simgym.core.types import Action, Observation, Task, Trajectory, Turn
 from simgym.viewer.app import Viewer, create_app
@@ -94,6 +95,20 @@ def main() -> None:
         _, episode = timed(lambda: client.get("/episode/50000"))
         print(f"episode page: {episode * 1000:.0f} ms")
         viewer.index.close()
+    save(
+        "view_index",
+        summary={
+            "episodes": args.episodes,
+            "file_mb": round(size, 1),
+            "cold_first_page_s": round(cold, 3),
+            "warm_first_page_ms": round(warm * 1000, 1),
+            "page_1000_ms": round(later * 1000, 1),
+            "search_ms": round(search * 1000, 1),
+            "filtered_page_ms": round(filtered * 1000, 1),
+            "episode_page_ms": round(episode * 1000, 1),
+        },
+        notes="simgym view over one big trajectory file, HTTP included (FastAPI TestClient).",
+    )
 
 
 if __name__ == "__main__":
