@@ -36,6 +36,7 @@ import contextlib
 import gc
 import json
 import multiprocessing
+import os
 import time
 import tracemalloc
 from collections import Counter
@@ -44,10 +45,12 @@ from typing import Any
 
 import psutil
 from fixed_latency_server import running  # beside this script
+from results import save
 from rich.console import Console
 from rich.table import Table
 
 from simgym import Task
+from simgym.rollout.loops import loop_factory
 from simgym.rollout.runner import arollout
 
 SCENARIO = {
@@ -188,43 +191,89 @@ async def bare(base: str, concurrency: int, requests: int) -> dict:
     }
 
 
+def run(coro: Any, event_loop: str) -> Any:
+    """``asyncio.run`` on the named loop (asyncio's own or uvloop)."""
+    with asyncio.Runner(loop_factory=loop_factory(event_loop)) as runner:
+        return runner.run(coro)
+
+
 def throughput(args, base: str, delay: float) -> list[dict]:
+    """Per concurrency, per loop: the bare client's row, then simgym's, back to back, so
+    each ratio compares runs made under the same load on a shared machine."""
     rows = []
-    if args.bare:
-        for concurrency in args.concurrency:
-            rounds = args.rounds if concurrency <= 1024 else 1
-            requests = concurrency * rounds * args.calls
-            result = asyncio.run(bare(base, concurrency, requests))
-            rows.append(
-                {
-                    "delay": delay,
-                    "executor": "bare aiohttp",
-                    "concurrency": concurrency,
-                    "expected_steps": requests,
-                    "ideal": requests * delay / concurrency,
-                    **result,
-                }
-            )
-    for executor in args.executors:
-        for concurrency in args.concurrency:
-            # the biggest rows run one round: they show that that many complete
-            rounds = args.rounds if concurrency <= 1024 else 1
-            episodes = concurrency * rounds
-            result = asyncio.run(
-                timed(base, concurrency, episodes, args.calls, executor, args.workers)
-            )
-            ideal = episodes * args.calls * delay / concurrency
-            rows.append(
-                {
-                    "delay": delay,
-                    "executor": executor,
-                    "concurrency": concurrency,
-                    "expected_steps": episodes * args.calls,
-                    "ideal": ideal,
-                    **result,
-                }
-            )
+    for concurrency in args.concurrency:
+        # the biggest rows run one round: they show that that many complete
+        rounds = args.rounds if concurrency <= 1024 else 1
+        episodes = concurrency * rounds
+        for executor in args.executors:
+            # Ray's workers run episodes on Ray's own loops: one pass, on asyncio
+            loops = args.loops if executor == "local" else ["asyncio"]
+            for event_loop in loops:
+                if args.bare and (executor == "local" or "local" not in args.executors):
+                    requests = episodes * args.calls
+                    result = run(bare(base, concurrency, requests), event_loop)
+                    rows.append(
+                        {
+                            "delay": delay,
+                            "executor": "bare aiohttp",
+                            "loop": event_loop,
+                            "concurrency": concurrency,
+                            "expected_steps": requests,
+                            "ideal": requests * delay / concurrency,
+                            **result,
+                        }
+                    )
+                result = run(
+                    timed(base, concurrency, episodes, args.calls, executor, args.workers),
+                    event_loop,
+                )
+                rows.append(
+                    {
+                        "delay": delay,
+                        "executor": executor,
+                        "loop": event_loop,
+                        "concurrency": concurrency,
+                        "expected_steps": episodes * args.calls,
+                        "ideal": episodes * args.calls * delay / concurrency,
+                        **result,
+                    }
+                )
     return rows
+
+
+def versus_bare(rows: list[dict]) -> list[dict]:
+    """Each simgym row's throughput as a share of the bare client's nearest earlier row
+    at the same delay and concurrency (on the same loop for a local row)."""
+    ratios = []
+    for i, row in enumerate(rows):
+        if row["executor"] == "bare aiohttp":
+            continue
+        same = [
+            r
+            for r in rows[:i]
+            if r["executor"] == "bare aiohttp"
+            and r["delay"] == row["delay"]
+            and r["concurrency"] == row["concurrency"]
+            and (row["executor"] != "local" or r["loop"] == row["loop"])
+        ]
+        if not same:
+            continue
+        ref = same[-1]
+        speed, ref_speed = row["steps"] / row["seconds"], ref["steps"] / ref["seconds"]
+        ratios.append(
+            {
+                "delay_ms": round(row["delay"] * 1000),
+                "concurrency": row["concurrency"],
+                "executor": row["executor"],
+                "loop": row["loop"],
+                "steps_per_s": round(speed, 1),
+                "bare_steps_per_s": round(ref_speed, 1),
+                "of_bare": round(speed / ref_speed, 3),
+                "cpu_ms_per_step": round(row["cpu"] / max(row["steps"], 1) * 1e3, 3),
+                "bare_cpu_ms_per_req": round(ref["cpu"] / max(ref["steps"], 1) * 1e3, 3),
+            }
+        )
+    return ratios
 
 
 async def live_memory(base: str, count: int, calls: int, traced: bool) -> dict:
@@ -280,11 +329,20 @@ def memory(args, base: str) -> dict:
 
 
 def start_ray(args) -> None:
+    """Connect once here, so no row pays for it: to ``--ray-address`` (a cluster started
+    with ``ray start``, e.g. a head and a worker node on this machine) or a new local
+    instance. The nodes found are printed: the rows' workers are spread over them."""
     import ray
 
-    if not ray.is_initialized():  # started once here, so no row pays for it
-        ray.init(include_dashboard=False, logging_level="warning")
+    if not ray.is_initialized():
+        if args.ray_address:
+            ray.init(address=args.ray_address, logging_level="warning")
+        else:
+            ray.init(include_dashboard=False, logging_level="warning")
     args.workers = args.workers or int(ray.cluster_resources().get("CPU", 1))
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    args.ray_nodes = len(nodes)
+    print(f"ray: {len(nodes)} node(s), {args.workers} worker(s)")
 
 
 def main() -> None:
@@ -302,7 +360,18 @@ def main() -> None:
     parser.add_argument("--memory-delay", type=float, default=2.0)
     parser.add_argument("--executors", default="local", help="local, ray, or local,ray")
     parser.add_argument("--workers", type=int, default=None, help="ray workers (default: CPUs)")
+    parser.add_argument(
+        "--ray-address", default=None, help="a running Ray cluster (default: start a local one)"
+    )
+    parser.add_argument(
+        "--loops",
+        default="asyncio",
+        help="event loops for the local and bare rows: asyncio, uvloop, or asyncio,uvloop",
+    )
     parser.add_argument("--markdown", action="store_true", help="also print table 1 as markdown")
+    parser.add_argument(
+        "--no-memory", dest="memory", action="store_false", help="skip table 2 (memory)"
+    )
     parser.add_argument(
         "--no-bare",
         dest="bare",
@@ -316,6 +385,10 @@ def main() -> None:
     args.concurrency = [int(c) for c in args.concurrency.split(",")]
     args.delays = [float(d) for d in args.delays.split(",")]
     args.executors = [e.strip() for e in args.executors.split(",")]
+    args.loops = [e.strip() for e in args.loops.split(",")]
+    for name in args.loops:
+        loop_factory(name)  # an unknown or missing loop fails before any row
+    args.ray_nodes = 0
     if "ray" in args.executors:
         start_ray(args)
     console = Console(width=160)  # the table is wide; keep it whole in a log file
@@ -323,7 +396,7 @@ def main() -> None:
     rows = []
     for delay in args.delays:
         with running(delay) as base:
-            asyncio.run(timed(base, 1, 1, args.calls, "local", 1))  # imports, first connect
+            run(timed(base, 1, 1, args.calls, "local", 1), "asyncio")  # imports, first connect
             rows += throughput(args, base, delay)
     table = Table(
         title=f"1. episodes of {args.calls} tool calls + an answer (mcp, openai world model) "
@@ -332,6 +405,7 @@ def main() -> None:
     columns = (
         "server",
         "executor",
+        "loop",
         "at once",
         "episodes",
         "steps",
@@ -353,6 +427,7 @@ def main() -> None:
             (
                 f"{r['delay'] * 1000:.0f} ms",
                 r["executor"],
+                r["loop"],
                 f"{r['concurrency']:,}",
                 f"{r['answered']:,}/{r['episodes']:,}" if r["episodes"] else "-",
                 f"{r['steps']:,}" + ("" if r["steps"] == r["expected_steps"] else " (short!)"),
@@ -376,7 +451,47 @@ def main() -> None:
     for r in rows:
         for error, count in r["errors"].most_common(3):
             console.print(f"{r['executor']} x {r['concurrency']}: {count} step(s) failed: {error}")
+    ratios = versus_bare(rows)
+    if ratios:
+        table = Table(title="simgym's throughput as a share of the bare client's, same run")
+        for col in ("server", "at once", "executor", "loop", "of bare", "CPU ms/step", "bare"):
+            table.add_column(col, justify="right")
+        for r in ratios:
+            table.add_row(
+                f"{r['delay_ms']} ms",
+                f"{r['concurrency']:,}",
+                r["executor"],
+                r["loop"],
+                f"{r['of_bare']:.0%}",
+                f"{r['cpu_ms_per_step']:.2f}",
+                f"{r['bare_cpu_ms_per_req']:.2f}",
+            )
+        console.print(table)
+    load = os.getloadavg()
+    console.print(f"load average at end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    saved_rows = [
+        {k: v for k, v in r.items() if k not in ("errors", "ends")}
+        | {
+            "errors": sum(r["errors"].values()),
+            "steps_per_s": r["steps"] / r["seconds"],
+            "efficiency": r["ideal"] / r["seconds"],
+            "cpu_ms_per_step": r["cpu"] / max(r["steps"], 1) * 1e3,
+            "done_p50_s": r["ends"][len(r["ends"]) // 2] if r["ends"] else None,
+            "done_last_s": r["ends"][-1] if r["ends"] else None,
+        }
+        for r in rows
+    ]
+    save(
+        "rollout",
+        rows=saved_rows,
+        summary={"versus_bare": ratios, "ray_nodes": args.ray_nodes, "calls": args.calls},
+        notes="Each simgym row beside the bare aiohttp client's row run just before it, at "
+        "the same delay, concurrency and event loop; the machine is shared, so compare the "
+        "ratios (of_bare), not absolute times.",
+    )
 
+    if not args.memory:
+        return
     with running(args.memory_delay) as base:
         mem = memory(args, base)
     table = Table(

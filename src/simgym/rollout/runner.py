@@ -156,8 +156,17 @@ async def arollout(
     return results
 
 
-def rollout(tasks: Iterable[Task | dict[str, Any]], **kwargs: Any) -> list[Trajectory]:
-    """Blocking :func:`arollout`."""
+def rollout(
+    tasks: Iterable[Task | dict[str, Any]], *, event_loop: str | None = None, **kwargs: Any
+) -> list[Trajectory]:
+    """Blocking :func:`arollout`. ``event_loop="uvloop"`` (or ``SIMGYM_EVENT_LOOP``) runs it
+    on a uvloop loop of its own (see :mod:`simgym.rollout.loops`); by default it runs on
+    simgym's shared background loop."""
+    from simgym.rollout.loops import loop_factory, run_on_loop
+
+    factory = loop_factory(event_loop)
+    if factory is not None:
+        return run_on_loop(arollout(list(tasks), **kwargs), factory)
     return run_sync(arollout(list(tasks), **kwargs))
 
 
