@@ -40,8 +40,8 @@ from simgym.core.errors import ActionError
 from simgym.core.state import apply_patch
 from simgym.core.types import Action
 from simgym.domains.mcp_ground import WORDING_GUESSED
-from simgym.domains.mcp_import import scenario_from_server
 from simgym.real.mcp import RealMCP
+from simgym.real.mcp_import import scenario_from_server
 from simgym.real.mcp_servers.records import RecordsStore, build_server
 
 MCP = simgym.get_domain("mcp")

@@ -21,8 +21,8 @@ from simgym import Action, FunctionWorldModel
 from simgym.core.state import apply_patch
 from simgym.domains import mcp_schema
 from simgym.domains.mcp_ground import WORDING_GUESSED, ground_mcp
-from simgym.domains.mcp_import import scenario_from_server
 from simgym.real.mcp import RealMCP
+from simgym.real.mcp_import import scenario_from_server
 from simgym.real.mcp_servers.records import RecordsStore, build_server
 
 MCP = simgym.get_domain("mcp")

@@ -18,7 +18,7 @@ from mcp.types import ListToolsResult, Tool  # noqa: E402
 
 import simgym  # noqa: E402
 from conftest import free_port  # noqa: E402
-from simgym.domains.mcp_import import (  # noqa: E402
+from simgym.real.mcp_import import (  # noqa: E402
     fetch_server_tools,
     scenario_from_server,
     scenario_from_server_sync,

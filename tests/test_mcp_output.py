@@ -19,8 +19,8 @@ import simgym
 from simgym import Action, ScenarioError
 from simgym.core.state import apply_patch
 from simgym.domains.mcp_ground import WORDING_GUESSED, ground_mcp
-from simgym.domains.mcp_import import scenario_from_server
 from simgym.real.mcp import format_result
+from simgym.real.mcp_import import scenario_from_server
 
 mcp = pytest.importorskip("mcp")
 from mcp.server.mcpserver import MCPServer  # noqa: E402

@@ -12,8 +12,8 @@ import pytest
 
 import simgym
 import simgym.real.mcp  # noqa: F401  (registers the real-mcp backend)
-from simgym.domains.mcp_import import scenario_from_server
 from simgym.real.mcp import RealMCP, format_result, parse_call
+from simgym.real.mcp_import import scenario_from_server
 from simgym.real.mcp_servers.records import build_server
 
 MCP = simgym.get_domain("mcp")

@@ -32,7 +32,7 @@ def mcp_import(
     output_format: Annotated[str, typer.Option(help="mcp | json | text")] = "mcp",
 ) -> None:
     """Read a real MCP server's tools into a scenario for `simgym play mcp --scenario`."""
-    from simgym.domains.mcp_import import scenario_from_server_sync
+    from simgym.real.mcp_import import scenario_from_server_sync
 
     if (command is None) == (url is None):
         raise SimgymError("give exactly one of --command or --url")

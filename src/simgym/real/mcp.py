@@ -35,9 +35,9 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import SimgymError, WorldModelError
 from simgym.core.types import Task
-from simgym.domains.mcp_import import Connection, connect_target
 from simgym.real.base import RealExecutor
 from simgym.real.clock import held_clock_env
+from simgym.real.mcp_import import Connection, connect_target
 
 BACKEND_NAME = "real-mcp"
 RECORDS_MODULE = "simgym.real.mcp_servers.records"

@@ -1,4 +1,5 @@
-"""Turn a real MCP server into a simulated one: read its declared tools into an mcp scenario.
+"""Turn a real MCP server into a simulated one: read its declared tools into an mcp scenario
+(MCP SDK client code, so it sits with the real environments, not with the domains).
 
     scenario = await scenario_from_server(["python", "-m", "my_server"])     # stdio
     scenario = await scenario_from_server(url="http://127.0.0.1:8765/mcp")   # streamable HTTP

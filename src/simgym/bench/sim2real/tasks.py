@@ -64,7 +64,7 @@ NEW_EMAIL_DOMAINS = ("newmail.example.com", "inbox.example.org", "home.example.n
 def server_tools() -> tuple[dict[str, Any], ...]:
     """The records server's tools, read from the server itself (what ``simgym mcp import``
     writes), once per process."""
-    from simgym.domains.mcp_import import scenario_from_server
+    from simgym.real.mcp_import import scenario_from_server
     from simgym.real.mcp_servers.records import build_server
 
     with tempfile.TemporaryDirectory(prefix="simgym-s2r-") as tmp:

@@ -69,7 +69,7 @@ class FactoryContext:
         wanted = set(domains)
         context = cls(sites_root=Path(work) / "sites")
         if "mcp" in wanted:
-            from simgym.domains.mcp_import import scenario_from_server
+            from simgym.real.mcp_import import scenario_from_server
             from simgym.real.mcp_servers.records import TOOL_MAP, build_server
 
             with tempfile.TemporaryDirectory(prefix="simgym-factory-") as folder:
