@@ -367,15 +367,15 @@ def test_env_shows_similar_transitions_to_the_world_model(devset_store):
     # Earlier messages never change: the second request extends the first.
     assert seen[1][: len(seen[0])] == seen[0]
     assert EXPERIENCE_HEADER in seen[1][-1]["content"]
-    # A path works too: the environment opens the store itself.
-    by_path = simgym.make(
-        "terminal",
-        world_model=FunctionWorldModel(world),
-        grounding="facts",
-        experience=str(devset_store.path),
-    )
-    assert isinstance(by_path.experience, ExperienceStore)
-    assert by_path.experience.stats() == devset_store.stats()
+    # A path is refused with the call that opens it: the core opens no files (the
+    # command line and the integrations open the store and pass it in).
+    with pytest.raises(TypeError, match="open_store"):
+        simgym.make(
+            "terminal",
+            world_model=FunctionWorldModel(world),
+            grounding="facts",
+            experience=str(devset_store.path),
+        )
 
 
 def test_module_cli_builds_queries_and_counts(tmp_path):

@@ -225,7 +225,11 @@ def grounding_options(
     if grounding is not None:
         options["grounding"] = grounding
     if experience is not None:
-        options["experience"] = str(experience)
+        from simgym.experience import open_store
+
+        # the command line opens the file; the environment takes the store (it pickles
+        # as its path, so worker processes reopen it)
+        options["experience"] = open_store(experience, readonly=True)
     return options
 
 

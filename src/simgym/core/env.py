@@ -12,7 +12,6 @@ reset) and bad configuration (unknown domain, invalid scenario) raise.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import itertools
 import json
 import time
@@ -135,8 +134,10 @@ class SimEnv:
             model otherwise), ``"off"``, or a runner object.
         experience: recorded real transitions to retrieve from (``simgym.experience``);
             the ``experience_k`` most similar ones, within ``experience_chars``
-            characters, are shown with each action (not with ``grounding="off"``). A
-            path opens a store file.
+            characters, are shown with each action (not with ``grounding="off"``). An
+            object with ``similar(domain, action_text, k=)`` (:class:`ExperienceSource`);
+            open a store file first (``simgym.experience.open_store(path)``): the
+            environment opens no files of its own.
     """
 
     def __init__(
@@ -161,7 +162,7 @@ class SimEnv:
         context_turns: int = 4,
         state_updates: bool | None = None,
         grounding: GroundingMode | None = None,
-        experience: ExperienceSource | str | Path | None = None,
+        experience: ExperienceSource | None = None,
         experience_k: int = 3,
         experience_chars: int = 1200,
         render_known: bool | None = None,
@@ -201,7 +202,7 @@ class SimEnv:
         self.render_known = (
             render_known if render_known is not None else default_render is not False
         )
-        self.experience = _open_experience(experience)
+        self.experience = _experience_source(experience)
         self.experience_k = max(0, experience_k)
         self.experience_chars = experience_chars
         self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
@@ -859,13 +860,20 @@ class SimEnv:
             self.writer.write(trajectory)
 
 
-def _open_experience(source: ExperienceSource | str | Path | None) -> ExperienceSource | None:
-    """A store given as a path is opened by ``simgym.experience`` (named, not imported
-    at module level: core imports nothing above it)."""
+def _experience_source(source: object) -> ExperienceSource | None:
+    """The experience source, checked: a path is refused with the call that opens it (core
+    imports nothing above it, so the caller, such as the command line, opens the store)."""
     if source is None or isinstance(source, ExperienceSource):
         return source
-    opener = importlib.import_module("simgym.experience").open_store
-    return opener(source, readonly=True)  # a mistyped path is an error, not a new store
+    if isinstance(source, (str, Path)):
+        raise TypeError(
+            f"experience takes a store object, not the path {str(source)!r}: open it with "
+            "simgym.experience.open_store(path, readonly=True)"
+        )
+    raise TypeError(
+        "experience takes an object with similar(domain, action_text, k=), "
+        f"not {type(source).__name__}"
+    )
 
 
 def _with_control(message: dict[str, str], note: str) -> dict[str, str]:

@@ -45,6 +45,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.domains.mcp_rules import Guard, find, key_of
+from simgym.experience import open_store
 from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
 from simgym.logs.coverage import coverage_problems
@@ -574,7 +575,7 @@ def evaluate(
     options: dict[str, Any] = {"grounding": grounding, "max_turns": longest + 1, **backend}
     store = world_dir / "experience.db"  # the training sessions' transitions only
     if experience and store.is_file():
-        options["experience"] = str(store)
+        options["experience"] = open_store(store, readonly=True)
     env = make("mcp", world_model, scenario=scenario, **options).sync()
     tally = Tally()
     replay = _Replay(world_dir, env, tally)
@@ -592,7 +593,7 @@ def evaluate(
         "twin": True,
         "world_model": world_model if isinstance(world_model, str) else type(world_model).__name__,
         "grounding": grounding,
-        "experience": bool(options.get("experience")),
+        "experience": options.get("experience") is not None,
         "train": {
             "records": manifest["counts"]["records"],
             "sessions": manifest["counts"]["sessions"],
