@@ -88,7 +88,7 @@ def wait_for_episodes(path: Path, count: int, timeout: float = 15.0) -> list[sim
 
 
 def bank_app(out: Path, **options: Any) -> Any:
-    world = simgym.FunctionWorldModel(scripted_world([BEN, BEN, BEN]))
+    world = simgym.FunctionWorldModel(scripted_world([BEN] * 3))
     task = {
         "id": "bank-1",
         "instruction": "What is Ben's email?",
@@ -99,9 +99,8 @@ def bank_app(out: Path, **options: Any) -> Any:
         world,
         scenario=BANK["scenario"],
         task=task,
-        reward="exact",
         writer=simgym.TrajectoryWriter(out),
-        **options,
+        **{"reward": "exact", **options},
     )
 
 
@@ -154,6 +153,37 @@ async def test_mcp_episode_over_websocket(tmp_path: Path) -> None:
     assert episode.total_reward == 1.0 and episode.reward_parts == {"exact": 1.0}
     assert [t.error_type for t in episode.turns] == [None, "action", "action", None, "action", None]
     assert episode.agent == {"name": "openenv-client"}
+
+
+async def test_reset_by_a_served_tasks_text_keeps_its_reference(tmp_path: Path) -> None:
+    """The README's ``reset(task="…")``: naming a served task by its exact text (or id)
+    plays that task, reference answer included, so a right answer scores 1.0; a task of
+    the client's own has no reference, and the last step says it could not be scored
+    rather than passing a 0.0 off as a score."""
+    out = tmp_path / "episodes.jsonl"
+    with serving(bank_app(out, reward="task")) as url:
+        async with SimgymEnvClient(base_url=url) as env:
+            for named in ("What is Ben's email?", "  What is Ben's email?\n", "bank-1"):
+                first = await env.reset(task=named)
+                assert first.observation.info["task_id"] == "bank-1"
+                assert first.observation.info["reference"] is True
+                final = await env.step(SimgymAction(answer="ben@example.org"))
+                assert final.done is True and final.reward == 1.0
+                assert "reward_error" not in final.observation.info
+            wrong = await env.reset(task="What is Ben's email?")
+            assert wrong.observation.info["task_id"] == "bank-1"
+            missed = await env.step(SimgymAction(answer="ana@example.org"))
+            assert missed.reward == 0.0 and "reward_error" not in missed.observation.info
+
+            own = await env.reset(task="Who is customer C-1001?")
+            assert own.observation.info["task_id"] != "bank-1"
+            assert own.observation.info["reference"] is False
+            unscored = await env.step(SimgymAction(answer="Ana Lima"))
+            assert unscored.done is True and unscored.reward is None
+            assert "no reward defined" in unscored.observation.info["reward_error"]
+    written = episodes(out)
+    assert [e.total_reward for e in written] == [1.0, 1.0, 1.0, 0.0, 0.0]
+    assert written[-1].metrics["reward_details"]["error"].startswith("no reward defined")
 
 
 def test_terminal_with_the_sync_client_truncates_at_max_turns(tmp_path: Path) -> None:

@@ -18,7 +18,11 @@ from simgym.core.execution import Repository, Run, RunResult
 from simgym.core.grounding import Grounding
 from simgym.core.types import Action
 from simgym.domains.shell import file_fact, run_line
-from simgym.domains.shell_run import missing_program, printed_in_file_system_order, why_not
+from simgym.domains.shell.execution import (
+    missing_program,
+    printed_in_file_system_order,
+    why_not,
+)
 
 CONTEXT_LINES = 3  # lines shown around an edit
 MAX_PLAIN_CHANGES = 3  # replaced lines a file may have for the submitted diff to be exact
@@ -53,7 +57,23 @@ def read_file(files: dict[str, str], args: dict[str, Any]) -> str:
         return f"Error: {path} is a directory"
     if path not in files:
         return f"Error: file not found: {path}"
-    lines = split_lines(files[path])
+    return file_view(files[path], path, args)
+
+
+def file_view(content: str, path: str, args: dict[str, Any]) -> str:
+    """What ``read_file`` prints for a file's text: the lines ``start_line..end_line``
+    numbered as ``cat -n`` shows them; the one formatter of the simulated and the real
+    repository tools.
+
+    Args:
+        content: the file's text.
+        path: the file's path, as the agent named it (for the error line).
+        args: the call's arguments (``start_line``, ``end_line``; 1-based, inclusive).
+
+    Returns:
+        The numbered lines, ``(empty file)``, or an ``Error:`` line for a start past the end.
+    """
+    lines = split_lines(content)
     if not lines:
         return "(empty file)"
     first = args.get("start_line", 1)

@@ -54,7 +54,7 @@ from simgym.core.safeload import loads_json
 from simgym.core.sync import run_sync
 from simgym.core.types import Action, StepResult, Task, Trajectory
 from simgym.core.worldmodel import WorldModel, create_world_model
-from simgym.integrations.common import as_tasks
+from simgym.integrations.common import as_tasks, pick_task
 from simgym.rewards import build_reward
 from simgym.rollout.episode import conclude_episode
 
@@ -231,19 +231,10 @@ class SimgymTextEnv(gymnasium.Env[str, str]):
     # -- internals ----------------------------------------------------------------------
 
     def _pick(self, task: Any, task_id: str | None) -> Task:
-        if task is not None and task_id is not None:
-            raise SimgymError("give the task option or task_id, not both")
-        if task is not None:
-            return Task.coerce(task, self.domain.name, bind=True)
-        if task_id is not None:
-            for served in self.tasks:
-                if served.id == task_id:
-                    return served
-            ids = ", ".join(t.id for t in self.tasks[:10])
-            raise SimgymError(f"unknown task_id {task_id!r}; this environment's tasks: {ids}")
-        if len(self.tasks) == 1:
-            return self.tasks[0]
-        return self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        # several served tasks: np_random picks, so a seeded reset is reproducible
+        return pick_task(
+            self.tasks, self.domain.name, task, task_id, lambda n: int(self.np_random.integers(n))
+        )
 
     def _apply(self, action: str | dict[str, Any]) -> StepResult:
         try:

@@ -64,7 +64,7 @@ from simgym.core.safeload import loads_json
 from simgym.core.types import StepResult, Task
 from simgym.core.version import __version__
 from simgym.core.worldmodel import WorldModel, require_shareable
-from simgym.integrations.common import agent_safe
+from simgym.integrations.common import agent_safe, why_ended
 from simgym.integrations.http_guard import (
     BearerAuth,
     OriginGuard,
@@ -497,7 +497,7 @@ class World:
         else:
             reply = self._unwrap(observation.text)
         if result.done or result.truncated:
-            self.ended = _why_ended(result, name == self.facade.answer_tool, self.env.max_turns)
+            self.ended = why_ended(result, self.env.max_turns)
         status: dict[str, Any] = {
             "episode_id": result.info.get("episode_id"),
             "turn": result.info.get("turn"),
@@ -627,16 +627,6 @@ def _text(text: str, *, is_error: bool = False) -> types.CallToolResult:
 
 def _error(message: str) -> types.CallToolResult:
     return _text(message, is_error=True)
-
-
-def _why_ended(result: StepResult, answered: bool, max_turns: int) -> str:
-    if answered:
-        return "the answer was submitted"
-    if result.info.get("error_type") == "world_model":
-        return f"the world model failed: {agent_safe(str(result.info.get('error')))}"
-    if result.done:
-        return "the episode reached its final action"
-    return f"the turn limit ({max_turns}) was reached"
 
 
 def _exit_soon(status: int, grace_s: float) -> None:

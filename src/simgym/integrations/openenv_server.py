@@ -88,7 +88,7 @@ from simgym.core.trajectories import TrajectoryWriter
 from simgym.core.types import Action, KeyPress, StepResult, Task, Trajectory
 from simgym.core.version import __version__
 from simgym.core.worldmodel import WorldModel, create_world_model, require_shareable
-from simgym.integrations.common import agent_safe, as_tasks
+from simgym.integrations.common import agent_safe, as_tasks, has_reference, pick_task, why_ended
 from simgym.integrations.http_guard import (
     BearerAuth,
     OriginGuard,
@@ -313,25 +313,15 @@ class SimgymService:
         return SimEnv(self.domain, self.world_model, self.scenario, **self.env_options)
 
     def pick(self, task: Any, task_id: str | None, seed: int | None) -> Task:
-        """The task for a new episode: the client's own, a served one by id, by seed, or
-        the next in turn."""
-        if task is not None and task_id is not None:
-            raise SimgymError("give task or task_id, not both")
-        if task is not None:
-            return Task.coerce(task, self.domain.name, bind=True)
-        if task_id is not None:
-            for served in self.tasks:
-                if served.id == task_id:
-                    return served
-            ids = ", ".join(t.id for t in self.tasks[:10])
-            raise SimgymError(f"unknown task_id {task_id!r}; served tasks: {ids}")
-        if len(self.tasks) == 1:
-            return self.tasks[0]
+        """The task for a new episode: the client's own (a served one when its text or id
+        names one), a served one by id, by seed, or the next in turn."""
+        return pick_task(self.tasks, self.domain.name, task, task_id, lambda n: self._next(seed))
+
+    def _next(self, seed: int | None) -> int:
         if seed is not None:
-            return self.tasks[seed % len(self.tasks)]
+            return seed
         with self._lock:
-            turn = next(self._turns)
-        return self.tasks[turn % len(self.tasks)]
+            return next(self._turns)
 
     def write(self, trajectory: Trajectory) -> None:
         # An episode without a step holds nothing but the task; anyone who can reach the
@@ -402,7 +392,14 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             instruction=chosen.instruction,
             tools=[t.to_openai() for t in domain.agent_tools(self.sim.scenario)],
             action_hint=domain.action_hint_for(self.sim.scenario) or None,
-            info={"episode_id": trajectory.episode_id, "task_id": chosen.id, "turn": 0},
+            info={
+                "episode_id": trajectory.episode_id,
+                "task_id": chosen.id,
+                "turn": 0,
+                # False: a task of the client's own with no reference answer, which the
+                # task reward cannot score (the last step says so)
+                "reference": has_reference(chosen),
+            },
         )
 
     async def step_async(
@@ -481,11 +478,24 @@ class SimgymEnvironment(Environment[SimgymAction, SimgymObservation, SimgymState
             return _refusal(f"simgym failed on this step ({type(exc).__name__})")
         observation = _observation(result)
         if result.done or result.truncated:
-            self.ended = _why_ended(result, self.sim.max_turns)
+            self.ended = why_ended(result, self.sim.max_turns)
             scored = await self.conclude(None)
-            if scored is not None:
+            trajectory = self.sim.trajectory
+            if (
+                scored is not None
+                and scored.details.get("error")
+                and not has_reference(trajectory.task)
+            ):
+                # a task with no reference answer cannot be scored: said, not passed off
+                # as a 0.0 (reset with a served task's id or text keeps its reference)
+                observation.info["reward_error"] = str(scored.details["error"])
+                observation.reward = observation.reward or None  # no score, not a 0.0
+                observation.reward_parts = dict(self.sim.trajectory.reward_parts)
+            elif scored is not None:
                 observation.reward = (observation.reward or 0.0) + scored.value
                 observation.reward_parts = dict(self.sim.trajectory.reward_parts)
+            elif self.sim.trajectory.metrics.get("reward_error"):
+                observation.info["reward_error"] = str(self.sim.trajectory.metrics["reward_error"])
         return observation
 
     async def _apply(self, action: SimgymAction) -> StepResult:
@@ -926,16 +936,6 @@ def _refusal(message: str) -> SimgymObservation:
     return SimgymObservation(
         text=f"[simgym error] {message}", kind="error", error=message, done=True
     )
-
-
-def _why_ended(result: StepResult, max_turns: int) -> str:
-    if result.observation.metadata.get("final_answer"):
-        return "the answer was submitted"
-    if result.info.get("error_type") == "world_model":
-        return f"the world model failed: {agent_safe(str(result.info.get('error')))}"
-    if result.done:
-        return "the episode reached its final action"
-    return f"the turn limit ({max_turns}) was reached"
 
 
 def _family(host: str) -> socket.AddressFamily:

@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from simgym.core.domain import get_domain
 from simgym.core.errors import WorldModelError
 from simgym.core.types import Task
-from simgym.domains.swe_ground import edit, numbered, split_lines, with_exit
+from simgym.domains.swe_ground import edit, file_view, split_lines, with_exit
 from simgym.real.base import RealExecutor
 from simgym.real.sandbox import (
     ExecResult,
@@ -226,14 +226,7 @@ class RealSWE(RealExecutor):
         content, error = await self._read_text(path)
         if error is not None or content is None:
             return error or ""
-        lines = split_lines(content)
-        if not lines:
-            return "(empty file)"
-        first = args.get("start_line", 1)
-        last = min(args.get("end_line", len(lines)), len(lines))
-        if first > len(lines):
-            return f"Error: start_line {first} is past the end of {path} ({len(lines)} lines)"
-        return numbered(lines, first, last)
+        return file_view(content, path, args)
 
     async def _write_file(self, args: dict[str, Any]) -> str:
         path, content = args["path"], args["content"]
