@@ -132,14 +132,13 @@ def run(
 
         judge = SafetyJudge(judge_base_url, judge_model)
     if real:
-        from simgym.safety.real import arun_real
-
         if perturb is not None:
             raise SimgymError("--perturb simulates faults; it does not apply with --real")
         report = asyncio.run(
-            arun_real(
+            arun_suite(
                 selected,
                 out,
+                executor="real",
                 agent=agent,
                 agent_options=options,
                 k=k,

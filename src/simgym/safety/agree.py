@@ -30,7 +30,7 @@ from typing import Any
 
 from simgym.core.errors import SimgymError
 from simgym.safety.cases import SafetyCase
-from simgym.safety.real import arun_real, split_real
+from simgym.safety.real import split_real
 from simgym.safety.runner import TRAJECTORIES, arun_suite
 
 AGREEMENT_VERSION = 1
@@ -217,9 +217,10 @@ async def arun_agreement(
             env_options=env_options,
         )
         real_started = time.perf_counter()
-        real = await arun_real(
+        real = await arun_suite(
             runs,
             real_dir,
+            executor="real",
             agent=agent,
             k=k,
             seed=seed,

@@ -30,19 +30,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from simgym.agents import create_agent
 from simgym.agents.base import Agent
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory
 from simgym.rewards.base import Reward
 from simgym.rollout.episode import EpisodeJob
 from simgym.rollout.executors import EpisodeRunner, OnDone
-from simgym.rollout.runner import arollout
 from simgym.safety.cases import SafetyCase
-from simgym.safety.evaluate import SafetyReward
-from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run
-from simgym.safety.metrics import write_report
-from simgym.safety.runner import REPORT, TRAJECTORIES, agent_options_for, build_tasks, report_from
 
 REAL_DOMAINS = ("terminal", "swe", "mcp", "web")
 RECORDS_SERVER = "customer-records"  # the bundled server's name (records.SERVER_NAME)
@@ -207,68 +201,3 @@ def _failed(job: EpisodeJob, world: Any, exc: BaseException) -> Trajectory:
         finished_at=time.time(),
         metrics={"error": error},
     )
-
-
-async def arun_real(
-    cases: list[SafetyCase],
-    out_dir: str | Path,
-    *,
-    agent: str = "careful",
-    agent_options: dict[str, Any] | None = None,
-    k: int = 1,
-    seed: int | None = None,
-    concurrency: int = 2,
-    max_turns: int = 12,
-    on_done: Callable[[Trajectory], None] | None = None,
-    judge: SafetyJudge | None = None,
-    retry_errors: bool = True,
-) -> dict[str, Any]:
-    """Play the cases that run for real ``k`` times each on real backends; write
-    ``out_dir/trajectories.jsonl`` (a rerun resumes, retrying errored episodes unless
-    ``retry_errors`` is off) and ``out_dir/report.json``, the skipped cases and why under
-    ``report["real"]["skipped"]``; return the report. With ``judge``, the LLM safety judge
-    grades every episode too."""
-    runs, skipped = split_real(cases)
-    if not runs:
-        reasons = "; ".join(sorted(set(skipped.values()))) or "no cases"
-        raise SimgymError(f"none of the cases can run on a real backend here: {reasons}")
-    if k < 1:
-        raise SimgymError(f"k must be at least 1, not {k}")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    trajectories = out / TRAJECTORIES
-    started = time.perf_counter()
-    built = create_agent(agent, **agent_options_for(agent, runs, agent_options))
-    try:
-        await arollout(
-            build_tasks(runs, seed),
-            agent=built,
-            world_model="real",  # a name only: FreshWorlds builds a world per episode
-            out=trajectories,
-            executor=FreshWorlds(
-                built, SafetyReward(), max_turns=max_turns, concurrency=concurrency
-            ),
-            group_size=k,
-            seed=seed,
-            on_done=on_done,
-            retry_errors=retry_errors,
-        )
-    finally:
-        close = getattr(built, "aclose", None)
-        if close is not None:
-            await close()
-    if judge is not None:
-        await judge_run(judge, runs, trajectories, out / JUDGE_FILE)
-    report = report_from(runs, trajectories, k)
-    report["run"] = {
-        "agent": agent,
-        "world_model": "real",
-        "k": k,
-        "seed": seed,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
-    if judge is not None:
-        report["run"]["judge"] = judge.describe()
-    report["real"] = {"skipped": skipped}
-    write_report(report, out / REPORT)
-    return report

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from simgym.agents import create_agent
 from simgym.core.errors import SimgymError
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Task, Trajectory
@@ -16,7 +17,8 @@ from simgym.safety import adversarial
 from simgym.safety.cases import SafetyCase
 from simgym.safety.evaluate import CASE_KEY, SafetyReward, verdict
 from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run, read_verdicts
-from simgym.safety.metrics import build_report
+from simgym.safety.metrics import build_report, write_report
+from simgym.safety.real import FreshWorlds, split_real
 
 TRAJECTORIES = "trajectories.jsonl"
 REPORT = "report.json"
@@ -62,10 +64,14 @@ def agent_options_for(
     return options
 
 
+SUITE_EXECUTORS = ("sim", "real")
+
+
 async def arun_suite(
     cases: list[SafetyCase],
     out_dir: str | Path,
     *,
+    executor: str = "sim",
     agent: str = "careful",
     agent_options: dict[str, Any] | None = None,
     world_model: str = "local",
@@ -79,10 +85,45 @@ async def arun_suite(
     judge: SafetyJudge | None = None,
     retry_errors: bool = True,
 ) -> dict[str, Any]:
-    """Play every case ``k`` times; write ``out_dir/trajectories.jsonl`` (appended; a
-    rerun resumes, and runs again the episodes that errored unless ``retry_errors`` is
-    off) and ``out_dir/report.json``; return the report. With ``judge``, every episode is
-    also graded by the LLM safety judge (``out_dir/judge.jsonl``)."""
+    """Play every case ``k`` times and report on it.
+
+    Writes ``out_dir/trajectories.jsonl`` (appended; a rerun resumes, and runs again the
+    episodes that errored unless ``retry_errors`` is off) and ``out_dir/report.json``.
+
+    Args:
+        cases: the safety cases.
+        out_dir: where the episodes and the report go.
+        executor: ``"sim"``, the world model plays every world; ``"real"``, the cases
+            that can run for real here (:mod:`simgym.safety.real`) each play in a fresh
+            real world (``world_model`` and ``env_options`` do not apply; the skipped
+            cases and why are under ``report["real"]["skipped"]``).
+        agent: the agent's name; a reference agent gets the cases' own plays.
+        agent_options: the agent's options.
+        world_model: the world model's name (``"sim"``).
+        world_model_options: its options.
+        k: plays per case.
+        seed: one seed for the temptations, the faults and the plays.
+        concurrency: episodes at once.
+        max_turns: the turn limit of an episode.
+        env_options: :class:`simgym.SimEnv` options (``"sim"``).
+        on_done: called with each finished episode.
+        judge: also grade every episode with the LLM safety judge
+            (``out_dir/judge.jsonl``).
+        retry_errors: rerun the episodes of an earlier run that errored.
+
+    Returns:
+        The report (:func:`simgym.safety.metrics.build_report`) with ``run`` added.
+    """
+    if executor not in SUITE_EXECUTORS:
+        raise SimgymError(f"executor is one of {', '.join(SUITE_EXECUTORS)}, not {executor!r}")
+    skipped: dict[str, str] = {}
+    if executor == "real":
+        if env_options:
+            raise SimgymError("env_options simulate; they do not apply to real worlds")
+        cases, skipped = split_real(cases)
+        if not cases:
+            reasons = "; ".join(sorted(set(skipped.values()))) or "no cases"
+            raise SimgymError(f"none of the cases can run on a real backend here: {reasons}")
     if not cases:
         raise SimgymError("no safety cases to run")
     if k < 1:
@@ -91,39 +132,92 @@ async def arun_suite(
     out.mkdir(parents=True, exist_ok=True)
     trajectories = out / TRAJECTORIES
     started = time.perf_counter()
-    await arollout(
-        build_tasks(cases, seed),
-        agent=agent,
-        agent_options=agent_options_for(agent, cases, agent_options),
-        world_model=world_model,
-        world_model_options=world_model_options or {},
-        reward=SafetyReward(),
-        out=trajectories,
-        group_size=k,
-        seed=seed,
-        concurrency=concurrency,
-        max_turns=max_turns,
-        env_options=env_options or {},
-        on_done=on_done,
-        retry_errors=retry_errors,
-    )
+    options = agent_options_for(agent, cases, agent_options)
+    if executor == "real":
+        await _play_real(
+            cases,
+            trajectories,
+            agent,
+            options,
+            k,
+            seed,
+            concurrency,
+            max_turns,
+            on_done,
+            retry_errors,
+        )
+    else:
+        await arollout(
+            build_tasks(cases, seed),
+            agent=agent,
+            agent_options=options,
+            world_model=world_model,
+            world_model_options=world_model_options or {},
+            reward=SafetyReward(),
+            out=trajectories,
+            group_size=k,
+            seed=seed,
+            concurrency=concurrency,
+            max_turns=max_turns,
+            env_options=env_options or {},
+            on_done=on_done,
+            retry_errors=retry_errors,
+        )
     if judge is not None:
         await judge_run(judge, cases, trajectories, out / JUDGE_FILE)
     report = report_from(cases, trajectories, k)
     report["run"] = {
         "agent": agent,
-        "world_model": world_model,
+        "world_model": "real" if executor == "real" else world_model,
         "k": k,
         "seed": seed,
-        "env_options": {key: str(v) for key, v in (env_options or {}).items()},
+        **(
+            {}
+            if executor == "real"
+            else {"env_options": {key: str(v) for key, v in (env_options or {}).items()}}
+        ),
         "seconds": round(time.perf_counter() - started, 1),
     }
     if judge is not None:
         report["run"]["judge"] = judge.describe()
-    from simgym.safety.metrics import write_report
-
+    if executor == "real":
+        report["real"] = {"skipped": skipped}
     write_report(report, out / REPORT)
     return report
+
+
+async def _play_real(
+    cases: list[SafetyCase],
+    trajectories: Path,
+    agent: str,
+    agent_options: dict[str, Any],
+    k: int,
+    seed: int | None,
+    concurrency: int,
+    max_turns: int,
+    on_done: Callable[[Trajectory], None] | None,
+    retry_errors: bool,
+) -> None:
+    """The plays of ``arun_suite(executor="real")``: one agent, a fresh world per episode."""
+    built = create_agent(agent, **agent_options)
+    try:
+        await arollout(
+            build_tasks(cases, seed),
+            agent=built,
+            world_model="real",  # a name only: FreshWorlds builds a world per episode
+            out=trajectories,
+            executor=FreshWorlds(
+                built, SafetyReward(), max_turns=max_turns, concurrency=concurrency
+            ),
+            group_size=k,
+            seed=seed,
+            on_done=on_done,
+            retry_errors=retry_errors,
+        )
+    finally:
+        close = getattr(built, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def report_from(cases: list[SafetyCase], trajectories: Path, k: int) -> dict[str, Any]:
