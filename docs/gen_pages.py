@@ -66,7 +66,7 @@ def _command_page(path: list[str], command: Any, out: list[str]) -> None:
 
     context_class = getattr(command, "context_class", None) or click.Context
     ctx = context_class(command, info_name=" ".join(path))
-    level = min(len(path) + 1, 6)
+    level = min(max(len(path), 2), 6)
     title = " ".join(path)
     out.append(f"{'#' * level} `{title}`\n")
     help_text = (command.help or command.short_help or "").strip()
@@ -81,7 +81,8 @@ def _command_page(path: list[str], command: Any, out: list[str]) -> None:
         out.append("| argument | type | required |\n|---|---|---|")
         for p in arguments:
             many = " (one or more)" if p.nargs == -1 else ""
-            out.append(f"| `{(p.metavar or p.name or '').upper()}` | {_cell(_kind(p))}{many} | {p.required} |")
+            name = (p.metavar or p.name or "").upper()
+            out.append(f"| `{name}` | {_cell(_kind(p))}{many} | {p.required} |")
         out.append("")
     if options:
         out.append("| option | type | default | help |\n|---|---|---|---|")
@@ -145,7 +146,10 @@ def schemas() -> dict[str, tuple[str, dict[str, Any]]]:
     from simgym.safety.cases import SafetyCase
 
     found: dict[str, tuple[str, dict[str, Any]]] = {
-        "trajectory": ("Trajectory (one line of a runs JSONL file)", Trajectory.model_json_schema()),
+        "trajectory": (
+            "Trajectory (one line of a runs JSONL file)",
+            Trajectory.model_json_schema(),
+        ),
         "task": ("Task", Task.model_json_schema()),
         "safety-case": ("Safety case (YAML)", SafetyCase.model_json_schema()),
         "world-folder": ("World folder", _world_folder_schema()),
@@ -174,12 +178,14 @@ def schema_page(found: dict[str, tuple[str, dict[str, Any]]]) -> str:
             required = set(schema.get("required", []))
             for key, spec in fields.items():
                 kind = spec.get("type") or (
-                    "ref" if "$ref" in spec else " or ".join(
-                        str(s.get("type", "object")) for s in spec.get("anyOf", [])
-                    )
+                    "ref"
+                    if "$ref" in spec
+                    else " or ".join(str(s.get("type", "object")) for s in spec.get("anyOf", []))
                 )
                 star = " (required)" if key in required else ""
-                out.append(f"| `{key}`{star} | {_cell(kind)} | {_cell(spec.get('description', ''))} |")
+                out.append(
+                    f"| `{key}`{star} | {_cell(kind)} | {_cell(spec.get('description', ''))} |"
+                )
             out.append("")
         out.append('??? note "The whole schema"\n')
         body = json.dumps(schema, indent=2)
@@ -217,7 +223,9 @@ def _table(rows: list[dict[str, Any]], limit: int = 60) -> str:
 
 def _numeric(rows: list[dict[str, Any]], key: str) -> bool:
     values = [r.get(key) for r in rows]
-    return bool(values) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values)
+    return bool(values) and all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    )
 
 
 def _plot(run: dict[str, Any]) -> bytes | None:
@@ -237,9 +245,14 @@ def _plot(run: dict[str, Any]) -> bytes | None:
         return None
     fig = None
     if _numeric(rows, "success") and _numeric(rows, "ci_low") and _numeric(rows, "ci_high"):
-        labels = [str(r.get("label") or r.get("policy") or r.get("name") or i) for i, r in enumerate(rows)]
+        labels = [
+            str(r.get("label") or r.get("policy") or r.get("name") or i) for i, r in enumerate(rows)
+        ]
         y = [r["success"] for r in rows]
-        err = [[v - r["ci_low"] for v, r in zip(y, rows, strict=True)], [r["ci_high"] - v for v, r in zip(y, rows, strict=True)]]
+        err = [
+            [v - r["ci_low"] for v, r in zip(y, rows, strict=True)],
+            [r["ci_high"] - v for v, r in zip(y, rows, strict=True)],
+        ]
         fig, ax = plt.subplots(figsize=(6, 3.2))
         ax.errorbar(range(len(y)), y, yerr=err, fmt="o", capsize=4)
         ax.set_xticks(range(len(y)), labels, rotation=20, ha="right")
@@ -267,7 +280,10 @@ def _plot(run: dict[str, Any]) -> bytes | None:
         keys = [k for k in rows[0] if k != "domain" and _numeric(rows, k)]
         if not keys:
             return None
-        key = next((k for k in keys if any(w in k for w in ("exact", "fidelity", "sim", "f1", "rate"))), keys[0])
+        key = next(
+            (k for k in keys if any(w in k for w in ("exact", "fidelity", "sim", "f1", "rate"))),
+            keys[0],
+        )
         fig, ax = plt.subplots(figsize=(6, 3.2))
         ax.bar([str(r["domain"]) for r in rows], [r[key] for r in rows])
         ax.set_ylabel(key)
@@ -284,7 +300,9 @@ def _plot(run: dict[str, Any]) -> bytes | None:
 def results_pages() -> None:
     from results import DEFAULT_DIR, load_all
 
-    names = sorted(p.name for p in DEFAULT_DIR.iterdir() if p.is_dir()) if DEFAULT_DIR.is_dir() else []
+    names = (
+        sorted(p.name for p in DEFAULT_DIR.iterdir() if p.is_dir()) if DEFAULT_DIR.is_dir() else []
+    )
     index = [
         "# Results\n",
         "Every page here is generated when the site builds from the JSON files under "
@@ -305,7 +323,10 @@ def results_pages() -> None:
             f"| [{name}]({name}.md) | {len(runs)} | {newest.get('time', '')} | "
             f"`{newest.get('commit', '')[:10]}` | {machine.get('cpus', '?')} CPUs |"
         )
-        page = [f"# {name}\n", f"Generated from `benchmarks/results/{name}/*.json`, newest first.\n"]
+        page = [
+            f"# {name}\n",
+            f"Generated from `benchmarks/results/{name}/*.json`, newest first.\n",
+        ]
         for i, run in enumerate(runs):
             machine = run.get("machine", {})
             dirty = " (with local changes)" if run.get("dirty") else ""
@@ -313,7 +334,8 @@ def results_pages() -> None:
             page.append(
                 f"- commit: `{run.get('commit', 'unknown')}`{dirty}\n"
                 f"- machine: {machine.get('cpus', '?')} CPUs, {_cell(machine.get('cpu', '?'))}, "
-                f"Python {machine.get('python', '?')}, load {machine.get('load_average_at_end', [])}\n"
+                f"Python {machine.get('python', '?')}, "
+                f"load {machine.get('load_average_at_end', [])}\n"
                 f"- command: `{run.get('command', '')}`\n"
             )
             if run.get("notes"):

@@ -1,6 +1,8 @@
-"""Every ``simgym`` command line in README.md runs as written.
+"""Every ``simgym`` command line in README.md and the docs site runs as written.
 
-The README is where new users copy commands from, so each one is checked against the
+The README and the docs (``docs/**/*.md``: tutorials, how-tos, the guide pages that hold
+each feature's reference) are where new users copy commands from, so each one is checked
+against the
 real command tree (typer's click commands, walked from :data:`simgym.cli.app`): the
 subcommand path exists, every flag is an option of that command, an option that takes a
 value has one, required options are given and the positional arguments fit. Nothing is
@@ -28,7 +30,10 @@ import typer.main
 
 from simgym.cli import app
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+# The pages people copy commands from; generated pages (the CLI reference) are not here.
+DOC_PAGES = sorted((REPO / "docs").rglob("*.md"))
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 INLINE = re.compile(r"`([^`]+)`")
 SHELL_LANGS = ("", "sh", "bash", "shell", "console")
@@ -57,9 +62,10 @@ def _simgym_args(text: str) -> tuple[str, ...] | None:
     start = next((i for i, t in enumerate(tokens) if _is_simgym(t)), None)
     if start is None:
         return None
-    # Only a command position counts: first, after env assignments, or after a pipe.
+    # Only a command position counts: first, after env assignments, a pipe or `&&`.
     before = tokens[:start]
-    if before and not (before[-1] == "|" or all(re.match(r"^\w+=", t) for t in before)):
+    separators = ("|", "&&", "||", ";")
+    if before and not (before[-1] in separators or all(re.match(r"^\w+=", t) for t in before)):
         return None
     args: list[str] = []
     for i, token in enumerate(tokens[start + 1 :], start + 1):
@@ -200,14 +206,29 @@ def _check_leaf(path: str, command: Any, args: list[str], *, complete: bool) -> 
 
 ROOT = typer.main.get_command(app)
 LINES = command_lines(README.read_text(encoding="utf-8"))
+DOC_LINES = [
+    (page.relative_to(REPO).as_posix(), entry)
+    for page in DOC_PAGES
+    for entry in command_lines(page.read_text(encoding="utf-8"))
+]
 
 
-def test_the_readme_has_command_lines_of_every_kind() -> None:
-    """The extraction itself: if it found nothing, every other test would pass vacuously."""
-    assert len(LINES) >= 50
-    first_words = {entry.args[0] for entry in LINES if entry.args}
-    assert {"play", "run", "serve", "bench", "export", "record", "train", "world"} <= first_words
+def test_the_readme_has_command_lines() -> None:
+    """The README's own commands: the two that work on a fresh machine, and a few more."""
     joined = [entry.text for entry in LINES]
+    assert any(
+        t.startswith("bash scripts/setup.sh && .venv/bin/simgym play terminal") for t in joined
+    )
+    assert any(t.startswith("printf") and "play terminal" in t for t in joined)  # a pipe
+    assert {entry.args[0] for entry in LINES if entry.args} >= {"play", "run", "view", "doctor"}
+
+
+def test_the_docs_have_command_lines_of_every_kind() -> None:
+    """The extraction itself: if it found nothing, every other test would pass vacuously."""
+    assert len(DOC_LINES) >= 100
+    first_words = {entry.args[0] for _, entry in DOC_LINES if entry.args}
+    assert {"play", "run", "serve", "bench", "export", "record", "train", "world"} <= first_words
+    joined = [entry.text for _, entry in DOC_LINES]
     assert any("bench infer -d ./AgentWorldBench" in t for t in joined)  # a continued line
     assert any(t.startswith("printf") and "play terminal" in t for t in joined)  # a pipe
 
@@ -215,6 +236,12 @@ def test_the_readme_has_command_lines_of_every_kind() -> None:
 @pytest.mark.parametrize("entry", LINES, ids=lambda e: f"README.md:{e.line}")
 def test_readme_command_runs_as_written(entry: CommandLine) -> None:
     assert problems(entry, ROOT) == [], entry.text
+
+
+@pytest.mark.parametrize("page_entry", DOC_LINES, ids=lambda pe: f"{pe[0]}:{pe[1].line}")
+def test_docs_command_runs_as_written(page_entry: tuple[str, CommandLine]) -> None:
+    page, entry = page_entry
+    assert problems(entry, ROOT) == [], f"{page}:{entry.line}: {entry.text}"
 
 
 @pytest.mark.parametrize(
