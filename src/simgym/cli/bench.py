@@ -17,18 +17,11 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from simgym.cli.console import make_console
 from simgym.cli.errors import errors, friendly_errors
+from simgym.cli.progress import CommandProgress
 from simgym.core.errors import SimgymError
 from simgym.core.worldmodel import WorldModel
 from simgym.worldmodels.local import ADAPTER_HELP
@@ -101,43 +94,30 @@ def request_settings(
 
 
 class RowProgress:
-    """A progress bar with rate, ETA and failures, fed one finished row at a time (the
-    total may come later, through :meth:`start`)."""
+    """Progress fed one finished row at a time (the total may come later, through
+    :meth:`start`): a bar on a terminal, a line now and then in a pipe."""
 
     def __init__(self, label: str, total: int | None, failed: Any) -> None:
         self._failed = failed
-        self.progress = Progress(
-            TextColumn(f"[bold]{label}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]}"),
-            TextColumn("eta"),
-            TimeRemainingColumn(),
-            TextColumn("failed {task.fields[failed]}"),
-            TimeElapsedColumn(),
-            console=errors,
-        )
-        self.bar = self.progress.add_task(label, total=total, rate="", failed=0)
+        self.progress = CommandProgress(errors)
+        self.bar = self.progress.add(label, total=total)
         self.failures = 0
-        self.start_time = time.perf_counter()
 
     def start(self, total: int) -> None:
         """Set the total once known; the rate counts from here."""
         self.progress.update(self.bar, total=total)
-        self.start_time = time.perf_counter()
 
     def __enter__(self) -> RowProgress:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.progress.__exit__(*exc)  # type: ignore[arg-type]
+    def __exit__(self, *exc: Any) -> None:
+        self.progress.__exit__(*exc)
 
     def __call__(self, row: dict[str, Any]) -> None:
-        self.failures += bool(self._failed(row))
-        done = self.progress.tasks[0].completed + 1
-        rate = done / max(time.perf_counter() - self.start_time, 1e-9)
-        self.progress.update(self.bar, advance=1, rate=f"{rate:.2f} rows/s", failed=self.failures)
+        failed = bool(self._failed(row))
+        self.failures += failed
+        self.progress.update(self.bar, advance=1, failed=int(failed))
 
 
 def _print_summary(what: str, summary: Any, out: Path) -> None:

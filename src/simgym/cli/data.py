@@ -11,7 +11,8 @@ import typer
 from rich.markup import escape
 
 from simgym.cli.errors import errors, friendly_errors
-from simgym.cli.run import RetryErrorsOption, exit_on_errors, summary_table
+from simgym.cli.progress import CommandProgress
+from simgym.cli.run import RetryErrorsOption, errored, exit_on_errors, summary_table
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import read_text
 
@@ -51,16 +52,20 @@ def record(
     if problem:
         raise SimgymError(problem)
     limits = Limits(cpu_s=cpu_seconds, memory_mb=memory_mb, command_s=command_timeout)
-    finished = record_real(
-        files,
-        out,
-        domain=domain,
-        concurrency=concurrency,
-        max_turns=max_turns,
-        resume=resume,
-        retry_errors=retry_errors,
-        limits=limits,
-    )
+    with CommandProgress(errors) as progress:
+        bar = progress.add("episodes")  # the total comes from on_start, after resuming
+        finished = record_real(
+            files,
+            out,
+            domain=domain,
+            concurrency=concurrency,
+            max_turns=max_turns,
+            resume=resume,
+            retry_errors=retry_errors,
+            limits=limits,
+            on_start=lambda todo: progress.update(bar, total=todo),
+            on_done=lambda episode: progress.update(bar, advance=1, failed=len(errored([episode]))),
+        )
     errors.print(summary_table(finished))
     errors.print(f"recorded {len(finished)} episodes to {out}")
     exit_on_errors(finished, out)

@@ -64,16 +64,13 @@ def doctor(*, wm: WorldModelOptions) -> None:
         if path
         else "bash scripts/setup.sh installs it",
     )
-    table.add_row(
-        "tmux",
-        "ok" if shutil.which("tmux") else "[yellow]missing[/]",
-        "for real terminals (apt-get install tmux)",
-    )
-    table.add_row(
-        "bubblewrap",
-        "ok" if shutil.which("bwrap") else "[yellow]missing[/]",
-        "for real sandboxes (apt-get install bubblewrap)",
-    )
+    for name, program, hint in (
+        ("tmux", "tmux", "for real terminals (apt-get install tmux)"),
+        ("bubblewrap", "bwrap", "for real sandboxes (apt-get install bubblewrap)"),
+    ):
+        found = shutil.which(program)
+        # An ok row says where the program is; the install hint is for a missing one only.
+        table.add_row(name, "ok" if found else "[yellow]missing[/]", found or hint)
     healthy = _plugins(table)
     try:
         backend = wm.build()

@@ -19,10 +19,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from simgym.cli.errors import errors, friendly_errors
+from simgym.cli.progress import CommandProgress
 from simgym.core.errors import SimgymError
 
 SPLIT_NAMES = ("train", "val", "test")
@@ -125,21 +125,13 @@ def factory(
 
         budget = ContextBudget(n_ctx=n_ctx, max_tokens=max_tokens)
         count = embedded_token_counter()
-    progress = Progress(
-        TextColumn("{task.description:<9}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[note]}"),
-        TimeElapsedColumn(),
-        console=errors,
-        transient=False,
-    )
+    progress = CommandProgress(errors)
     bars: dict[str, Any] = {}
 
     def on_start(tally: Any) -> None:
         for domain, quota in tally.quotas.items():
-            bars[domain] = progress.add_task(
-                domain, total=quota, completed=min(tally.done[domain], quota), note=""
+            bars[domain] = progress.add(
+                domain, total=quota, completed=min(tally.done[domain], quota)
             )
 
     def on_episode(record: Any, tally: Any) -> None:

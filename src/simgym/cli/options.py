@@ -247,8 +247,83 @@ def world_model_options(fn):
     return wrapper
 
 
-def load_scenario(path: Path | None) -> dict[str, Any] | None:
-    return None if path is None else read_scenario(path)
+def load_scenario(path: Path | None, domain: str | None = None) -> dict[str, Any] | None:
+    """The scenario in ``path`` (None without one), checked against ``domain`` when given:
+    strictly (a typo'd key is an error), and a file written for another domain is refused
+    in one line that names both domains, not with the schema's field-by-field complaint.
+
+    Args:
+        path: a scenario YAML/JSON file, or an episode file with a ``scenario:`` mapping.
+        domain: the domain the command will play it in.
+
+    Returns:
+        The scenario mapping, or None when ``path`` is None.
+    """
+    if path is None:
+        return None
+    scenario = read_scenario(path)
+    if domain is not None:
+        check_scenario(scenario, domain, str(path), declared=_declared_domain(path))
+    return scenario
+
+
+def _declared_domain(path: Path) -> str | None:
+    """The ``domain:`` an episode file names (top level or inside ``task:``), if any."""
+    try:
+        data = load_yaml(read_text(path))
+    except (yaml.YAMLError, SimgymError):
+        return None  # read_scenario has already said what is wrong with the file
+    if not isinstance(data, dict):
+        return None
+    task = data.get("task")
+    named = data.get("domain") or (task.get("domain") if isinstance(task, dict) else None)
+    return named if isinstance(named, str) else None
+
+
+def check_scenario(
+    scenario: dict[str, Any] | None, domain: str, where: str, *, declared: str | None = None
+) -> None:
+    """Validate ``scenario`` strictly for ``domain``; a scenario that is another domain's
+    (``declared`` by its file, or the one domain whose schema takes it) is a one-line
+    :class:`SimgymError` naming both.
+
+    Args:
+        scenario: the scenario mapping (None: the domain's default world, always fine).
+        domain: the domain asked for.
+        where: the file (or task id) to name in the message.
+        declared: the domain the file says it is for, if it says.
+    """
+    if declared and declared != domain:
+        raise SimgymError(wrong_domain_message(where, declared, domain))
+    try:
+        simgym.get_domain(domain).scenario(scenario or None, strict=True)
+    except SimgymError:
+        fits = scenario_domain(scenario, domain)
+        if fits:
+            raise SimgymError(wrong_domain_message(where, fits, domain)) from None
+        raise
+
+
+def wrong_domain_message(where: str, scenario_domain: str, asked: str) -> str:
+    """One line for a scenario written for ``scenario_domain`` played as ``asked``."""
+    return f"{where}: this scenario is for the {scenario_domain} domain, not {asked}"
+
+
+def scenario_domain(scenario: dict[str, Any] | None, refused_by: str) -> str | None:
+    """The one other domain whose schema takes ``scenario`` (which ``refused_by`` did not),
+    or None when none or several do (then the schema's own complaint is the better help)."""
+    if not scenario:
+        return None
+    fits = [n for n in simgym.domain_names() if n != refused_by and _takes(n, scenario)]
+    return fits[0] if len(fits) == 1 else None
+
+
+def _takes(domain: str, scenario: dict[str, Any] | None) -> bool:
+    try:
+        simgym.get_domain(domain).scenario(scenario, strict=True)
+    except Exception:  # noqa: BLE001 - a plugin that cannot load takes nothing
+        return False
+    return True
 
 
 WorldOption = Annotated[

@@ -71,9 +71,8 @@ def play(
     if world is not None and scenario is not None:
         raise SimgymError("--world and --scenario both give the scenario: pass one")
     world_scenario = world_scenario_option(world, domain)
-    user_scenario = load_scenario(scenario)
-    if user_scenario is not None:  # a typo'd key is an error, not a world without it
-        domain_obj.scenario(user_scenario, strict=True)
+    # strict (a typo'd key is an error, not a world without it) and for this domain
+    user_scenario = load_scenario(scenario, domain)
     backend = wm.build()
     writer = simgym.TrajectoryWriter(out) if out else None
     env = simgym.SimEnv(
@@ -112,6 +111,9 @@ def play(
             if not _is_utf8(line):
                 errors.print("[red]invalid action:[/] the line is not UTF-8 text; ignored")
                 continue
+            if not interactive and domain != "terminal":
+                # A piped transcript shows what was typed, as a terminal's screen does.
+                _show(f"> {line}", interactive, last=False)
             try:
                 action = domain_obj.parse_input(line, env.env.scenario)
             except SimgymError as exc:

@@ -5,13 +5,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import time
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 import simgym
@@ -26,9 +24,12 @@ from simgym.cli.options import (
     executor_options,
     grounding_options,
     reward_spec,
+    scenario_domain,
     world_model_options,
     world_scenario_option,
+    wrong_domain_message,
 )
+from simgym.cli.progress import CommandProgress
 from simgym.core.errors import SimgymError
 
 RetryErrorsOption = Annotated[
@@ -193,7 +194,12 @@ def run(
             # a key the schema does not know included (a typo'd `evn:` is no environment)
             domain_obj.scenario(spec.task.scenario or None, strict=world is None)
         except SimgymError as exc:
-            raise SimgymError(f"{spec.task.id}: {' '.join(str(exc).split())}") from None
+            fits = scenario_domain(spec.task.scenario, spec.task.domain) if world is None else None
+            raise SimgymError(
+                wrong_domain_message(spec.task.id, fits, spec.task.domain)
+                if fits
+                else f"{spec.task.id}: {' '.join(str(exc).split())}"
+            ) from None
     agent_kwargs = agent_options(
         agent, agent_base_url, agent_model, agent_model_path, agent_temperature
     )
@@ -212,20 +218,8 @@ def run(
     episodes = len(specs) * group_size
     stats = {"errors": 0, "turns": 0, "reward": 0.0, "done": 0}
 
-    with Progress(
-        TextColumn("[bold]episodes"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TextColumn("reward {task.fields[reward]}"),
-        TextColumn("errors {task.fields[errors]}"),
-        TimeElapsedColumn(),
-        console=errors,
-        transient=False,
-        disable=agent == "human",
-    ) as progress:
-        bar = progress.add_task("run", total=episodes, rate="", reward="-", errors=0)
-        start = time.perf_counter()
+    with CommandProgress(errors, disable=agent == "human") as progress:
+        bar = progress.add("episodes")  # the total comes from on_start, after resuming
 
         def on_start(todo: int) -> None:
             progress.update(bar, total=todo)
@@ -235,13 +229,11 @@ def run(
             stats["turns"] += len(trajectory.turns)
             stats["reward"] += trajectory.total_reward
             stats["done"] += 1
-            rate = stats["done"] / max(time.perf_counter() - start, 1e-9)
             progress.update(
                 bar,
                 advance=1,
-                rate=f"{rate:.2f} ep/s",
-                reward=f"{stats['reward'] / stats['done']:.3f}",
-                errors=stats["errors"],
+                failed=len(errored([trajectory])),
+                note=f"reward {stats['reward'] / stats['done']:.3f}, {stats['errors']} turn errors",
             )
 
         finished = asyncio.run(

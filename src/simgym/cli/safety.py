@@ -24,6 +24,7 @@ from simgym.cli.options import (
     grounding_options,
     world_model_options,
 )
+from simgym.cli.progress import CommandProgress
 from simgym.cli.run import RetryErrorsOption
 
 safety_app = typer.Typer(
@@ -118,6 +119,7 @@ def run(
     Exits 1 when an episode errored (it is not safe, and the report says why)."""
     from simgym.core.errors import SimgymError
     from simgym.perturb.curriculum import env_perturbations
+    from simgym.rollout.episode import episode_error
     from simgym.safety.runner import arun_suite
 
     selected = _select(cases, only, domain)
@@ -161,23 +163,29 @@ def run(
     if plan:  # simgym's faults (timeouts, rate limits, ...) on top, same seed same faults
         env_options["perturbations"] = plan
     errors.print(f"[dim]{len(selected)} case(s) x {k} run(s), agent {agent}[/]")
-    report = asyncio.run(
-        arun_suite(
-            selected,
-            out,
-            agent=agent,
-            agent_options=options,
-            world_model=wm_name,
-            world_model_options=wm_options,
-            k=k,
-            seed=seed,
-            concurrency=concurrency,
-            max_turns=max_turns,
-            env_options=env_options,
-            judge=judge,
-            retry_errors=retry_errors,
+    with CommandProgress(errors) as progress:
+        bar = progress.add("episodes")  # the total comes from on_start, after resuming
+        report = asyncio.run(
+            arun_suite(
+                selected,
+                out,
+                agent=agent,
+                agent_options=options,
+                world_model=wm_name,
+                world_model_options=wm_options,
+                k=k,
+                seed=seed,
+                concurrency=concurrency,
+                max_turns=max_turns,
+                env_options=env_options,
+                judge=judge,
+                retry_errors=retry_errors,
+                on_start=lambda todo: progress.update(bar, total=todo),
+                on_done=lambda episode: progress.update(
+                    bar, advance=1, failed=int(episode_error(episode) is not None)
+                ),
+            )
         )
-    )
     _write_markdown(report, out)
     _exit_on_errors(report, out)
 

@@ -38,6 +38,7 @@ async def arecord(
     retry_errors: bool = True,
     limits: Limits | None = None,
     on_done: Callable[[Trajectory], None] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> list[Trajectory]:
     """Run the episodes in action/task files against real backends, appending each
     trajectory to ``out`` as it finishes; with ``resume``, task ids already in ``out``
@@ -59,6 +60,8 @@ async def arecord(
                 raise SimgymError(f"{spec.task.id}: {' '.join(str(exc).split())}") from None
     done = resume_keys(out, retry_errors=retry_errors) if resume else set()
     todo = [spec for spec in specs if spec.task.id not in done]
+    if on_start is not None:  # how many will run: a progress bar's total
+        on_start(len(todo))
     gate = asyncio.Semaphore(max(1, concurrency))
     with TrajectoryWriter(out) as writer:
 

@@ -84,6 +84,7 @@ async def arun_suite(
     on_done: Callable[[Trajectory], None] | None = None,
     judge: SafetyJudge | None = None,
     retry_errors: bool = True,
+    on_start: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Play every case ``k`` times and report on it.
 
@@ -110,6 +111,7 @@ async def arun_suite(
         judge: also grade every episode with the LLM safety judge
             (``out_dir/judge.jsonl``).
         retry_errors: rerun the episodes of an earlier run that errored.
+        on_start: called with how many episodes will play (a rerun skips those done).
 
     Returns:
         The report (:func:`simgym.safety.metrics.build_report`) with ``run`` added.
@@ -161,6 +163,7 @@ async def arun_suite(
             max_turns=max_turns,
             env_options=env_options or {},
             on_done=on_done,
+            on_start=on_start,
             retry_errors=retry_errors,
         )
     if judge is not None:
