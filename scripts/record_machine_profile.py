@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Record this Debian machine as a simgym machine profile (simgym.domains.machine).
+"""Record this Debian machine as a simgym machine profile (simgym.domains.shell.machine).
 
     python scripts/record_machine_profile.py [--out src/simgym/domains/profiles/debian12.json]
 
@@ -340,7 +340,7 @@ def main() -> None:
     }
     # refuse to write a profile the model would not load
     sys.path.insert(0, str(ROOT / "src"))
-    from simgym.domains.machine import Machine
+    from simgym.domains.shell.machine import Machine
 
     Machine.model_validate(profile["machine"])
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,7 @@ import pytest
 
 import simgym
 from simgym.core.execution import Run
-from simgym.domains.shell_run import chunks, why_not
+from simgym.domains.shell.execution import chunks, why_not
 from simgym.worldmodels.function import FunctionWorldModel
 
 pytestmark = pytest.mark.skipif(
@@ -241,7 +241,7 @@ def test_the_readme_main_job_prints_what_the_debian_machine_prints():
     machine answers ps and df, the agent's script and python3 run for real."""
     import sys
 
-    from simgym.domains.machine import answer, default_profile
+    from simgym.domains.shell.machine import answer, default_profile
 
     lines = [
         "ps aux",
@@ -296,7 +296,7 @@ def test_swe_after_an_unknown_program_what_is_written_is_read_back_exactly():
 def test_ls_and_sort_follow_the_scenarios_locale():
     """C.UTF-8 collates in byte order, as the real sandboxes; a locale this host lacks is
     neither guessed by the shell nor run (glibc would fall back to C silently)."""
-    from simgym.domains.machine import default_profile
+    from simgym.domains.shell.machine import default_profile
 
     files = {"/home/dev/inventory.csv": "b\n", "/home/dev/README": "a\n"}
     env = simgym.make(

@@ -1,4 +1,4 @@
-"""The declared machine (simgym.domains.machine): ps, df, free, which, dpkg -l, nproc and
+"""The declared machine (simgym.domains.shell.machine): ps, df, free, which, dpkg -l, nproc and
 cat /etc/os-release print what the real Debian 12 programs print for the same numbers.
 
 The comparisons run the real programs over the same facts: ``free`` over a /proc/meminfo
@@ -24,15 +24,15 @@ import pytest
 from pydantic import ValidationError
 
 import simgym
-from simgym.domains.machine import (
+from simgym.domains.shell import UNAME_DECLARED
+from simgym.domains.shell.machine import (
     Machine,
-    _process_table,
     answer,
     default_profile,
     default_uname,
     human_readable,
 )
-from simgym.domains.shell import UNAME_DECLARED
+from simgym.domains.shell.ps import _process_table
 
 DEBIAN = Path("/etc/debian_version").exists()
 BWRAP = shutil.which("bwrap")

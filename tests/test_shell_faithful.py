@@ -15,8 +15,9 @@ from simgym.core.domain import get_domain
 from simgym.core.state import merge_patch
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Action
-from simgym.domains.shell import UNAME_DECLARED, OpenQuote, _commands, reads_on, run_line
-from simgym.domains.terminal_exec import initial_modes
+from simgym.domains.shell import UNAME_DECLARED, OpenQuote, reads_on, run_line
+from simgym.domains.shell.exec_ground import initial_modes
+from simgym.domains.shell.parse import split_commands
 
 DEVSET = Path(__file__).resolve().parent.parent / "devset" / "trajectories.jsonl"
 HOME = "/home/u"
@@ -234,7 +235,7 @@ def test_backslashes_and_comments_read_as_bash_reads_them(line, tmp_path):
 
 @needs_bash
 def test_a_comment_starts_after_a_parenthesis(tmp_path):
-    assert _commands("(echo a)#b 'c") == [(";", ["(echo a)"])]
+    assert split_commands("(echo a)#b 'c") == [(";", ["(echo a)"])]
     assert _bash("(echo a)#b 'c", tmp_path).stdout == "a\n"
 
 
@@ -245,7 +246,7 @@ def test_a_comment_starts_after_a_parenthesis(tmp_path):
 )
 def test_a_quote_left_open_is_named_where_it_opens(line, quote, at, tmp_path):
     with pytest.raises(OpenQuote, match=f"quote \\({quote}\\) at column {at + 1}") as raised:
-        _commands(line)
+        split_commands(line)
     assert isinstance(raised.value, ValueError)  # run_line leaves such a line to the model
     assert (raised.value.quote, raised.value.at) == (quote, at)
     assert run(line).output is None

@@ -14,10 +14,10 @@ from simgym.core.errors import ActionError
 from simgym.core.grounding import Grounding
 from simgym.core.state import STRING, STRING_LIST, STRING_MAP, object_schema
 from simgym.core.types import Action, KeyPress, ToolSpec
-from simgym.domains.machine import Machine, default_profile, default_uname
 from simgym.domains.shell import UNAME_DECLARED, reads_on, run_line
-from simgym.domains.shell_run import chunks
-from simgym.domains.terminal_exec import initial_modes, with_run
+from simgym.domains.shell.exec_ground import initial_modes, with_run
+from simgym.domains.shell.execution import chunks
+from simgym.domains.shell.machine import Machine, default_profile, default_uname
 
 TMUX_KEYS = frozenset(
     {
@@ -99,7 +99,7 @@ class TerminalScenario(ScenarioBase):
     machine: Machine | None = Field(
         None,
         description="the machine's processes, disks, memory and packages, which ps, df, "
-        "free, which and dpkg -l print (simgym.domains.machine); None: the world model's",
+        "free, which and dpkg -l print (simgym.domains.shell.machine); None: the world model's",
     )
 
     @field_validator("uname")

@@ -1,5 +1,5 @@
 """The terminal's execution grounding: a typed line the shell over the ledger cannot decide
-runs for real (:mod:`simgym.domains.shell_run`), and its output becomes the screen."""
+runs for real (:mod:`simgym.domains.shell.execution`), and its output becomes the screen."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 from simgym.core.execution import Run, RunResult
 from simgym.core.grounding import Grounding
-from simgym.domains.shell_run import (
+from simgym.domains.shell.execution import (
     locale_installed,
     missing_program,
     printed_in_file_system_order,

@@ -1,7 +1,7 @@
 """Which command lines may run for real, and the :class:`~simgym.core.execution.Run` each
 becomes (execution grounding, :mod:`simgym.core.execution`).
 
-The shell over the ledger (:mod:`simgym.domains.shell`) decides what it can in
+The shell over the ledger (:mod:`simgym.domains.shell.line`) decides what it can in
 microseconds. A line it cannot decide runs for real when everything it may read is known:
 its programs are on this host and neither reach the network nor report on the machine
 itself (processes, disks, the kernel's log), every path it names is a file or directory
@@ -21,30 +21,10 @@ import subprocess
 from collections.abc import Iterable
 from functools import lru_cache
 
-from simgym.domains.shell import (
-    C_LOCALES,
-    INTERACTIVE,
-    PAGERS_AND_EDITORS,
-    SYSTEM_DIRS,
-    reads_on,
-    without_heredoc_bodies,
-)
+from simgym.domains.shell.parse import reads_on, without_heredoc_bodies
+from simgym.domains.shell.table import INTERACTIVE, MACHINE, NETWORK, PAGERS_AND_EDITORS
+from simgym.domains.shell.view import C_LOCALES, SYSTEM_DIRS
 
-# Programs whose output comes from other machines or from the machine itself, not from
-# files: the model (or a declared machine) answers them.
-NETWORK = frozenset(
-    """curl wget ssh scp sftp rsync nc ncat netcat telnet ftp ping ping6 traceroute tracepath
-    dig nslookup host whois apt apt-get aptitude snap pip pip3 npm npx yarn pnpm gem cargo
-    go docker podman kubectl helm aws gcloud az brew conda mail sendmail git-lfs""".split()
-)
-MACHINE = frozenset(
-    """ps top htop atop kill killall pkill pgrep free df uptime w who last lastlog lsof
-    netstat ss ip ifconfig route arp hostnamectl timedatectl lscpu lsblk lsusb lspci dmesg
-    vmstat iostat mpstat sar nproc systemctl service journalctl mount umount fdisk blkid
-    sudo su passwd useradd userdel usermod groupadd chown chgrp reboot shutdown halt
-    poweroff crontab at screen tmux nohup disown bg fg jobs wait dpkg rpm lsb_release
-    getent id groups users logname tty stty""".split()
-)
 # git subcommands that reach another machine.
 GIT_NETWORK = frozenset({"clone", "fetch", "pull", "push", "ls-remote", "submodule", "remote"})
 # Paths of the host's system that every machine has the same (read-only in the sandbox).
