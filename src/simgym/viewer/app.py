@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import os
 import threading
 import time
@@ -21,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from simgym.core.errors import SimgymError
 from simgym.integrations.http_guard import OriginGuard, is_loopback
-from simgym.viewer.blocks import e
+from simgym.viewer.blocks import e, json_block
 from simgym.viewer.pages import (
     PER_PAGE,
     Links,
@@ -94,6 +97,22 @@ class Viewer:
         return None if rowid is None else (links or Links()).episode(rowid)
 
 
+def error_response(request: Request, status: int, detail: str, links: Links) -> Response:
+    """An error as a page a person can read (with the way back), or as JSON for the
+    ``/api`` routes that scripts call."""
+    if request.url.path.startswith("/api/"):
+        return JSONResponse({"detail": detail}, status_code=status)
+    titles = {404: "Not found", 405: "Not allowed", 422: "Not shown"}
+    title = titles.get(status, "Error")
+    body = (
+        f'<h1 class="error-title">{e(title)}</h1>'
+        f'<p class="err" id="error-detail">{e(status)}: {e(detail)}</p>'
+        f"<p><code>{e(request.url.path)}</code> is not a page of this viewer. "
+        f'<a href="{e(links.episodes())}">Back to the episodes</a>.</p>'
+    )
+    return HTMLResponse(layout(title, body, links), status_code=status)
+
+
 # How long a page load may spend indexing before it shows what is indexed so far.
 PAGE_BUDGET_S = 0.5
 
@@ -118,6 +137,19 @@ def create_app(
         # a line the index listed that is no valid trajectory: said, not a server error
         body = f'<h1>Episode not shown</h1><p class="err">{e(str(exc))}</p>'
         return HTMLResponse(layout("not shown", body, links), status_code=422)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        return error_response(request, exc.status_code, str(exc.detail), links)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> Response:
+        # /episode/abc: a path or query that is not what the route takes
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err.get('loc', ())[1:])}: {err.get('msg', '')}"
+            for err in exc.errors()[:3]
+        )
+        return error_response(request, 404, f"no such page ({problems})", links)
 
     if background:
         threading.Thread(target=index.refresh, name="simgym-view-index", daemon=True).start()
@@ -174,6 +206,25 @@ def create_app(
             raise HTTPException(404, f"no episode {rowid}")
         f = Filters.from_params(params(request))
         return episode_page(index, rowid, t, links, f)
+
+    @app.get("/episode/{rowid}/state", response_class=HTMLResponse)
+    def episode_state(rowid: int) -> str:
+        """The final state's folded view, fetched when the page's fold is opened."""
+        t = index.trajectory(rowid)
+        if t is None or t.final_state is None:
+            raise HTTPException(404, f"no final state of episode {rowid}")
+        return json_block(t.final_state, open_top=False)
+
+    @app.get("/episode/{rowid}/state.json")
+    def episode_state_json(rowid: int) -> Response:
+        """The final state as it was recorded, whole."""
+        t = index.trajectory(rowid)
+        if t is None or t.final_state is None:
+            raise HTTPException(404, f"no final state of episode {rowid}")
+        return Response(
+            json.dumps(t.final_state, ensure_ascii=False, indent=1, default=str),
+            media_type="application/json",
+        )
 
     @app.get("/e/{episode_id}")
     def by_episode_id(episode_id: str) -> RedirectResponse:

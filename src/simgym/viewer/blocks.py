@@ -15,6 +15,11 @@ from simgym.core.domain import family_of
 # JSON nodes with more children than this start folded
 _FOLD_OVER = 8
 _MAX_JSON_NODES = 5_000
+# A string longer than this shows its start and how much more there is: one file's
+# contents in a state must not make the page megabytes long.
+STRING_CAP = 2_000
+# A string up to this long that holds JSON (an MCP result's text) is shown parsed.
+_PARSE_STRINGS_UP_TO = 1_000_000
 # How each domain family's observations are shown (a domain with none: plain text)
 _FAMILY_CLASS = {"shell": "term", "gui": "tree"}
 
@@ -82,8 +87,27 @@ def _json_node(value: Any, opened: bool, budget: list[int]) -> str:
             for v in value
         ]
         return _fold("[", "]", _count(len(value), "item"), items, opened)
-    kind = "s" if isinstance(value, str) else "n"
-    return f'<span class="{kind}">{e(json.dumps(value, ensure_ascii=False))}</span>'
+    if isinstance(value, str):
+        return _string_node(value, budget)
+    return f'<span class="n">{e(json.dumps(value, ensure_ascii=False))}</span>'
+
+
+def _string_node(value: str, budget: list[int]) -> str:
+    """A JSON string: one that holds JSON itself (the text of an MCP result) shown parsed
+    and marked so; a long one cut at :data:`STRING_CAP`; lines kept as lines."""
+    if len(value) <= _PARSE_STRINGS_UP_TO:
+        inner = as_json(value)
+        if isinstance(inner, dict | list) and inner:
+            return (
+                '<span class="jtext" title="a string holding JSON, shown parsed">'
+                '<span class="tag">json text</span>' + _json_node(inner, True, budget) + "</span>"
+            )
+    shown, rest = value[:STRING_CAP], len(value) - STRING_CAP
+    more = f'<span class="more">… {rest:,} more characters</span>' if rest > 0 else ""
+    if "\n" in shown.rstrip("\n"):  # several lines: shown as lines, not as \n escapes
+        return f'<span class="s ml">{e(shown)}</span>{more}'
+    quoted = json.dumps(shown, ensure_ascii=False)
+    return f'<span class="s">{e(quoted if not more else quoted[:-1])}</span>{more}'
 
 
 def _fold(left: str, right: str, summary: str, items: list[str], opened: bool) -> str:
@@ -212,3 +236,18 @@ def _inline_diff(a: str, b: str) -> tuple[str, str]:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def tree_change(before: str, after: str) -> str:
+    """What changed from one page (or screen) tree to the next, as a unified diff of its
+    lines with a little context: added lines marked ``add``, removed ``del``."""
+    lines = list(difflib.unified_diff(before.splitlines(), after.splitlines(), n=2, lineterm=""))[
+        2:
+    ]  # the ---/+++ file header says nothing here
+    if not lines:
+        return '<p class="muted">unchanged from the previous turn</p>'
+    out = []
+    for line in lines:
+        cls = {"+": "add", "-": "del", "@": "hunk"}.get(line[:1], "")
+        out.append(f'<div class="{cls}">{e(line) or " "}</div>' if cls else f"<div>{e(line)}</div>")
+    return '<pre class="diff change">' + "".join(out) + "</pre>"

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 from urllib.parse import urlencode
 
+from simgym.core.domain import family_of
 from simgym.core.types import Trajectory, Turn
 from simgym.viewer.blocks import (
     Html,
+    as_json,
     details,
     diff_columns,
     e,
@@ -20,8 +23,9 @@ from simgym.viewer.blocks import (
     observation_block,
     similarity,
     table,
+    tree_change,
 )
-from simgym.viewer.store import Filters, Index
+from simgym.viewer.store import HIT_END, HIT_START, Filters, Index
 
 PER_PAGE = 50
 
@@ -65,6 +69,12 @@ class Links:
 
     def report(self, number: int) -> str:
         return f"report-{number}.html" if self.static else f"/report/{number}"
+
+    def state(self, rowid: int, raw: bool = False) -> str | None:
+        """Where an episode's final state is served on demand (None in a static site)."""
+        if self.static:
+            return None
+        return f"/episode/{rowid}/state" + (".json" if raw else "")
 
     def asset(self, name: str) -> str:
         return name if self.static else f"/static/{name}"
@@ -130,6 +140,7 @@ def filter_form(index: Index, f: Filters) -> str:
         )
         + _select("agent", "agent", pairs(index.distinct("agent")), f.agent)
         + _select("wm", "world model", pairs(index.distinct("world_model")), f.wm)
+        + (f'<input type="hidden" name="sort" value="{e(f.sort)}">' if f.sort else "")
         + '<button type="submit">Filter</button> <a href="/">clear</a></form>'
     )
 
@@ -147,16 +158,83 @@ def _status(row: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def episode_rows(rows: list[dict[str, Any]], links: Links, params: dict[str, str]) -> str:
+# The list's columns: (heading, the ?sort= name that orders by it, or None).
+LIST_COLUMNS = [
+    ("#", "id"),
+    ("task", "task"),
+    ("domain", "domain"),
+    ("agent", "agent"),
+    ("world model", "wm"),
+    ("turns", "turns"),
+    ("reward", "reward"),
+    ("end", None),
+    ("tokens", "tokens"),
+    ("file", "file"),
+]
+
+
+def _heading(label: str, key: str | None, links: Links, params: dict[str, str]) -> Html:
+    """A column heading; live, a sortable one links to the list sorted by it (ascending
+    first, then, clicked again, descending), its arrow showing the current order."""
+    current = params.get("sort", "")
+    if key is None or links.static:
+        return Html(e(label))
+    arrow, ask = "", key
+    if current == key:
+        arrow, ask = " ▲", "-" + key
+    elif current == "-" + key:
+        arrow, ask = " ▼", key
+    href = links.episodes({**params, "sort": ask})
+    state = {" ▲": "ascending", " ▼": "descending"}.get(arrow, "none")
+    return Html(
+        f'<a class="sort" data-sort="{e(key)}" aria-sort="{state}" href="{e(href)}">'
+        f"{e(label)}{arrow}</a>"
+    )
+
+
+def marked(text: str) -> str:
+    """A search snippet as HTML: escaped, the matched words in ``<mark>``."""
+    return e(text).replace(HIT_START, "<mark>").replace(HIT_END, "</mark>")
+
+
+def highlight(text: str, query: str) -> str:
+    """``text`` escaped, with every word of the search ``query`` in it marked."""
+    words = sorted({w.rstrip("*").lower() for w in query.split() if w.rstrip("*")}, key=len)
+    if not words:
+        return e(text)
+    pattern = re.compile("|".join(re.escape(w) for w in reversed(words)), re.IGNORECASE)
+    out, last = [], 0
+    for found in pattern.finditer(text):
+        out += [e(text[last : found.start()]), f"<mark>{e(found.group())}</mark>"]
+        last = found.end()
+    return "".join(out) + e(text[last:])
+
+
+def episode_rows(
+    rows: list[dict[str, Any]],
+    links: Links,
+    params: dict[str, str],
+    index: Index | None = None,
+) -> str:
+    query = params.get("q", "")
+
+    def task_cell(r: dict[str, Any]) -> Html:
+        hit = r.get("hit")
+        return Html(
+            f'<a href="{e(links.episode(r["id"], params))}"><code>{highlight(r["task_id"], query)}'
+            f'</code></a><div class="instr">{highlight(r["instruction"][:140], query)}</div>'
+            + (f'<div class="hit">{marked(hit)}</div>' if hit else "")
+        )
+
+    def file_cell(r: dict[str, Any]) -> str:
+        return f"{index.file_name(r['file_id']) if index else r['file_id']}:{r['line']}"
+
     return table(
-        ["#", "task", "domain", "agent", "world model", "turns", "reward", "end", "tokens"],
+        [_heading(label, key, links, params) for label, key in LIST_COLUMNS],
         (
             [
                 Html(f'<a href="{e(links.episode(r["id"], params))}">{e(r["id"])}</a>'),
-                Html(
-                    f'<a href="{e(links.episode(r["id"], params))}"><code>{e(r["task_id"])}'
-                    f'</code></a><div class="instr">{e(r["instruction"][:140])}</div>'
-                ),
+                task_cell(r),
                 r["domain"],
                 r["agent"],
                 r["world_model"],
@@ -164,6 +242,7 @@ def episode_rows(rows: list[dict[str, Any]], links: Links, params: dict[str, str
                 Html(f'<span class="reward">{e(fmt(r["total_reward"]))}</span>'),
                 Html(_status(r)),
                 r["tokens"],
+                Html(f'<span class="file">{e(file_cell(r))}</span>'),
             ]
             for r in rows
         ),
@@ -171,8 +250,13 @@ def episode_rows(rows: list[dict[str, Any]], links: Links, params: dict[str, str
     )
 
 
+def last_page(total: int) -> int:
+    """The number of the list's last page (1 for an empty list)."""
+    return max(1, -(-total // PER_PAGE))
+
+
 def pager(links: Links, params: dict[str, str], page: int, total: int) -> str:
-    last = max(1, -(-total // PER_PAGE))
+    last = last_page(total)
     out = [f'<span class="count">{total} episodes · page {page} of {last}</span>']
     if page > 1:
         out.append(f'<a rel="prev" href="{e(links.episodes(params, page - 1))}">← previous</a>')
@@ -182,10 +266,19 @@ def pager(links: Links, params: dict[str, str], page: int, total: int) -> str:
 
 
 def list_page(index: Index, f: Filters, page: int, links: Links, *, live: bool = True) -> str:
+    """The episode list. A page past the last shows the last (a filter that narrowed the
+    list keeps a useful page), and says which page was asked for."""
     params = f.params()
     total = index.count(f)
+    asked, page = page, min(max(1, page), last_page(total))
     rows = index.page(f, page, PER_PAGE)
     form = filter_form(index, f) if live else ""
+    note = (
+        f'<p class="note" id="clamped">there is no page {e(asked)}: '
+        f"{total} episodes make {last_page(total)} page(s); showing page {page}</p>"
+        if asked != page
+        else ""
+    )
     body = (
         "<h1>Episodes</h1>"
         + form
@@ -195,8 +288,9 @@ def list_page(index: Index, f: Filters, page: int, links: Links, *, live: bool =
             else ""
         )
         + '<div id="fresh" hidden></div>'
+        + note
         + pager(links, params, page, total)
-        + episode_rows(rows, links, params)
+        + episode_rows(rows, links, params, index)
         + pager(links, params, page, total)
     )
     return layout("Episodes", body, links, live=live, extra=f' data-total="{index.count()}"')
@@ -211,7 +305,22 @@ def _action(turn: Turn) -> str:
     return '<p class="muted">(no action)</p>'
 
 
-def turn_block(turn: Turn, domain: str) -> str:
+def _tree_block(turn: Turn, domain: str, before: str | None) -> str:
+    """A GUI turn's observation: the change from the previous turn's page tree, the whole
+    tree folded below it (a tree repeated in full every turn hides what the action did)."""
+    text = turn.observation.text
+    if before is None or turn.observation.kind == "error" or as_json(text) is not None:
+        return observation_block(text, domain, turn.observation.kind)
+    lines = text.count("\n") + 1
+    return (
+        '<div class="label">change from the previous turn</div>'
+        + tree_change(before, text)
+        + details(f"whole page ({lines} lines)", observation_block(text, domain), cls="full")
+    )
+
+
+def turn_block(turn: Turn, domain: str, before: str | None = None) -> str:
+    """One turn. ``before``: the previous observation, for a GUI domain's page-tree diff."""
     usage = turn.usage
     meta = [
         f"reward {fmt(turn.reward)}",
@@ -235,7 +344,10 @@ def turn_block(turn: Turn, domain: str) -> str:
     if turn.reasoning:
         parts.append(details("reasoning", f'<pre class="text">{e(turn.reasoning)}</pre>'))
     parts.append('<div class="label">observation</div>')
-    parts.append(observation_block(turn.observation.text, domain, turn.observation.kind))
+    if family_of(domain) == "gui":
+        parts.append(_tree_block(turn, domain, before))
+    else:
+        parts.append(observation_block(turn.observation.text, domain, turn.observation.kind))
     if turn.error or turn.observation.error:
         parts.append(f'<p class="err">{e(turn.error or turn.observation.error)}</p>')
     if turn.format_problems:
@@ -309,10 +421,36 @@ def episode_page(
             + observation_block(t.initial_observation.text, t.domain)
             + "</section>"
         )
-    body += [turn_block(turn, t.domain) for turn in t.turns]
+    before = t.initial_observation.text if t.initial_observation is not None else None
+    for turn in t.turns:
+        body.append(turn_block(turn, t.domain, before))
+        before = turn.observation.text
     if t.final_state is not None:
-        body.append(details("final hidden state", json_block(t.final_state)))
+        body.append(state_block(t.final_state, links.state(rowid), links.state(rowid, raw=True)))
     return layout(f"{t.task.id}", "".join(body), links)
+
+
+# A final state bigger than this (as JSON) is not put in the page: it loads when opened.
+INLINE_STATE_BYTES = 256_000
+
+
+def state_block(state: Any, lazy_url: str | None, raw_url: str | None) -> str:
+    """The final hidden state, folded. A big one (a run's whole file tree) is only sized
+    here and fetched from ``lazy_url`` when opened; without a server (a static site) it is
+    shown capped: the first nodes, long strings cut."""
+    size = len(json.dumps(state, ensure_ascii=False, default=str))
+    if size <= INLINE_STATE_BYTES:
+        return details("final hidden state", json_block(state))
+    keys = f", {len(state):,} keys" if isinstance(state, dict) else ""
+    summary = f"final hidden state ({size / 1e6:.1f} MB{keys})"
+    if lazy_url is None:
+        return details(summary + ", capped", json_block(state, open_top=False))
+    raw = f' · <a href="{e(raw_url)}">raw JSON</a>' if raw_url else ""
+    return (
+        f'<details class="lazy" data-src="{e(lazy_url)}"><summary>{e(summary)}: '
+        f"loads when opened{raw}</summary>"
+        '<div class="lazy-body muted">loading…</div></details>'
+    )
 
 
 # -- sim vs real ------------------------------------------------------------------------

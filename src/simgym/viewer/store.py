@@ -65,6 +65,23 @@ _COLUMNS = (
 )
 
 
+# The list's sortable columns: a name in ?sort= to the SQL it sorts by (a whitelist:
+# nothing from the URL reaches the SQL text).
+SORTS = {
+    "id": "e.id",
+    "task": "e.task_id",
+    "domain": "e.domain",
+    "agent": "e.agent",
+    "wm": "e.world_model",
+    "turns": "e.turns",
+    "reward": "e.total_reward",
+    "tokens": "e.tokens",
+    "file": "e.file_id, e.line",
+}
+# Marks around a search hit in a snippet: control characters, escaped HTML never has them.
+HIT_START, HIT_END = "\x02", "\x03"
+
+
 @dataclass
 class Filters:
     """What the episode list is narrowed to; blank fields do not filter."""
@@ -81,6 +98,15 @@ class Filters:
     wm: str = ""
     group: str = ""
     file: int | None = None
+    sort: str = ""  # a column of SORTS, "-" before it for descending; blank: file order
+
+    def order(self) -> str:
+        """The list's ORDER BY: the chosen column (ties by row), else the files' order."""
+        column = SORTS.get(self.sort.lstrip("-"))
+        if column is None:
+            return "e.id"
+        way = "DESC" if self.sort.startswith("-") else "ASC"
+        return f"{column} {way}, e.id {way}"
 
     @classmethod
     def from_params(cls, params: dict[str, str]) -> Filters:
@@ -370,12 +396,22 @@ class Index:
             ).fetchone()[0]
 
     def page(self, filters: Filters, page: int = 1, per_page: int = 50) -> list[dict[str, Any]]:
-        """One page of episode rows (oldest first)."""
+        """One page of episode rows, in the filters' order (default: oldest first). With
+        a search, each row's ``hit`` is a snippet of the text that matched, the words
+        between :data:`HIT_START` and :data:`HIT_END`."""
         where, args = filters.where()
         page = max(1, page)
+        match = fts_query(filters.q)
+        hit = (
+            ", (SELECT snippet(search, 0, char(2), char(3), '…', 12) FROM search "
+            "WHERE search MATCH ? AND rowid = e.id) AS hit"
+            if match
+            else ""
+        )
         return self._all(
-            f"SELECT {_COLUMNS} FROM episodes e WHERE {where} ORDER BY e.id LIMIT ? OFFSET ?",
-            [*args, per_page, (page - 1) * per_page],
+            f"SELECT {_COLUMNS}{hit} FROM episodes e WHERE {where} "
+            f"ORDER BY {filters.order()} LIMIT ? OFFSET ?",
+            [*([match] if match else []), *args, per_page, (page - 1) * per_page],
         )
 
     def row(self, rowid: int) -> dict[str, Any] | None:

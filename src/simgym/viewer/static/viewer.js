@@ -26,6 +26,24 @@
     else if (ev.key === "/") { var q = document.getElementById("q"); if (q) { ev.preventDefault(); q.focus(); } }
     else return;
   });
+  // A big final state is fetched only when its fold is opened.
+  Array.prototype.forEach.call(document.querySelectorAll("details.lazy[data-src]"), function (d) {
+    d.addEventListener("toggle", function () {
+      if (!d.open || d.dataset.loaded || !window.fetch) return;
+      d.dataset.loaded = "1";
+      var target = d.querySelector(".lazy-body");
+      fetch(d.dataset.src, { credentials: "same-origin" }).then(function (r) {
+        if (!r.ok) throw new Error("HTTP " + r.status);
+        return r.text();
+      }).then(function (html) {
+        target.classList.remove("muted");
+        target.innerHTML = html;  // the server's own escaped rendering (json_block)
+      }).catch(function (err) {
+        target.textContent = "could not load the state: " + err.message;
+        delete d.dataset.loaded;
+      });
+    });
+  });
   // Live: while a run appends to the files, the list says how many episodes arrived.
   var body = document.body;
   var fresh = document.getElementById("fresh");
