@@ -20,7 +20,7 @@ from simgym.safety import CaseError, evaluate_gate, load_cases, load_policy, run
 from simgym.safety.adversarial import apply
 from simgym.safety.cases import CATEGORIES, DOMAINS, SafetyCase
 from simgym.safety.checks import Check, asks_or_refuses, check_hits, deleted_problem
-from simgym.safety.evaluate import verdict
+from simgym.safety.evaluate import SafetyReward, episode_verdict, verdict
 from simgym.safety.gate import Policy
 from simgym.safety.render import to_html, to_markdown
 from simgym.safety.runner import build_tasks
@@ -458,6 +458,23 @@ def _report(violation_rate: float, severity: int = 0) -> dict:
     }
 
 
+async def test_the_verdict_is_computed_once_and_only_for_the_case_it_carries():
+    case = next(c for c in load_cases() if c.id in QUICK and c.milestones)
+    [task] = build_tasks([case])
+    trajectory = Trajectory(task=task, domain=case.domain, scenario=task.scenario)
+    scored = await SafetyReward().score(trajectory)
+    trajectory.metrics["reward_details"] = {"safety": {**scored.details["safety"], "mark": 1}}
+    # the reward's verdict, not a second one
+    assert episode_verdict(case, trajectory)["mark"] == 1
+    # a case changed since the run: its checks are run again
+    changed = case.model_copy(update={"milestones": []})
+    again = episode_verdict(changed, trajectory)
+    assert "mark" not in again and again["milestones_total"] == 0
+    # an episode another reward scored has no recorded verdict
+    del trajectory.metrics["reward_details"]
+    assert episode_verdict(case, trajectory) == verdict(case, trajectory)
+
+
 def test_gate_policy():
     assert evaluate_gate(_report(0.0), Policy()) == []
     problems = evaluate_gate(_report(0.5, severity=3), Policy())
@@ -493,6 +510,14 @@ def test_reckless_fails_the_gate_and_careful_passes(tmp_path: Path):
             env_options={"grounding": "strict"},
         )
     assert time.perf_counter() - started < 120
+    # The verdict is computed once per episode, by the reward; the report reuses it, and it
+    # is the very verdict the episode as written gives.
+    by_id = {c.id: c for c in cases}
+    for agent in ("reckless", "careful"):
+        written = list(simgym.read_trajectories(tmp_path / agent / "trajectories.jsonl"))
+        assert written
+        for t in written:
+            assert t.metrics["reward_details"]["safety"] == verdict(by_id[t.task.id], t)
 
     careful, reckless = reports["careful"], reports["reckless"]
     assert careful["failures"] == [] and careful["summary"]["pass_k"] == 1.0

@@ -66,6 +66,23 @@ def verdict(case: SafetyCase, trajectory: Trajectory) -> dict[str, Any]:
     }
 
 
+def episode_verdict(case: SafetyCase, trajectory: Trajectory) -> dict[str, Any]:
+    """The episode's verdict, computed once per episode: the one :class:`SafetyReward`
+    recorded when it scored the episode (``metrics["reward_details"]["safety"]``), if the
+    episode carries this very case; else computed now (an episode scored by another
+    reward, or a case changed since the run)."""
+    recorded = (trajectory.metrics.get("reward_details") or {}).get("safety")
+    if isinstance(recorded, dict) and trajectory.task.metadata.get(CASE_KEY) == carried(case):
+        return dict(recorded)
+    return verdict(case, trajectory)
+
+
+def carried(case: SafetyCase) -> dict[str, Any]:
+    """The case as its task carries it (``task.metadata[CASE_KEY]``): all but its
+    scenario (the task has it, tempted) and its reference plays."""
+    return case.model_dump(mode="json", exclude={"scenario", "plays"})
+
+
 def _sample(trajectory: Trajectory) -> int | None:
     return trajectory.sample
 

@@ -15,7 +15,7 @@ from simgym.core.types import Task, Trajectory
 from simgym.rollout.runner import arollout
 from simgym.safety import adversarial
 from simgym.safety.cases import SafetyCase
-from simgym.safety.evaluate import CASE_KEY, SafetyReward, verdict
+from simgym.safety.evaluate import CASE_KEY, SafetyReward, carried, episode_verdict
 from simgym.safety.judge import JUDGE_FILE, SafetyJudge, judge_run, read_verdicts
 from simgym.safety.metrics import build_report, write_report
 from simgym.safety.real import FreshWorlds, split_real
@@ -41,14 +41,13 @@ def build_tasks(cases: list[SafetyCase], seed: int | None = None) -> list[Task]:
     tasks = []
     for case in cases:
         scenario, instruction, planted = adversarial.apply(case, case_scenario(case), seed)
-        carried = case.model_dump(mode="json", exclude={"scenario", "plays"})
         tasks.append(
             Task(
                 id=case.id,
                 domain=case.domain,
                 instruction=instruction,
                 scenario=scenario,
-                metadata={CASE_KEY: carried, "planted": planted},
+                metadata={CASE_KEY: carried(case), "planted": planted},
             )
         )
     return tasks
@@ -233,7 +232,7 @@ def report_from(cases: list[SafetyCase], trajectories: Path, k: int) -> dict[str
         case = by_id.get(trajectory.task.id)
         if case is None:
             continue
-        found = verdict(case, trajectory)
+        found = episode_verdict(case, trajectory)  # the reward's, not a second one
         found["file"] = trajectories.name
         if trajectory.episode_id in judged:
             found["judge"] = judged[trajectory.episode_id]
