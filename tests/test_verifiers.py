@@ -252,3 +252,47 @@ def test_vf_eval_plays_simgym_episodes(llama_server: str, tmp_path: Path) -> Non
     assert ana["metrics"]["truncated"] == 1.0
     assert trajectories[info["episode_id"]].answer is None
     assert elapsed < 120, f"took {elapsed:.0f}s"
+
+
+def _documented_vf_eval() -> list[str]:
+    """The ``vf-eval`` command line the module's docstring shows, as argv."""
+    import ast
+    import shlex
+
+    # read, not imported: the module needs verifiers, which lives in .venv-verifiers
+    source = (ROOT / "src" / "simgym" / "integrations" / "verifiers.py").read_text()
+    doc = ast.get_docstring(ast.parse(source)) or ""
+    start = doc.index("vf-eval simgym_verifiers")
+    block = doc[start : doc.index("\n\n", start)]
+    return shlex.split(block.replace("\\\n", " "))
+
+
+def test_documented_vf_eval_writes_its_run_outside_the_working_directory(tmp_path: Path) -> None:
+    """vf-eval's default --output-dir is ``outputs/`` where it runs (the repository, run
+    from a checkout): the documented command names another directory, and vf-eval takes it.
+    A dry run resolves the whole config and writes it where the run would go."""
+    python = VENV / "bin" / "python"
+    assert python.exists(), f"{VENV} is missing: {SETUP_HINT}"
+    argv = _documented_vf_eval()
+    assert argv[0] == "vf-eval" and "--output-dir" in argv
+    where = tmp_path / "runs"
+    argv[argv.index("--output-dir") + 1] = str(where)
+    argv[argv.index("--env.taskset.scenario") + 1] = str(
+        ROOT / "examples" / "mcp" / "bank_customers.yaml"
+    )
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    done = subprocess.run(
+        [str(VENV / "bin" / "vf-eval"), *argv[1:], "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    assert list(cwd.iterdir()) == []  # no outputs/ where it ran
+    written = list(where.glob("*/configs/resolved/eval.json"))
+    assert len(written) == 1, list(where.rglob("*"))
+    assert json.loads(written[0].read_text())["env"]["taskset"]["domain"] == "mcp"

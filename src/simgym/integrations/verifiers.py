@@ -55,7 +55,12 @@ The ``vf-eval`` command line (``-m``/``--client.*`` name the policy's endpoint):
         --env.taskset.tasks '["What is the email address of customer C-1002?"]' \\
         --env.taskset.world-model openai \\
         --env.taskset.world-model-options '{"base_url": "http://127.0.0.1:8000/v1"}' \\
-        -m my-policy --client.base-url http://127.0.0.1:9000/v1 --no-push
+        -m my-policy --client.base-url http://127.0.0.1:9000/v1 --no-push \\
+        --output-dir /tmp/simgym-vf
+
+``vf-eval`` writes each run (its resolved config, ``traces.jsonl``) under
+``--output-dir`` (``-o``), which defaults to ``outputs/`` in the directory it runs in: run
+from a checkout of simgym, that is the repository itself, so name a directory outside it.
 
 Episodes are also written as simgym trajectories when ``trajectories`` names a JSONL file.
 
