@@ -30,9 +30,20 @@ def mcp_import(
     ] = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for the server")] = 30.0,
     output_format: Annotated[str, typer.Option(help="mcp | json | text")] = "mcp",
+    sample_records: Annotated[
+        int,
+        typer.Option(
+            help="also read up to N records of each kind through the server's read-only "
+            "tools (readOnlyHint, or list/search/get names where a tool has no "
+            "annotations) into the twin's state; 0: none",
+            min=0,
+            max=1000,
+        ),
+    ] = 0,
 ) -> None:
     """Read a real MCP server's tools into a scenario for `simgym play mcp --scenario`."""
     from simgym.real.mcp_import import scenario_from_server_sync
+    from simgym.real.mcp_sample import records_note
 
     if (command is None) == (url is None):
         raise SimgymError("give exactly one of --command or --url")
@@ -50,9 +61,33 @@ def mcp_import(
         env=variables or None,
         timeout=timeout,
         output_format=output_format,  # type: ignore[arg-type]
+        sample=sample_records,
     )
     simgym.get_domain("mcp").scenario(scenario)  # what we write must load back
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True), encoding="utf-8")
     names = ", ".join(t["name"] for t in scenario["tools"])
     errors.print(f"wrote {out}: server {scenario['server_name']!r} with tools {names}")
+    errors.print(records_note(scenario["state"]), highlight=False)
+
+
+@mcp_app.command("show")
+@friendly_errors
+def mcp_show(
+    scenario: Annotated[Path, typer.Argument(help="a scenario YAML written by `mcp import`")],
+) -> None:
+    """Show an imported twin: its server, its tools (which only read) and its records."""
+    from simgym.real.mcp_sample import records_note, why_not_read_only
+
+    try:
+        data = yaml.safe_load(scenario.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise SimgymError(f"cannot read the scenario {scenario}: {exc}") from None
+    if not isinstance(data, dict):
+        raise SimgymError(f"{scenario} is not an mcp scenario (a YAML mapping)")
+    twin = simgym.get_domain("mcp").scenario(data)
+    typer.echo(f"server {twin.server_name!r}: {len(twin.tools)} tools")
+    for tool in twin.tools:
+        reads = why_not_read_only(tool.model_dump(by_alias=False)) is None
+        typer.echo(f"  {tool.name}{'  (reads only)' if reads else ''}")
+    typer.echo(records_note(twin.state))

@@ -14,7 +14,8 @@ answers in the server's layout from the first call on (:mod:`simgym.domains.mcp_
 CallToolResult envelope (``{"content": [...], "isError": ...}``), and simulating that same
 envelope keeps simulated and recorded real episodes comparable turn by turn. The
 hidden ``state`` starts empty, since a server's data cannot be read through its tool list;
-fill it (or ``notes``) to tell the world model what the records hold.
+``sample=N`` reads up to N records of each kind through the server's read-only tools
+(:mod:`simgym.real.mcp_sample`), or fill it (or ``notes``) yourself.
 
 Needs the ``mcp`` SDK 2.x (``pip install 'simgym[mcp]'``); it is imported on first use.
 """
@@ -32,6 +33,7 @@ from urllib.parse import urlsplit
 from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.domains.mcp import MCP
+from simgym.real.mcp_sample import Sample, result_value, sample_records
 
 MAX_PAGES = 1000  # a server whose tools/list cursors never end must not hang the import
 STDERR_TAIL = 1500
@@ -48,6 +50,7 @@ class ServerListing:
     instructions: str | None = None
     protocol_version: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)  # MCP wire form (inputSchema)
+    sample: Sample | None = None  # records read through read-only tools, when asked for
 
 
 def _load_sdk() -> Any:
@@ -252,9 +255,12 @@ async def fetch_server_tools(
     env: dict[str, str] | None = None,
     cwd: str | Path | None = None,
     timeout: float = 30,
+    sample: int = 0,
 ) -> ServerListing:
     """Connect to an MCP server, initialize, and read its identity and every declared tool.
 
+    With ``sample`` > 0, also read up to that many records of each kind through the
+    server's read-only tools (:mod:`simgym.real.mcp_sample`: which tools, how called).
     Give exactly one of ``command`` (start it and talk over stdio; a list or a shell-style
     string), ``url`` (streamable HTTP endpoint, e.g. ``http://127.0.0.1:8765/mcp``) or
     ``server`` (an in-process ``MCPServer`` or low-level ``Server``). ``env`` adds variables
@@ -268,13 +274,27 @@ async def fetch_server_tools(
     try:
         with anyio.fail_after(timeout):
             async with mcp.Client(conn.target, read_timeout_seconds=timeout, cache=None) as client:
-                return await _read_listing(client, _fallback_name(conn.argv, url))
+                listing = await _read_listing(client, _fallback_name(conn.argv, url))
+                if sample > 0:
+                    listing.sample = await sample_records(listing.tools, _caller(client), sample)
+                return listing
     except SimgymError:
         raise
     except Exception as exc:  # any failure below becomes one readable message
         raise conn.explain(exc, timeout) from None
     finally:
         conn.close()
+
+
+def _caller(client: Any) -> Any:
+    async def call(name: str, arguments: dict[str, Any]) -> tuple[bool, Any]:
+        try:
+            result = await client.call_tool(name, arguments)
+        except Exception:  # a refused call (invalid params, say) is only a sample less
+            return True, None
+        return bool(result.is_error), result_value(result)
+
+    return call
 
 
 def listing_to_scenario(
@@ -289,9 +309,14 @@ def listing_to_scenario(
         "server_name": listing.name,
         "description": description or (listing.title or ""),
         "tools": [_tool(tool) for tool in listing.tools],
-        "state": {},
+        "state": dict(listing.sample.records) if listing.sample else {},
         "output_format": output_format,
     }
+    if listing.sample and listing.sample.count():
+        scenario["notes"] = (
+            "The records in state are a sample read from the real server through its "
+            "read-only tools; the server may hold more."
+        )
     MCP.scenario(scenario)  # raises ScenarioError (a SimgymError) for a server we cannot mirror
     return scenario
 
@@ -324,10 +349,13 @@ async def scenario_from_server(
     cwd: str | Path | None = None,
     timeout: float = 30,
     output_format: Literal["mcp", "json", "text"] = "mcp",
+    sample: int = 0,
 ) -> dict[str, Any]:
-    """An ``mcp`` scenario mirroring a real server's tools (see :func:`fetch_server_tools`)."""
+    """An ``mcp`` scenario mirroring a real server's tools (see :func:`fetch_server_tools`);
+    with ``sample`` > 0 its ``state`` holds up to that many records of each kind, read
+    through the server's read-only tools."""
     listing = await fetch_server_tools(
-        command, url, server=server, env=env, cwd=cwd, timeout=timeout
+        command, url, server=server, env=env, cwd=cwd, timeout=timeout, sample=sample
     )
     return listing_to_scenario(listing, output_format)
 
@@ -341,6 +369,7 @@ def scenario_from_server_sync(
     cwd: str | Path | None = None,
     timeout: float = 30,
     output_format: Literal["mcp", "json", "text"] = "mcp",
+    sample: int = 0,
 ) -> dict[str, Any]:
     """Blocking :func:`scenario_from_server`, for scripts and the command line."""
     return run_sync(
@@ -352,5 +381,6 @@ def scenario_from_server_sync(
             cwd=cwd,
             timeout=timeout,
             output_format=output_format,
+            sample=sample,
         )
     )
