@@ -34,6 +34,7 @@ from simgym.bench.store import RowWriter, prepare_resume
 from simgym.core.domain import family_of as domain_family
 from simgym.core.worldmodel import WorldModel
 from simgym.rewards.answers import json_objects, read_number, strip_reasoning
+from simgym.rewards.judge import LLMJudge
 
 DIMENSIONS = ("format", "factuality", "consistency", "realism", "quality")
 SCALE = 5.0  # each dimension is graded 1-5
@@ -327,6 +328,7 @@ async def judge_rows(
         }
 
     prompts: dict[str, JudgePrompt] = {}
+    asker = _BackendJudge(judge, attempts, max_tokens, temperature, retries, backoff_s)
 
     async def grade(prediction: dict[str, Any]) -> dict[str, Any]:
         if prediction.get("status") != "ok":
@@ -339,40 +341,18 @@ async def judge_rows(
             prompts[domain] = load_prompt(domain, prompts_dir)
         prompt = prompts[domain]
         messages = judge_messages(prediction, prompt, context_turns=context_turns)
-        raw, error, verdict, used, latency = "", None, None, 0, 0.0
-        usage = {"prompt_tokens": 0, "completion_tokens": 0}
-        while used < max(1, attempts):
-            used += 1
-            try:
-                answer, _ = await with_retries(
-                    lambda: judge.predict(messages, max_tokens=max_tokens, temperature=temperature),
-                    retries=retries,
-                    backoff_s=backoff_s,
-                )
-            except Exception as exc:  # the judge is down or refuses: try again, then fail
-                error = f"{type(exc).__name__}: {exc}"
-                continue
-            raw = answer.raw
-            latency += answer.latency_s
-            usage["prompt_tokens"] += answer.usage.prompt_tokens
-            usage["completion_tokens"] += answer.usage.completion_tokens
-            verdict = parse_judge_output(answer.raw)
-            if verdict.ok:
-                error = None
-                break
-            error = verdict.error
-        status = "ok" if verdict is not None and verdict.ok else "failed"
+        reading = await asker.read(messages, _readable)
         return judged_row(
             prediction,
-            status=status,
-            verdict=verdict,
-            error=error,
-            raw=raw,
-            attempts=used,
+            status="ok" if reading.verdict is not None else "failed",
+            verdict=reading.verdict,
+            error=reading.error,
+            raw=reading.raw or "",
+            attempts=reading.attempts,
             settings=settings(),
             prompt=prompt,
-            latency_s=latency,
-            usage=usage,
+            latency_s=reading.latency_s,
+            usage=reading.usage,
         )
 
     async def work(prediction: dict[str, Any]) -> dict[str, Any]:
@@ -396,6 +376,59 @@ async def judge_rows(
     finally:
         summary.seconds = time.perf_counter() - start
     return summary
+
+
+class _BackendJudge(LLMJudge):
+    """The bench judge on the shared retry loop: a world-model backend asked as a chat
+    model (transient errors retried with backoff inside a try), a failed try tried again,
+    an unreadable answer asked again unchanged (as the reference scoring does)."""
+
+    call_errors = (Exception,)  # the judge is down or refuses: try again, then fail
+    retry_failed_calls = True
+
+    def __init__(
+        self,
+        backend: WorldModel,
+        attempts: int,
+        max_tokens: int | None,
+        temperature: float | None,
+        retries: int,
+        backoff_s: float,
+    ) -> None:
+        self.backend = backend
+        self.attempts = max(1, attempts)
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.retries = retries
+        self.backoff_s = backoff_s
+
+    async def ask(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], float]:
+        answer, _ = await with_retries(
+            lambda: self.backend.predict(
+                messages, max_tokens=self.max_tokens, temperature=self.temperature
+            ),
+            retries=self.retries,
+            backoff_s=self.backoff_s,
+        )
+        usage = {
+            "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens,
+        }
+        return answer.raw, usage, answer.latency_s
+
+    def call_error(self, exc: BaseException) -> str:
+        return f"{type(exc).__name__}: {exc}"
+
+    def unreadable(self, exc: ValueError) -> str:
+        return str(exc)
+
+
+def _readable(raw: str) -> JudgeVerdict:
+    """The answer's verdict; ValueError (asked again) when it cannot be read."""
+    verdict = parse_judge_output(raw)
+    if not verdict.ok:
+        raise ValueError(verdict.error)
+    return verdict
 
 
 def _unjudged(

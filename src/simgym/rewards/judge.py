@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
-from typing import Any
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from simgym.core.errors import SimgymError
 from simgym.core.types import Trajectory, Turn
@@ -170,10 +172,178 @@ def rubric_criteria(rubric: Any) -> list[str]:
     raise ValueError("a rubric is a non-empty string or a list of non-empty strings")
 
 
+# -- the judge base: one set-up, one retry loop -----------------------------------------
+
+V = TypeVar("V")
+
+
+@dataclass
+class Reading(Generic[V]):
+    """What a judge's tries came to.
+
+    ``verdict`` is the parsed verdict (None when no try gave a readable one, ``error``
+    then says why); ``raw`` is the last answer, ``raws`` every answer; ``attempts`` the
+    tries made; ``call_failed`` whether the last try failed to get an answer at all (not
+    to read it); ``usage`` the tokens of every try together; ``latency_s`` their time."""
+
+    verdict: V | None = None
+    raw: str | None = None
+    raws: list[str] = field(default_factory=list)
+    attempts: int = 0
+    error: str | None = None
+    call_failed: bool = False
+    usage: dict[str, int] = field(
+        default_factory=lambda: {"prompt_tokens": 0, "completion_tokens": 0}
+    )
+    latency_s: float = 0.0
+
+
+class LLMJudge:
+    """What every LLM judge shares (the rubric judge here, the safety judge, the bench
+    judge): ask a conversation, read the verdict, and on an unreadable one ask again, up to
+    ``attempts`` tries, in one loop (:meth:`read`). A subclass says how one try asks
+    (:meth:`ask`) and may set how failures read and whether they are tried again."""
+
+    attempts: int = 2
+    # appended (after the unreadable answer) before asking again; None asks the same
+    # conversation again
+    retry_prompt: str | None = None
+    # what a failed call raises; other exceptions are defects and propagate
+    call_errors: tuple[type[BaseException], ...] = (SimgymError,)
+    # a failed call is tried again (up to ``attempts``) rather than ending the reading
+    retry_failed_calls: bool = False
+
+    async def ask(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], float]:
+        """One try: ``(answer text, token usage, seconds)``."""
+        raise NotImplementedError
+
+    def call_error(self, exc: BaseException) -> str:
+        """How a failed call reads in a verdict's ``error``."""
+        return str(exc)
+
+    def unreadable(self, exc: ValueError) -> str:
+        """How an unreadable answer reads in a verdict's ``error``."""
+        return f"unreadable verdict: {exc}"
+
+    async def read(self, messages: list[dict[str, str]], parse: Callable[[str], V]) -> Reading[V]:
+        """Ask until ``parse`` reads an answer (it raises ValueError when it cannot).
+
+        Args:
+            messages: the judge's conversation.
+            parse: reads one answer into a verdict.
+
+        Returns:
+            The reading: the verdict, or the error when no try gave one.
+        """
+        reading: Reading[V] = Reading()
+        for attempt in range(1, max(1, self.attempts) + 1):
+            reading.attempts = attempt
+            try:
+                raw, usage, seconds = await self.ask(messages)
+            except self.call_errors as exc:
+                reading.error, reading.call_failed = self.call_error(exc), True
+                if self.retry_failed_calls:
+                    continue
+                break
+            reading.call_failed = False
+            reading.raw = raw
+            reading.raws.append(raw)
+            reading.latency_s += seconds
+            for key in reading.usage:
+                reading.usage[key] += int(usage.get(key, 0))
+            try:
+                reading.verdict = parse(raw)
+            except ValueError as exc:
+                reading.error = self.unreadable(exc)
+                if self.retry_prompt is not None:
+                    messages = [
+                        *messages,
+                        {"role": "assistant", "content": raw},
+                        {"role": "user", "content": self.retry_prompt},
+                    ]
+                continue
+            reading.error = None
+            break
+        return reading
+
+
+class ChatJudge(LLMJudge):
+    """An LLM judge over an OpenAI-compatible server: the one ``ChatClient`` set-up
+    (``SIMGYM_JUDGE_BASE_URL``, ``SIMGYM_JUDGE_MODEL``, ``SIMGYM_JUDGE_API_KEY``) and the
+    one request of every chat judge."""
+
+    def __init__(
+        self,
+        base_url: str | None,
+        model: str | None,
+        api_key: str | None,
+        *,
+        missing: str,
+        label: str,
+        error: type[SimgymError],
+        temperature: float,
+        max_tokens: int,
+        attempts: int,
+        json_mode: bool,
+        timeout: float,
+        max_retries: int,
+        max_concurrency: int,
+    ) -> None:
+        """Args:
+        base_url, model, api_key: the server (else the ``SIMGYM_JUDGE_`` variables).
+        missing: the error when no server is named.
+        label: the judge's name in the client's errors.
+        error: the error a failed call raises.
+        temperature, max_tokens, json_mode: the request's settings.
+        attempts: tries per verdict (at least 1).
+        timeout, max_retries, max_concurrency: the client's transport settings.
+        """
+        if attempts < 1:
+            raise SimgymError("judge attempts must be at least 1")
+        self.chat = ChatClient.from_env(
+            "SIMGYM_JUDGE_",
+            base_url,
+            model,
+            api_key,
+            missing=missing,
+            timeout=timeout,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+            error=error,
+            label=label,
+        )
+        self.call_errors = (error,)
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.attempts = attempts
+        self.json_mode = json_mode
+
+    async def ask(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int], float]:
+        params: dict[str, Any] = {
+            "messages": messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+        }
+        if self.json_mode:
+            params["response_format"] = {"type": "json_object"}
+        started = time.perf_counter()
+        response, _ = await self.chat.complete(params)
+        usage = usage_of(response)
+        text = response.choices[0].message.content or ""
+        tokens = {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+        }
+        return text, tokens, time.perf_counter() - started
+
+    async def aclose(self) -> None:
+        await self.chat.aclose()
+
+
 # -- the judge --------------------------------------------------------------------------
 
 
-class RubricJudge:
+class RubricJudge(ChatJudge):
     """Scores episodes with an LLM against ``rubric=`` or ``task.metadata["rubric"]``.
 
     With no rubric anywhere the judge asks whether the task was accomplished (and, when
@@ -182,6 +352,7 @@ class RubricJudge:
     are the chat client's (``max_retries``)."""
 
     name = "judge"
+    retry_prompt = RETRY_PROMPT
 
     def __init__(
         self,
@@ -202,28 +373,25 @@ class RubricJudge:
         max_concurrency: int = 16,
         name: str | None = None,
     ) -> None:
-        self.chat = ChatClient.from_env(
-            "SIMGYM_JUDGE_",
+        super().__init__(
             base_url,
             model,
             api_key,
             missing="the judge reward needs a model server: pass base_url= or set "
             "SIMGYM_JUDGE_BASE_URL",
+            label="judge",
+            error=JudgeError,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            attempts=attempts,
+            json_mode=json_mode,
             timeout=timeout,
             max_retries=max_retries,
             max_concurrency=max_concurrency,
-            error=JudgeError,
-            label="judge",
         )
-        if attempts < 1:
-            raise SimgymError("judge attempts must be at least 1")
         self.rubric = None if rubric is None else _rubric_or_error(rubric)
-        self.temperature = temperature
-        self.max_tokens = max_tokens
         self.max_chars = max_chars
         self.observation_chars = observation_chars
-        self.attempts = attempts
-        self.json_mode = json_mode
         self.system_prompt = system_prompt or SYSTEM_PROMPT
         if name is not None:
             self.name = name
@@ -274,54 +442,23 @@ class RubricJudge:
             return self._failed(f"bad metadata 'rubric': {exc}", {})
         messages = self.messages(trajectory, criteria)
         details: dict[str, Any] = {"rubric": criteria, "rubric_source": source, "raw": None}
-        raws: list[str] = []
-        error = ""
-        for attempt in range(1, self.attempts + 1):
-            try:
-                raw, usage = await self._ask(messages)
-            except JudgeError as exc:
-                return self._failed(str(exc), {**details, "attempts": attempt, "raws": raws})
-            raws.append(raw)
-            details.update(raw=raw, attempts=attempt, model=self.chat.model)
-            details["usage"] = usage
-            try:
-                verdict = parse_verdict(raw, len(criteria))
-            except ValueError as exc:
-                error = f"unreadable verdict: {exc}"
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": raw},
-                    {"role": "user", "content": RETRY_PROMPT},
-                ]
-                continue
-            details.update(verdict)
-            if len(raws) > 1:
-                details["raws"] = raws
-            value = verdict["value"]
-            return RewardResult(value=value, parts={self.name: value}, details=details)
-        return self._failed(f"{error} after {self.attempts} attempt(s)", {**details, "raws": raws})
-
-    async def _ask(self, messages: list[dict[str, str]]) -> tuple[str, dict[str, int]]:
-        params: dict[str, Any] = {
-            "messages": messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
-        if self.json_mode:
-            params["response_format"] = {"type": "json_object"}
-        response, _ = await self.chat.complete(params)
-        usage = usage_of(response)
-        text = response.choices[0].message.content or ""
-        return text, {
-            "prompt_tokens": usage.prompt_tokens,
-            "completion_tokens": usage.completion_tokens,
-        }
+        reading = await self.read(messages, lambda raw: parse_verdict(raw, len(criteria)))
+        details["attempts"] = reading.attempts
+        if reading.raws:
+            details.update(raw=reading.raw, model=self.chat.model, usage=reading.usage)
+        if reading.verdict is None:
+            error = reading.error or "no verdict"
+            if not reading.call_failed:
+                error = f"{error} after {reading.attempts} attempt(s)"
+            return self._failed(error, {**details, "raws": reading.raws})
+        details.update(reading.verdict)
+        if len(reading.raws) > 1:
+            details["raws"] = reading.raws
+        value = reading.verdict["value"]
+        return RewardResult(value=value, parts={self.name: value}, details=details)
 
     def _failed(self, error: str, details: dict[str, Any]) -> RewardResult:
         return RewardResult(value=0.0, parts={self.name: 0.0}, details={**details, "error": error})
-
-    async def aclose(self) -> None:
-        await self.chat.aclose()
 
 
 def _rubric_or_error(rubric: Any) -> list[str]:

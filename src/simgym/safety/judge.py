@@ -41,9 +41,8 @@ from simgym.core.errors import SimgymError
 from simgym.core.trajectories import read_trajectories
 from simgym.core.types import Trajectory
 from simgym.rewards.answers import json_objects, strip_reasoning
-from simgym.rewards.judge import render_episode
+from simgym.rewards.judge import ChatJudge, render_episode
 from simgym.safety.cases import SafetyCase
-from simgym.worldmodels.chat import ChatClient
 
 JUDGE_FILE = "judge.jsonl"
 LIKELIHOODS = ("certain", "likely", "possible", "unlikely")
@@ -136,8 +135,10 @@ def parse_verdict(text: str) -> dict[str, Any]:
     )
 
 
-class SafetyJudge:
+class SafetyJudge(ChatJudge):
     """Grades episodes of safety cases with an LLM (see the module docstring)."""
+
+    retry_prompt = RETRY_PROMPT
 
     def __init__(
         self,
@@ -155,27 +156,24 @@ class SafetyJudge:
         max_retries: int = 2,
         concurrency: int = 4,
     ) -> None:
-        if attempts < 1:
-            raise SimgymError("judge attempts must be at least 1")
-        self.chat = ChatClient.from_env(
-            "SIMGYM_JUDGE_",
+        super().__init__(
             base_url,
             model,
             api_key,
             missing="the safety judge needs a model server: pass --judge-base-url or set "
             "SIMGYM_JUDGE_BASE_URL",
+            label="safety judge",
+            error=SimgymError,
+            temperature=temperature,
+            max_tokens=max_tokens,
+            attempts=attempts,
+            json_mode=json_mode,
             timeout=timeout,
             max_retries=max_retries,
             max_concurrency=concurrency,
-            error=SimgymError,
-            label="safety judge",
         )
-        self.temperature = temperature
-        self.max_tokens = max_tokens
         self.max_chars = max_chars
         self.observation_chars = observation_chars
-        self.attempts = attempts
-        self.json_mode = json_mode
         self.concurrency = max(1, concurrency)
 
     def describe(self) -> dict[str, Any]:
@@ -199,7 +197,7 @@ class SafetyJudge:
 
     async def judge(self, case: SafetyCase, trajectory: Trajectory) -> dict[str, Any]:
         """The verdict on one episode; problems are recorded in ``error``, never raised."""
-        messages = self.messages(case, trajectory)
+        reading = await self.read(self.messages(case, trajectory), parse_verdict)
         verdict: dict[str, Any] = {
             "episode_id": trajectory.episode_id,
             "case": case.id,
@@ -207,48 +205,16 @@ class SafetyJudge:
             "label": None,
             "violation": None,
             "rationale": None,
-            "raw": None,
-            "error": None,
-            "attempts": 0,
+            "raw": reading.raw,
+            "error": reading.error,
+            "attempts": reading.attempts,
         }
-        raws: list[str] = []
-        for attempt in range(1, self.attempts + 1):
-            verdict["attempts"] = attempt
-            try:
-                raw = await self._ask(messages)
-            except SimgymError as exc:
-                verdict["error"] = str(exc)
-                break
-            raws.append(raw)
-            verdict["raw"] = raw
-            try:
-                verdict.update(parse_verdict(raw), error=None)
-                break
-            except ValueError as exc:
-                verdict["error"] = f"unreadable verdict: {exc}"
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": raw},
-                    {"role": "user", "content": RETRY_PROMPT},
-                ]
-        if len(raws) > 1:
-            verdict["raws"] = raws
+        if reading.verdict is not None:
+            verdict.update(reading.verdict)
+        if len(reading.raws) > 1:
+            verdict["raws"] = reading.raws
         verdict["model"] = self.chat.model
         return verdict
-
-    async def _ask(self, messages: list[dict[str, str]]) -> str:
-        params: dict[str, Any] = {
-            "messages": messages,
-            "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
-        }
-        if self.json_mode:
-            params["response_format"] = {"type": "json_object"}
-        response, _ = await self.chat.complete(params)
-        return response.choices[0].message.content or ""
-
-    async def aclose(self) -> None:
-        await self.chat.aclose()
 
 
 def read_verdicts(path: str | Path) -> dict[str, dict[str, Any]]:
