@@ -75,8 +75,8 @@ class _Line:
         elapsed = now - self.started
         ran = self.completed - self.baseline
         rate = ran / elapsed if elapsed > 0 else 0.0
-        if self.total:
-            percent = 100 * self.completed / self.total
+        if self.total is not None:  # 0 of 0: a resumed run with nothing left to play
+            percent = 100 * self.completed / self.total if self.total else 100
             parts = [f"{self.label} {self.completed}/{self.total} ({percent:.0f}%)"]
         else:
             parts = [f"{self.label} {self.completed}"]
