@@ -259,3 +259,132 @@ async def test_bad_targets_are_reported(http_url):
         await scenario_from_server(url="ftp://127.0.0.1/mcp")
     with pytest.raises(simgym.SimgymError, match="check the endpoint path"):
         await scenario_from_server(url=http_url.replace("/mcp", "/nope"), timeout=10)
+
+
+# -- sampling records through read-only tools (simgym mcp import --sample-records) --------
+
+
+def test_sampling_over_stdio_reads_records_and_never_writes(tmp_path):
+    from simgym.core.sync import run_sync
+    from simgym.real.mcp_import import listing_to_scenario
+
+    db = tmp_path / "records.db"
+    before = RecordsStore(db).snapshot()  # creates and seeds the database the server opens
+    listing = run_sync(fetch_server_tools([*RECORDS, "--db", str(db)], sample=3))
+    sample = listing.sample
+    assert sample is not None
+    # the annotated writers were never called; every read-only tool was
+    called = {c.split("(")[0] for c in sample.calls}
+    assert called == {"search_customers", "get_customer", "list_accounts", "list_tickets"}
+    assert set(sample.skipped) == {"update_email", "create_ticket"}
+    assert RecordsStore(db).snapshot() == before  # nothing changed on the server
+    scenario = listing_to_scenario(listing)
+    state = scenario["state"]
+    assert len(state["customers"]) == 3 and "the server may hold more" in scenario["notes"]
+    real = {c["id"]: c for c in before["customers"]}
+    for customer in state["customers"]:  # the search's summary, completed by get_customer
+        assert customer == {k: real[customer["id"]][k] for k in customer}
+        assert set(customer) >= {"id", "name", "email", "phone", "city", "joined"}
+    owners = {c["id"] for c in state["customers"]}
+    # a customer's accounts keep the customer_id their list was read for
+    assert state["accounts"] and all(a["customer_id"] in owners for a in state["accounts"])
+    MCP.scenario(scenario)
+
+
+async def test_the_twin_serves_a_sampled_record_instead_of_inventing_one(tmp_path):
+    from simgym import FunctionWorldModel
+
+    db = tmp_path / "records.db"
+    scenario = await scenario_from_server([*RECORDS, "--db", str(db)], sample=2)
+    customer = scenario["state"]["customers"][1]
+    invented = '{"content": [{"type": "text", "text": "{\\"name\\": \\"Invented\\"}"}]}'
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(lambda m: invented),
+        scenario=scenario,
+        grounding="strict",  # the state decides a read of a record it holds
+    )
+    await env.reset("look a customer up")
+    step = await env.step({"name": "get_customer", "arguments": {"customer_id": customer["id"]}})
+    await env.close()
+    shown = json.loads(json.loads(step.observation.text)["content"][0]["text"])
+    assert shown == RecordsStore(db).get_customer(customer["id"]).model_dump()
+
+
+async def test_without_annotations_only_tools_named_to_read_are_called():
+    from mcp.server.mcpserver import MCPServer
+
+    from simgym.real.mcp_sample import why_not_read_only
+
+    items = {"I-1": "bolt", "I-2": "nut", "I-3": "gear"}
+    calls: list[str] = []
+    server = MCPServer("stock")
+
+    @server.tool()
+    def list_items() -> dict:
+        """Every item."""
+        calls.append("list_items")
+        return {"items": [{"id": k, "name": v} for k, v in items.items()]}
+
+    @server.tool()
+    def get_item(item_id: str) -> dict:
+        """One item."""
+        calls.append("get_item")
+        return {"id": item_id, "name": items[item_id], "stock": 7}
+
+    @server.tool()
+    def purge_items() -> str:
+        """Delete every item."""
+        calls.append("purge_items")
+        items.clear()
+        return "gone"
+
+    @server.tool()
+    def get_or_create_item(name: str) -> dict:
+        """Find an item by name, making it when missing."""
+        calls.append("get_or_create_item")
+        return {"id": "I-9", "name": name}
+
+    listing = await fetch_server_tools(server=server, sample=2)
+    sample = listing.sample
+    assert sample is not None
+    assert "purge_items" not in calls and "get_or_create_item" not in calls
+    assert len(items) == 3
+    assert calls == ["list_items", "get_item", "get_item"]  # N = 2 ids followed
+    assert sample.records["items"] == [
+        {"id": "I-1", "name": "bolt", "stock": 7},
+        {"id": "I-2", "name": "nut", "stock": 7},
+    ]
+    assert "does not start with" in sample.skipped["purge_items"]
+    # an annotated tool is trusted only on readOnlyHint: true, whatever its name says
+    assert why_not_read_only({"name": "list_x", "annotations": {"title": "x"}}) is not None
+    assert why_not_read_only({"name": "sync", "annotations": {"readOnlyHint": True}}) is None
+    assert why_not_read_only({"name": "listAndDeleteJobs"}) is not None
+    assert why_not_read_only({"name": "searchOrders"}) is None
+
+
+def test_cli_samples_on_request_and_says_when_a_twin_has_no_records(tmp_path):
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "simgym", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    server = f"{sys.executable} -m simgym.real.mcp_servers.records --db {tmp_path / 'r.db'}"
+    bare, sampled = tmp_path / "bare.yaml", tmp_path / "sampled.yaml"
+    done = cli("mcp", "import", "--command", server, "--out", str(bare))
+    assert done.returncode == 0, done.stderr
+    assert "the twin has no records" in done.stderr
+    done = cli("mcp", "import", "--command", server, "--out", str(sampled), "--sample-records", "2")
+    assert done.returncode == 0, done.stderr
+    assert "the twin holds 5 records (2 customers, 2 accounts, 1 tickets)" in done.stderr
+    shown = cli("mcp", "show", str(bare))
+    assert shown.returncode == 0, shown.stderr
+    assert "the twin has no records" in shown.stdout
+    assert "get_customer  (reads only)" in shown.stdout and "update_email\n" in shown.stdout
+    shown = cli("mcp", "show", str(sampled))
+    assert "the twin holds 5 records" in shown.stdout
+    bad = cli("mcp", "import", "--command", server, "--out", str(bare), "--sample-records", "-1")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
