@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import importlib.util
 import json
 import pickle
 import sqlite3
@@ -16,10 +17,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from typer.testing import CliRunner
 
 import simgym
 from simgym import Observation, Task, Trajectory, TrajectoryWriter, Turn
+from simgym.cli.main import app
 from simgym.core.grounding import EXPERIENCE_HEADER, Experience, ExperienceSource
 from simgym.experience import (
     ExperienceError,
@@ -29,7 +31,6 @@ from simgym.experience import (
     command_word,
     open_store,
 )
-from simgym.experience.__main__ import main as cli_main
 from simgym.worldmodels.function import FunctionWorldModel
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -378,13 +379,23 @@ def test_env_shows_similar_transitions_to_the_world_model(devset_store):
         )
 
 
-def test_module_cli_builds_queries_and_counts(tmp_path):
-    console = Console(record=True, width=200)
+def test_the_cli_builds_queries_and_counts(tmp_path, capsys):
+    """``simgym experience`` (the one experience command line: no second one under
+    ``python -m simgym.experience``)."""
     db = tmp_path / "cli.db"
-    assert cli_main(["build", str(db), str(ROWS)], console=console) == 0
-    assert cli_main(["query", str(db), "terminal", keys_of("cat a.txt")], console=console) == 0
-    assert cli_main(["stats", str(db)], console=console) == 0
-    assert cli_main(["build", str(db), str(tmp_path / "nope.jsonl")], console=console) == 1
-    text = console.export_text()
-    assert "terminal" in text and "malformed lines" in text and "rows.jsonl:" in text
-    assert "no such file" in text
+    runner = CliRunner()
+
+    def run(*args: str) -> tuple[int, str]:
+        done = runner.invoke(app, ["experience", *args])
+        captured = capsys.readouterr()
+        return done.exit_code, done.output + captured.out + captured.err
+
+    code, built = run("build", str(db), str(ROWS))
+    assert code == 0 and "terminal" in built and "malformed lines" in built
+    code, found = run("query", str(db), "terminal", keys_of("cat a.txt"))
+    assert code == 0 and "rows.jsonl:" in found
+    code, counted = run("stats", str(db))
+    assert code == 0 and "terminal" in counted and "total" in counted
+    code, missing = run("build", str(db), str(tmp_path / "nope.jsonl"))
+    assert code != 0 and "no such file" in missing
+    assert importlib.util.find_spec("simgym.experience.__main__") is None
