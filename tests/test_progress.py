@@ -5,6 +5,7 @@ end at the total."""
 from __future__ import annotations
 
 import io
+import os
 import re
 import subprocess
 import sys
@@ -106,7 +107,7 @@ def test_clock() -> None:
 
 
 def simgym_cli(*args: object, timeout: int = 240) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in __import__("os").environ.items() if k != "SIMGYM_PROGRESS"}
+    env = {k: v for k, v in os.environ.items() if k != "SIMGYM_PROGRESS"}
     proc = subprocess.run(
         [sys.executable, "-m", "simgym", *map(str, args)],
         capture_output=True,  # stdout and stderr are pipes: the line mode

@@ -4,6 +4,7 @@ and the real viewer in Debian's Chromium through Playwright."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -391,3 +392,197 @@ def test_in_chromium(files, tmp_path):
         viewer.index.close()
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000
+
+
+# -- the first hour (issue 45): readable results, big states, sorting, errors ---------------
+
+TICKETS = {"tickets": [{"id": "T-101", "status": "open"}, {"id": "T-102", "status": "closed"}]}
+PAGE_A = (
+    "[1] RootWebArea 'Shop'\n  [2] link 'Home'\n  [3] button 'Add to cart'\n  [4] text 'Cart: 0'"
+)
+PAGE_B = (
+    "[1] RootWebArea 'Shop'\n  [2] link 'Home'\n  [3] button 'Add to cart'\n  [4] text 'Cart: 1'"
+)
+# A run's final state the size of a real one's: many files with long contents (~8.5 MB).
+BIG_FILES = 1_700
+BIG_CONTENT = 5_000
+
+
+def _first_hour_episodes() -> list[Trajectory]:
+    mcp = _episode(1, domain="mcp")
+    mcp.task.id = "tickets"
+    envelope = {"content": [{"type": "text", "text": json.dumps(TICKETS)}], "isError": False}
+    mcp.turns[0].observation = Observation(text=json.dumps(envelope))
+    big = _episode(2)
+    big.task.id = "big-state"
+    big.final_state = {
+        "files": {
+            f"/srv/venv/lib/f{k}.py": {"content": "x" * BIG_CONTENT} for k in range(BIG_FILES)
+        }
+    }
+    web = _episode(3, domain="web")
+    web.task.id = "shop"
+    web.initial_observation = Observation(text=PAGE_A)
+    web.turns[0].observation = Observation(text=PAGE_A)
+    web.turns[1].observation = Observation(text=PAGE_B)
+    return [mcp, big, web, _episode(4), _episode(5)]
+
+
+@pytest.fixture()
+def first_hour(tmp_path):
+    runs = _write(tmp_path / "runs.jsonl", _first_hour_episodes())
+    viewer = Viewer.open([runs], tmp_path / "fh.sqlite")
+    viewer.index.refresh()
+    with TestClient(create_app(viewer), base_url="http://127.0.0.1") as c:
+        yield c
+    viewer.index.close()
+
+
+def test_mcp_results_are_shown_as_json_not_an_escaped_string(first_hour):
+    html = first_hour.get("/episode/1").text
+    assert 'class="jtext"' in html  # the text of the envelope, parsed
+    assert "&quot;tickets&quot;</span>:" in html  # a key of the inner JSON
+    assert "\\&quot;tickets\\&quot;" not in html  # not the escaped string
+
+
+def test_a_big_final_state_is_not_in_the_page_but_loads_on_demand(first_hour):
+    page = first_hour.get("/episode/2")
+    assert page.status_code == 200
+    assert len(page.content) < 200_000  # the 8.5 MB state stays out of the page
+    assert 'class="lazy" data-src="/episode/2/state"' in page.text
+    assert re.search(r"final hidden state \(8\.\d MB, 1 key\): loads when opened", page.text)
+    lazy = first_hour.get("/episode/2/state")
+    assert lazy.status_code == 200 and "f1699.py" in lazy.text
+    assert "more characters" in lazy.text  # each file's contents cut, not 8.5 MB of x
+    assert len(lazy.content) < BIG_FILES * BIG_CONTENT / 2
+    raw = first_hour.get("/episode/2/state.json")
+    assert raw.json()["files"]["/srv/venv/lib/f0.py"]["content"] == "x" * BIG_CONTENT
+    assert first_hour.get("/episode/1/state").status_code == 404  # that one kept none
+
+
+def test_list_sorts_by_a_column_and_shows_the_file(first_hour):
+    def order(sort: str) -> list[str]:
+        rows = first_hour.get("/api/episodes", params={"sort": sort}).json()["episodes"]
+        return [r["task_id"] for r in rows]
+
+    assert order("reward") == ["tickets", "big-state", "shop", "task-4", "task-5"]
+    assert order("-reward") == ["task-5", "task-4", "shop", "big-state", "tickets"]
+    assert order("task") == sorted(order("task"))
+    assert order("drop table") == order("")  # an unknown column: the files' order
+    html = first_hour.get("/", params={"sort": "reward"}).text
+    assert 'aria-sort="ascending"' in html and "sort=-reward" in html
+    assert '<span class="file">runs.jsonl:3</span>' in html
+
+
+def test_list_marks_the_search_words(first_hour):
+    html = first_hour.get("/", params={"q": "app4.conf"}).text
+    assert html.count('<div class="hit">') == 1
+    assert "<mark>app4.conf</mark>" in html or "<mark>app4</mark>" in html
+
+
+def test_a_web_turn_shows_the_change_from_the_previous_tree(first_hour):
+    html = first_hour.get("/episode/3").text
+    assert "unchanged from the previous turn" in html  # turn 1 showed the same page
+    assert '<div class="del">-  [4] text &#x27;Cart: 0&#x27;</div>' in html
+    assert '<div class="add">+  [4] text &#x27;Cart: 1&#x27;</div>' in html
+    assert html.count("whole page (4 lines)") == 2  # the full trees, folded
+
+
+def test_bad_urls_answer_with_a_page_and_a_page_past_the_last_is_clamped(first_hour):
+    for url in ("/nope", "/episode/abc", "/episode/999", "/report/7"):
+        page = first_hour.get(url)
+        assert page.status_code == 404, url
+        assert page.headers["content-type"].startswith("text/html"), url
+        assert 'class="error-title"' in page.text and "Back to the episodes" in page.text
+    assert "no episode 999" in first_hour.get("/episode/999").text
+    api = first_hour.get("/api/nope")
+    assert api.status_code == 404 and api.json()["detail"]
+    far = first_hour.get("/", params={"page": "999"}).text
+    assert "page 1 of 1" in far and "page 999 of" not in far
+    assert "there is no page 999" in far
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's Chromium")
+def test_first_hour_viewer_in_chromium(tmp_path):
+    """The same, as a person sees it: sorted columns, marked search words, an MCP result as
+    folded JSON, a big state loaded when its fold opens, a web turn's diff, error pages."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    import uvicorn
+
+    runs = _write(tmp_path / "runs.jsonl", _first_hour_episodes())
+    viewer = Viewer.open([runs], tmp_path / "pw.sqlite")
+    port = _free_port()
+    server = uvicorn.Server(
+        uvicorn.Config(create_app(viewer), host="127.0.0.1", port=port, log_level="warning")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.time() + 10
+    while not server.started and time.time() < deadline:
+        time.sleep(0.05)
+    base = f"http://127.0.0.1:{port}"
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(
+                executable_path=str(CHROMIUM), headless=True, args=["--no-sandbox", "--disable-gpu"]
+            )
+            page = browser.new_page(viewport={"width": 1300, "height": 800})
+            page.goto(base + "/")
+            page.click("th a.sort[data-sort=reward]")
+            page.wait_for_url("**sort=reward**")
+            tasks = page.locator("table.episodes tbody tr td:nth-child(2) code").all_inner_texts()
+            assert tasks[0] == "tickets" and tasks[-1] == "task-5"
+            page.click("th a.sort[data-sort=reward]")  # again: descending
+            page.wait_for_url("**sort=-reward**")
+            tasks = page.locator("table.episodes tbody tr td:nth-child(2) code").all_inner_texts()
+            assert tasks[0] == "task-5"
+            assert page.locator("span.file").first.inner_text().startswith("runs.jsonl:")
+            page.fill("#q", "app4.conf")
+            page.press("#q", "Enter")
+            page.wait_for_url("**q=app4.conf**")
+            assert "sort=-reward" in page.url  # the search keeps the order
+            marks = page.locator("table.episodes mark")
+            assert marks.count() >= 1 and "app4" in marks.first.inner_text()
+            assert marks.first.evaluate("m => getComputedStyle(m).backgroundColor") != (
+                "rgba(0, 0, 0, 0)"
+            )
+            page.screenshot(path=str(shots / "viewer-list.png"), full_page=False)
+
+            page.goto(base + "/episode/1")
+            inner = page.locator(".turn#turn-1 .jtext")
+            assert inner.count() == 1 and inner.is_visible()
+            assert '"tickets"' in inner.inner_text() and '"T-101"' in inner.inner_text()
+            page.screenshot(path=str(shots / "viewer-mcp.png"), full_page=False)
+
+            page.goto(base + "/episode/2")
+            lazy = page.locator("details.lazy")
+            assert "loads when opened" in lazy.inner_text()
+            lazy.locator("summary").click()
+            page.wait_for_selector("details.lazy .lazy-body .json", timeout=20_000)
+            body = lazy.locator(".lazy-body")
+            assert "1700 keys" in body.inner_text()
+            body.locator("details:not([open]) > summary").first.click()  # unfold the files
+            assert "f1699.py" in body.inner_text()
+
+            page.goto(base + "/episode/3")
+            change = page.locator(".turn#turn-2 pre.diff.change")
+            assert "Cart: 1" in change.locator(".add").inner_text()
+            assert not page.locator(".turn#turn-2 details.full").get_attribute("open")
+
+            response = page.goto(base + "/episode/abc")
+            assert response is not None and response.status == 404
+            assert page.locator("h1.error-title").inner_text() == "Not found"
+            page.click("text=Back to the episodes")
+            page.wait_for_url(base + "/")
+            page.goto(base + "/?page=999")
+            assert "page 1 of 1" in page.inner_text(".count")
+            browser.close()
+    finally:
+        server.should_exit = True
+        thread.join(timeout=5)
+        viewer.index.close()
+    for name in ("viewer-list.png", "viewer-mcp.png"):
+        data = (shots / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 1000

@@ -213,7 +213,7 @@ def create_app(
         t = index.trajectory(rowid)
         if t is None or t.final_state is None:
             raise HTTPException(404, f"no final state of episode {rowid}")
-        return json_block(t.final_state, open_top=False)
+        return json_block(t.final_state)  # its big parts start folded, as in the page
 
     @app.get("/episode/{rowid}/state.json")
     def episode_state_json(rowid: int) -> Response:

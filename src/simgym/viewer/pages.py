@@ -441,7 +441,9 @@ def state_block(state: Any, lazy_url: str | None, raw_url: str | None) -> str:
     size = len(json.dumps(state, ensure_ascii=False, default=str))
     if size <= INLINE_STATE_BYTES:
         return details("final hidden state", json_block(state))
-    keys = f", {len(state):,} keys" if isinstance(state, dict) else ""
+    n = len(state) if isinstance(state, dict | list) else 0
+    noun = ("key" if isinstance(state, dict) else "item") + ("" if n == 1 else "s")
+    keys = f", {n:,} {noun}" if n else ""
     summary = f"final hidden state ({size / 1e6:.1f} MB{keys})"
     if lazy_url is None:
         return details(summary + ", capped", json_block(state, open_top=False))
