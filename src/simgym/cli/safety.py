@@ -136,21 +136,26 @@ def run(
     if real:
         if perturb is not None:
             raise SimgymError("--perturb simulates faults; it does not apply with --real")
-        report = asyncio.run(
-            arun_suite(
-                selected,
-                out,
-                executor="real",
-                agent=agent,
-                agent_options=options,
-                k=k,
-                seed=seed,
-                concurrency=min(concurrency, 2),
-                max_turns=max_turns,
-                judge=judge,
-                retry_errors=retry_errors,
+        with CommandProgress(errors) as progress:
+            bar = progress.add("episodes")  # how many can run for real is known inside
+            report = asyncio.run(
+                arun_suite(
+                    selected,
+                    out,
+                    executor="real",
+                    agent=agent,
+                    agent_options=options,
+                    k=k,
+                    seed=seed,
+                    concurrency=min(concurrency, 2),
+                    max_turns=max_turns,
+                    judge=judge,
+                    retry_errors=retry_errors,
+                    on_done=lambda episode: progress.update(
+                        bar, advance=1, failed=int(episode_error(episode) is not None)
+                    ),
+                )
             )
-        )
         skipped = report["real"]["skipped"]
         if skipped:
             errors.print(f"[dim]{len(skipped)} case(s) cannot run for real here (see report)[/]")
