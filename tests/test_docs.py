@@ -172,7 +172,7 @@ def _run_page(page: str, tmp_path: Path, *, slow: bool) -> None:
         if block.mark not in ("run", "slow") or (block.mark == "slow" and not slow):
             continue
         if block.lang == "bash":
-            command = ["bash", "-e", "-o", "pipefail", "-c", block.code]
+            command = ["bash", "-e", "-c", block.code]
         else:
             command = [sys.executable, "-c", block.code]
         done = subprocess.run(
