@@ -249,14 +249,16 @@ def _plot(run: dict[str, Any]) -> bytes | None:
             str(r.get("label") or r.get("policy") or r.get("name") or i) for i, r in enumerate(rows)
         ]
         y = [r["success"] for r in rows]
-        err = [
-            [v - r["ci_low"] for v, r in zip(y, rows, strict=True)],
-            [r["ci_high"] - v for v, r in zip(y, rows, strict=True)],
-        ]
-        fig, ax = plt.subplots(figsize=(6, 3.2))
-        ax.errorbar(range(len(y)), y, yerr=err, fmt="o", capsize=4)
-        ax.set_xticks(range(len(y)), labels, rotation=20, ha="right")
-        ax.set_ylabel("success (95% interval)")
+        low = [v - r["ci_low"] for v, r in zip(y, rows, strict=True)]
+        high = [r["ci_high"] - v for v, r in zip(y, rows, strict=True)]
+        # one line per run, labels on the y axis: readable however many runs there are
+        fig, ax = plt.subplots(figsize=(7, 0.8 + 0.22 * len(rows)))
+        ax.errorbar(y, range(len(y)), xerr=[low, high], fmt="o", capsize=3, markersize=4)
+        ax.set_yticks(range(len(y)), labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlim(-0.02, 1.02)
+        ax.set_xlabel("success (95% interval)")
+        ax.grid(axis="x", alpha=0.3)
     elif _numeric(rows, "concurrency"):
         keys = [k for k in rows[0] if k != "concurrency" and _numeric(rows, k)][:4]
         if not keys:
@@ -276,7 +278,7 @@ def _plot(run: dict[str, Any]) -> bytes | None:
             ax.set_title(key, fontsize=9)
             if len(series) > 1:
                 ax.legend(fontsize=7)
-    elif any("domain" in r for r in rows):
+    elif all("domain" in r for r in rows) and len({r["domain"] for r in rows}) == len(rows):
         keys = [k for k in rows[0] if k != "domain" and _numeric(rows, k)]
         if not keys:
             return None
