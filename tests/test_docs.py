@@ -199,6 +199,25 @@ def test_page_runs_with_slow_blocks(page: str, tmp_path: Path) -> None:
     _run_page(page, tmp_path, slow=True)
 
 
+def test_readme_python_example_runs(tmp_path: Path) -> None:
+    """The README's Python example, as a visitor pastes it (embedded model, grounded turns)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = [m.group(2) for m in FENCE.finditer(readme) if m.group(1) == "python"]
+    assert examples, "the README has no Python example"
+    for code in examples:
+        done = subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=tmp_path,
+            env=ENV,
+            text=True,
+            capture_output=True,
+            timeout=600,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "buy milk" in done.stdout and "[1.0, 1.0]" in done.stdout, done.stdout[-2000:]
+    assert (tmp_path / "runs.jsonl").is_file()
+
+
 def test_a_broken_command_line_is_caught() -> None:
     """The flag check is not a rubber stamp."""
     text = "simgym run tasks.jsonl -o runs.jsonl --not-an-option 3"
