@@ -10,6 +10,8 @@ import re
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
+
 from simgym.core.domain import family_of
 from simgym.core.types import Trajectory, Turn
 from simgym.viewer.blocks import (
@@ -434,11 +436,20 @@ def episode_page(
 INLINE_STATE_BYTES = 256_000
 
 
+def _json_size(value: Any) -> int:
+    """The bytes of ``value`` as JSON. orjson: the stdlib takes seconds on a 40 MB state,
+    which would be most of the page's time."""
+    try:
+        return len(orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except (TypeError, orjson.JSONEncodeError):  # what orjson refuses, json may still say
+        return len(json.dumps(value, default=str).encode())
+
+
 def state_block(state: Any, lazy_url: str | None, raw_url: str | None) -> str:
     """The final hidden state, folded. A big one (a run's whole file tree) is only sized
     here and fetched from ``lazy_url`` when opened; without a server (a static site) it is
     shown capped: the first nodes, long strings cut."""
-    size = len(json.dumps(state, ensure_ascii=False, default=str))
+    size = _json_size(state)
     if size <= INLINE_STATE_BYTES:
         return details("final hidden state", json_block(state))
     n = len(state) if isinstance(state, dict | list) else 0
