@@ -159,7 +159,10 @@ def test_cli_heldout_json_and_mask_key(bank: Path, tmp_path: Path):
         args += ["--mask-key", key, "--max-sessions", "3", "--world-model", "local", "--json"]
         result = CliRunner().invoke(app, args)
         assert result.exit_code == 0, result.output
-        runs[name] = json.loads(result.output)
+        runs[name] = json.loads(result.stdout)  # progress goes to stderr
+        # not a terminal: plain progress lines, the first and the last
+        assert "held-out sessions 0/3 (0%)" in result.stderr, result.stderr
+        assert "held-out sessions 3/3 (100%)" in result.stderr, result.stderr
     assert runs["a"]["sessions"] == 3 and runs["a"]["heldout"] == [str(held)]
     assert "K1" not in json.dumps(runs["a"])  # the key itself is never written out
 

@@ -428,3 +428,140 @@ def test_validation_rules_come_from_the_field_a_refusal_names():
         {"feature": "arg.kind", "not_in": ["a", "b"]},
     ]
     assert left == refused[3:]
+
+
+# -- relations between two records' fields, allowed values per group, ignored duplicates --
+
+
+def test_order_relations_compare_numbers_and_dates_never_a_missing_side():
+    within = Condition(feature="arg.incident_date", under="policies.effective_from")
+    assert within.holds(
+        {"arg.incident_date": "2025-07-30", "policies.effective_from": "2025-08-19"}
+    )
+    assert not within.holds(
+        {"arg.incident_date": "2025-08-19", "policies.effective_from": "2025-08-19"}
+    )
+    assert not within.holds({"arg.incident_date": "2025-07-30"})  # the policy is unknown
+    # a date against a time stamp compares the day; text that is no date never orders
+    assert within.holds(
+        {"arg.incident_date": "2025-07-30", "policies.effective_from": "2025-08-19T09:00:00Z"}
+    )
+    assert not within.holds({"arg.incident_date": "soon", "policies.effective_from": "later"})
+    over = Condition(feature="arg.amount", over="policies.coverage_limit")
+    assert over.holds({"arg.amount": 6735.9, "policies.coverage_limit": 6000.0})
+    assert not over.holds({"arg.amount": 6000, "policies.coverage_limit": 6000.0})
+    assert not over.holds({"arg.amount": True, "policies.coverage_limit": 0})
+    assert "arg.amount > policies.coverage_limit" == over.text()
+
+
+def test_a_bound_on_a_linked_record_is_learned_though_some_records_were_never_shown():
+    """An amount over the linked policy's coverage: learned as a relation between the
+    two fields, not as the amounts the log showed; a refusal whose policy the log never
+    showed is left unexplained rather than fitted with a rule of its own values."""
+    ok = [
+        {"arg.amount": a, "policies.coverage_limit": c, "arg.notes": n}
+        for a, c, n in ((500.0, 6000.0, "x"), (9000.0, 14000.0, "y"), (70.0, 8000.0, "x")) * 3
+    ]
+    refused = [
+        {"arg.amount": a, "policies.coverage_limit": c, "arg.notes": n}
+        for a, c, n in ((6735.9, 6000.0, "x"), (14984.27, 14000.0, "y"), (8100.0, 8000.0, "z"))
+    ]
+    refused.append({"arg.amount": 13732.22, "arg.notes": "z"})  # no policy known
+    rules = learn(refused, ok, status=422)
+    assert rules == [[Condition(feature="arg.amount", over="policies.coverage_limit")]]
+    # the rule holds for amounts and limits the log never showed
+    assert Guard(when=rules[0], status=422).holds(
+        {"arg.amount": 10**6, "policies.coverage_limit": 999_999}
+    )
+
+
+def test_features_follow_a_linked_records_link():
+    """An assessment names its claim; the claim names its policy: the policy's fields
+    are features too (a second hop), and the record the call names is not its own link."""
+    state = {
+        "claims": [{"claim_number": "CLM-1", "policy_id": "p-1", "status": "under_review"}],
+        "policies": [{"id": "p-1", "coverage_limit": 6000.0}],
+        "assessments": [],
+        "_keys": {"claims": "claim_number"},
+    }
+    feats = features({"claim_number": "CLM-1", "assessed_amount": 7000.0}, None, state)
+    assert feats["claims.status"] == "under_review"
+    assert feats["policies.exists"] is True and feats["policies.coverage_limit"] == 6000.0
+    assert Condition(feature="arg.assessed_amount", over="policies.coverage_limit").holds(feats)
+
+
+def test_a_duplicate_ignores_the_records_in_states_successes_found():
+    """A claim filed again is refused, unless the earlier one was rejected: learned as a
+    duplicate over the shared fields except records in the state the successes matched."""
+
+    def call(status: str, n: int) -> dict:
+        record = {"id": f"c{n}", "status": status, "assessor": None, "policy_id": "p"}
+        return {
+            "arg.policy_id": "p",
+            "match.claims": [["amount", "incident_date", "policy_id"]],
+            "matched.claims": [f"c{n}"],
+            "matchrec.claims": [record],
+        }
+
+    refused = [call(s, i) for i, s in enumerate(("filed", "approved", "under_review", "filed"))]
+    ok = [call("rejected", 10 + i) for i in range(3)] + [{"arg.policy_id": "q"}] * 4
+    rules = learn(refused, ok, status=409)
+    assert rules == [
+        [
+            Condition(
+                feature="match.claims",
+                covers=["amount", "incident_date", "policy_id"],
+                unless={"status": ["rejected"]},
+            )
+        ]
+    ]
+    guard = Guard(when=rules[0], status=409, answer={"duplicate_of": "{{match.claims.id}}"})
+    again = call("filed", 7)
+    assert guard.holds(again)
+    assert render(guard.answer, guard.quoted(again)) == {"duplicate_of": "c7"}
+    assert not guard.holds(call("rejected", 8))
+    assert "status not in ['rejected']" in rules[0][0].text()
+
+
+def test_a_value_allowed_per_group_comes_from_the_successes_of_that_group():
+    """A loss type the policy's product does not cover: the values each product's
+    successful calls gave, not a list of values refused."""
+    from simgym.logs.behaviour import _field_guards
+
+    covers = {"home": ("fire", "storm"), "motor": ("theft", "collision")}
+    ok = [
+        {"arg.loss_type": t, "policies.product": p, "has.loss_type": True, "arg.n": i}
+        for i, (p, types) in enumerate(covers.items())
+        for t in types * 3
+    ]
+    problem = {
+        "status": 400,
+        "code": "validation_failed",
+        "invalid-params": [{"name": "loss_type", "reason": "is not covered by a home policy"}],
+    }
+    refused = [
+        ({"arg.loss_type": t, "policies.product": "home", "has.loss_type": True}, problem)
+        for t in ("theft", "collision")
+    ]
+    guards, left = _field_guards(refused, ok, 400)
+    assert not left and len(guards) == 1
+    cond = guards[0].when[0]
+    assert cond.allowed == {"home": ["fire", "storm"]} and cond.allowed_by == "policies.product"
+    assert cond.holds({"arg.loss_type": "theft", "policies.product": "home"})
+    assert not cond.holds({"arg.loss_type": "storm", "policies.product": "home"})
+    assert not cond.holds({"arg.loss_type": "fire", "policies.product": "motor"})  # not known
+    # amounts are no category: no list of allowed amounts per group
+    amounts = [{"arg.amount": 10.0 + i, "arg.role": r} for i, r in enumerate("ab" * 6)]
+    assert (
+        _field_guards(
+            [
+                (
+                    {"arg.amount": 99.5, "arg.role": "a"},
+                    {**problem, "invalid-params": [{"name": "amount", "reason": "too high"}]},
+                )
+            ],
+            amounts,
+            400,
+        )[0]
+        == []
+    )

@@ -12,8 +12,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from simgym.cli.console import make_console
-from simgym.cli.errors import friendly_errors
+from simgym.cli.errors import errors, friendly_errors
 from simgym.cli.options import WorldModelOptions, world_model_options
+from simgym.cli.progress import CommandProgress
 
 _FORMATS = "auto|otlp|ocel|xes|har|mcp|trajectories|jsonl|csv"
 
@@ -304,19 +305,24 @@ def eval_twin(
         if not path.is_file():
             raise SimgymError(f"--heldout {path}: no such file")
     try:
-        report = evaluate(
-            [str(f) for f in files],
-            out,
-            format=format,
-            heldout=[str(h) for h in heldout] if heldout else None,
-            holdout=holdout,
-            seed=seed,
-            world_model=wm.build(),
-            grounding=grounding,
-            experience=experience,
-            mask_key=mask_key,
-            max_sessions=max_sessions,
-        )
+        # a bar on a terminal, a plain line every tenth of the sessions in a pipe (on
+        # stderr: --json keeps stdout for the report)
+        with CommandProgress(errors) as progress:
+            bar = progress.add("held-out sessions")
+            report = evaluate(
+                [str(f) for f in files],
+                out,
+                format=format,
+                heldout=[str(h) for h in heldout] if heldout else None,
+                holdout=holdout,
+                seed=seed,
+                world_model=wm.build(),
+                grounding=grounding,
+                experience=experience,
+                mask_key=mask_key,
+                max_sessions=max_sessions,
+                on_progress=progress.callbacks(bar)[1],
+            )
     except NotATwin as exc:
         _console.print(f"[bold red]{escape(str(exc))}[/]", highlight=False)
         raise typer.Exit(1) from None

@@ -72,10 +72,16 @@ class Condition(BaseModel):
     limits: dict[str, float] | None = None
     limit_by: str | None = None
     covers: list[str] | None = None
+    unless: dict[str, list[Any]] | None = None
+    over: str | None = None
+    under: str | None = None
+    allowed: dict[str, list[Any]] | None = None
+    allowed_by: str | None = None
 
     def reads(self) -> list[str]:
         """Every feature the condition reads."""
-        return [f for f in (self.feature, self.equals, self.differs, self.limit_by) if f]
+        sides = (self.feature, self.equals, self.differs, self.limit_by, self.over, self.under)
+        return [f for f in (*sides, self.allowed_by) if f]
 
     def bound(self, feats: Features) -> float | None:
         """The limit that applies to this call (its group's), if the condition has one."""
@@ -122,11 +128,37 @@ class Condition(BaseModel):
             limit = self.bound(feats)
             if limit is None or not _is_number(value) or value <= limit:
                 return False
-        if self.covers is not None:
-            wanted = set(self.covers)
-            if not isinstance(value, list) or not any(wanted <= set(m) for m in value):
+        if self.covers is not None and self.duplicate(value, feats) is None:
+            return False
+        for other, sign in ((self.over, 1), (self.under, -1)):
+            if other is not None and compare(value, feats.get(other)) != sign:
+                return False
+        if self.allowed is not None:
+            group = feats.get(self.allowed_by or "")
+            values = self.allowed.get(str(group)) if _scalar(group) and group is not None else None
+            if values is None or value is None or value in values:
                 return False
         return True
+
+    def duplicate(self, value: Any, feats: Features) -> int | None:
+        """Which matched record (its index) agrees on every field of ``covers`` with none
+        of its fields holding a value ``unless`` lists (a rejected claim is no
+        duplicate); None when none does."""
+        wanted = set(self.covers or ())
+        if not isinstance(value, list):
+            return None
+        found = feats.get("matchrec." + self.feature.split(".", 1)[-1])
+        for i, fields in enumerate(value):
+            if not isinstance(fields, list) or not wanted <= set(fields):
+                continue
+            if self.unless:
+                record = found[i] if isinstance(found, list) and i < len(found) else None
+                if not isinstance(record, dict) or any(
+                    record.get(k) in v for k, v in self.unless.items()
+                ):
+                    continue
+            return i
+        return None
 
     def text(self) -> str:
         if self.equals is not None:
@@ -138,7 +170,15 @@ class Condition(BaseModel):
             return f"{self.feature} > the limit of its {self.limit_by} ({by})"
         if self.covers is not None:
             what = self.feature.split(".", 1)[-1]
-            return f"a {what} record has the same {', '.join(self.covers)}"
+            but = "".join(f" and {k} not in {v}" for k, v in sorted((self.unless or {}).items()))
+            return f"a {what} record has the same {', '.join(self.covers)}{but}"
+        if self.over is not None:
+            return f"{self.feature} > {self.over}"
+        if self.under is not None:
+            return f"{self.feature} < {self.under}"
+        if self.allowed is not None:
+            by = "; ".join(f"{k}: {v}" for k, v in sorted(self.allowed.items()))
+            return f"{self.feature} not allowed for its {self.allowed_by} ({by})"
         if self.in_ is not None:
             return f"{self.feature} in {self.in_}"
         if self.not_in is not None:
@@ -169,12 +209,10 @@ class Guard(BaseModel):
             if bound is not None:
                 out[f"limit.{cond.feature}"] = int(bound) if bound == int(bound) else bound
             if cond.covers is not None:  # the record it duplicates: ``match.<c>.id``
-                sets = feats.get(cond.feature) or []
+                at = cond.duplicate(feats.get(cond.feature), feats)
                 ids = feats.get("matched." + cond.feature.split(".", 1)[-1]) or []
-                for fields, rid in zip(sets, ids, strict=False):
-                    if set(cond.covers) <= set(fields):
-                        out[f"{cond.feature}.id"] = rid
-                        break
+                if at is not None and at < len(ids):
+                    out[f"{cond.feature}.id"] = ids[at]
         return out
 
 
@@ -238,6 +276,20 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}([T ][\d:.]+)?(Z|[+-]\d{2}:?\d{2})?$")
+
+
+def compare(a: Any, b: Any) -> int | None:
+    """1 when ``a`` > ``b``, -1 when smaller, 0 when equal; None when the two are not of
+    one ordered kind (numbers, or ISO dates and times, which order as text)."""
+    if _is_number(a) and _is_number(b):
+        return (a > b) - (a < b)
+    if isinstance(a, str) and isinstance(b, str) and _DATE.match(a) and _DATE.match(b):
+        a, b = a[:10] if len(b) == 10 else a, b[:10] if len(a) == 10 else b
+        return (a > b) - (a < b)
+    return None
+
+
 def same(a: Any, b: Any) -> bool:
     """Equal and of one kind: 0 is not False, nor 1 the text "1"."""
     return (
@@ -284,7 +336,8 @@ def owner_collection(name: str, state: dict[str, Any]) -> str | None:
         if collection.startswith("_") or not isinstance(state[collection], list):
             continue
         lowered = collection.lower()
-        if stem in (lowered, lowered.rstrip("s")) or f"{stem}s" == lowered:
+        plurals = (f"{stem}s", f"{stem}es", f"{stem[:-1]}ies" if stem.endswith("y") else "")
+        if stem in (lowered, lowered.rstrip("s")) or lowered in plurals:
             return collection
     return None
 
@@ -331,10 +384,31 @@ def features(
         for tool, actor in history_of(state, record, key).items():
             feats[f"hist.{tool}"] = actor
     else:
-        for collection, found in matches(args, state, key).items():
-            feats[f"match.{collection}"] = [fields for fields, _ in found]
-            feats[f"matched.{collection}"] = [rid for _, rid in found]
-    pointers = [*args.items(), *((record or {}).items())]
+        for collection, found in _matching(args, state, key).items():
+            feats[f"match.{collection}"] = [fields for fields, _, _ in found]
+            feats[f"matched.{collection}"] = [rid for _, rid, _ in found]
+            # the matched records' own values: a duplicate rule may ignore some by state
+            feats[f"matchrec.{collection}"] = [
+                {k: v for k, v in r.items() if _scalar(v)} for _, _, r in found
+            ]
+    linked = _link(feats, [*args.items(), *((record or {}).items())], record, state, key)
+    # a second hop: the record a linked record points to (an assessment's claim's policy,
+    # whose coverage bounds the amount), where the call itself names no such record
+    for parent in linked:
+        _link(feats, list(parent.items()), record, state, key)
+    return feats
+
+
+def _link(
+    feats: Features,
+    pointers: list[tuple[str, Any]],
+    record: dict[str, Any] | None,
+    state: dict[str, Any],
+    key: str,
+) -> list[dict[str, Any]]:
+    """Add the features of the records ``pointers`` name (``<collection>.<field>``) and
+    return those records."""
+    found: list[dict[str, Any]] = []
     for name, value in pointers:
         if not isinstance(value, str | int) or isinstance(value, bool):
             continue
@@ -346,6 +420,7 @@ def features(
             continue
         feats[f"{collection}.exists"] = parent is not None
         if parent is not None:
+            found.append(parent)
             _add(feats, collection, parent)
             # who did what to a linked record: the one who ordered may not pay its invoice
             done = (
@@ -355,7 +430,7 @@ def features(
             )
             for tool, actor in (done or {}).items():
                 feats[f"hist.{collection}.{tool}"] = actor
-    return feats
+    return found
 
 
 HISTORY = "_history"  # collection -> record id -> tool -> the actor of its last success
@@ -401,20 +476,30 @@ def matches(
 ) -> dict[str, list[tuple[list[str], Any]]]:
     """Collection -> for each record agreeing with the call on two fields or more, the
     argument fields it agrees on (scalars only; who calls is not compared) and its id."""
+    return {
+        name: [(fields, rid) for fields, rid, _ in found]
+        for name, found in _matching(args, state, key).items()
+    }
+
+
+def _matching(
+    args: dict[str, Any], state: dict[str, Any], key: str = "id"
+) -> dict[str, list[tuple[list[str], Any, dict[str, Any]]]]:
+    """:func:`matches`, with each matching record itself."""
     given = {
         k: v
         for k, v in args.items()
         if k not in _NOT_COMPARED and _scalar(v) and v is not None and not isinstance(v, bool)
     }
-    out: dict[str, list[tuple[list[str], Any]]] = {}
+    out: dict[str, list[tuple[list[str], Any, dict[str, Any]]]] = {}
     if len(given) < 2:
         return out
     for name, records in collections(state).items():
-        found: list[tuple[list[str], Any]] = []
+        found: list[tuple[list[str], Any, dict[str, Any]]] = []
         for record in records:
             same = sorted(k for k, v in given.items() if k in record and record[k] == v)
             if len(same) >= 2:
-                found.append((same, record.get(key_of(state, name, key))))
+                found.append((same, record.get(key_of(state, name, key)), record))
         if found:
             out[name] = found
     return out

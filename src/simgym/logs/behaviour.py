@@ -325,7 +325,8 @@ _IDENTITY = re.compile(r"(^|_)(id|ids|actor|email|name|key|uuid|by|at)$")
 _REFERENCE = re.compile(r"(^|_)(id|ids|actor|key|uuid|by|at)$")
 
 
-_RELATIONAL = ("hist.", "match.", "matched.", "limit.")  # read by relations only, never as values
+# read by relations only, never as values
+_RELATIONAL = ("hist.", "match.", "matched.", "matchrec.", "limit.")
 
 
 def usable(key: str, values: list[Any]) -> bool:
@@ -433,13 +434,19 @@ def _equalities(pos: list[Features], keys: list[str]) -> list[Condition]:
     return out
 
 
+def _unread(cond: Condition, feats: Features) -> bool:
+    """Whether a feature the condition reads is missing from the call's."""
+    return any(feats.get(f) is None for f in cond.reads())
+
+
 def _covers(conds: list[Condition], feats: Features) -> bool:
     return all(c.holds(feats) for c in conds)
 
 
 def relational(cond: Condition) -> bool:
     """Whether a condition relates features (or groups them) rather than naming values."""
-    return any(v is not None for v in (cond.equals, cond.differs, cond.limits, cond.covers))
+    sides = (cond.equals, cond.differs, cond.limits, cond.covers, cond.over, cond.under)
+    return any(v is not None for v in (*sides, cond.allowed))
 
 
 def _best(
@@ -512,7 +519,17 @@ def learn(
         if conds is None:
             break
         covered = [i for i in left if _covers(conds, pos[i])]
-        left = [i for i in left if i not in covered]
+        # a refusal a relation would explain but for a record the log never showed (a
+        # policy made before it began): the same rule over unknown state, not another
+        # rule to find in whatever values that call happened to have
+        unknown = [
+            i
+            for i in left
+            if i not in covered
+            and len(covered) >= 2
+            and any(relational(c) and _unread(c, pos[i]) for c in conds)
+        ]
+        left = [i for i in left if i not in covered and i not in unknown]
         if len(covered) < 2 and len(pos) > 1 and not all(relational(c) for c in conds):
             continue  # one refusal alone: a value it happened to have is no rule
         rules.append(conds)
@@ -815,7 +832,48 @@ def _field_rule(name: str, pos: list[Features], ok: list[Features]) -> list[Cond
             continue  # 500 and 500.0 are one JSON number: the value broke the rule
         if all(_hashable(p.get(key)) and p.get(key) not in values for p in pos):
             return [Condition(feature=key, not_in=sorted(values, key=_label))]
-    return None
+    return _allowed_per_group("arg." + name, pos, ok)
+
+
+MIN_GROUP = 5  # successes of a group before its allowed values are taken as its rule
+
+
+def _allowed_per_group(key: str, pos: list[Features], ok: list[Features]) -> list[Condition] | None:
+    """A value allowed by the group another feature puts the call in (a loss type a
+    product covers): per group of the refusals, the values the successful calls of that
+    group gave; every refusal's value is not among its group's. Groups come from the
+    records the call points to and its other arguments, with few values each."""
+    if not all(_hashable(p.get(key)) and p.get(key) is not None for p in pos):
+        return None
+    given = [o.get(key) for o in ok if o.get(key) is not None]
+    if len(set(given)) > MAX_VALUES or 2 * len(set(given)) > len(given):
+        return None  # no category (amounts, names): no list of allowed values
+    best: tuple[int, Condition] | None = None
+    groups = sorted({k for o in ok for k in o} - {key})
+    for by in groups:
+        if by.startswith(("has.", "type.", "fmt.", "args.", *_RELATIONAL)) or "~" in by:
+            continue
+        if by.endswith(".exists") or _IDENTITY.search(by.split(".", 1)[-1]):
+            continue
+        seen: dict[str, set[Any]] = defaultdict(set)
+        support: Counter[str] = Counter()
+        for o in ok:
+            group, value = o.get(by), o.get(key)
+            if _hashable(group) and group is not None and _hashable(value):
+                seen[str(group)].add(value)
+                support[str(group)] += 1
+        if not 2 <= len(seen) <= MAX_VALUES:
+            continue
+        mine = {str(p.get(by)) for p in pos}
+        if not all(support[g] >= MIN_GROUP for g in mine):
+            continue
+        if all(p.get(key) not in seen[str(p.get(by))] for p in pos):
+            allowed = {g: sorted(seen[g], key=_label) for g in sorted(mine)}
+            cond = Condition(feature=key, allowed=allowed, allowed_by=by)
+            reach = sum(support[g] for g in mine)
+            if best is None or reach > best[0]:
+                best = (reach, cond)
+    return [best[1]] if best else None
 
 
 _NUMBERS = frozenset({"int", "float"})

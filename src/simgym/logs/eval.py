@@ -38,7 +38,7 @@ import json
 import re
 import shutil
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,10 @@ class Tally:
             "final_state_agreement": rate(self.checks_agree, self.checks),
             "mismatches": self.mismatches[:20],
         }
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
 
 
 def _parse(text: str) -> tuple[bool, Any]:
@@ -273,6 +277,36 @@ class _Replay:
                 found = into.setdefault(coll, {}).setdefault(str(obj.get("id")), {})
                 found.update({key: obj.get("id"), **obj["state"]})
 
+    def read_first(self, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Records a session reads before it changes them (collection -> key -> record):
+        the system's data as it was when the session began, which no earlier session
+        showed (a policy sold before the log began, read before a claim is filed on
+        it). A record the session made or changed before reading it is left out: its
+        read shows the session's own work."""
+        state = self.scenario["state"]
+        changed: set[str] = set()
+        found: dict[str, dict[str, Any]] = {}
+        for logged in records:
+            call = self.mapper.call(logged)
+            if isinstance(call, str) or outcome(logged) != "ok":
+                continue
+            binding = self.bindings.get(call.tool, {})
+            coll = binding.get("collection")
+            if binding.get("op") != "get" or not coll or coll not in state:
+                # whatever a call that writes names may have changed (its ids)
+                changed.update(str(v) for v in call.arguments.values() if _scalar(v))
+                body = logged.get("response")
+                if isinstance(body, dict):
+                    changed.update(str(v) for v in body.values() if _scalar(v))
+                continue
+            body = call_result(binding, logged, call.arguments, self.collection_of)
+            key = key_of(state, coll)
+            rid = None if body is None else body.get(key, body.get("id"))
+            if rid is None or str(rid) in changed or str(rid) in found.get(coll, {}):
+                continue
+            found.setdefault(coll, {})[str(rid)] = {**body, key: rid}
+        return found
+
     def start(self, known: dict[str, dict[str, Any]] | None) -> None:
         """A fresh episode from the world's state, with the records a separate held-out
         log showed before this session (its system's own data, which the training log
@@ -294,6 +328,12 @@ class _Replay:
 
         tally = self.tally
         tally.sessions += 1
+        # the records this session reads before it changes them were there when it began
+        first = self.read_first(records)
+        if first:
+            known = {c: dict(r) for c, r in (known or {}).items()}
+            for coll, found in first.items():
+                known.setdefault(coll, {}).update(found)
         self.start(known)
         ids: dict[str, Any] = {}
         real_final: dict[tuple[str, str], dict[str, Any]] = {}
@@ -520,6 +560,7 @@ def evaluate(
     experience: bool = False,
     mask_key: str = "simgym",
     max_sessions: int | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
     **backend: Any,
 ) -> dict[str, Any]:
     """Build a world in ``out_dir/world`` from the training sessions and replay the
@@ -527,7 +568,12 @@ def evaluate(
     to ``out_dir/eval.json``. With ``heldout`` (log files of the same system), every
     session of ``files`` trains and those files' sessions are held out; else a
     ``holdout`` share of the sessions of ``files``, picked by ``seed``. Raises
-    :class:`NotATwin` when the world has no bodies or no state."""
+    :class:`NotATwin` when the world has no bodies or no state.
+
+    Args:
+        on_progress: called with (sessions replayed, sessions to replay) once the
+            held-out sessions are known and after each one (a command's progress bar).
+    """
     from simgym.build import make  # the engine only when an evaluation runs
 
     if heldout is None and not 0 < holdout < 1:
@@ -580,10 +626,14 @@ def evaluate(
     tally = Tally()
     replay = _Replay(world_dir, env, tally)
     try:
-        for name in names:
+        if on_progress is not None:
+            on_progress(0, len(names))
+        for done, name in enumerate(names, 1):
             # a separate log is another run of the system, with its own data: each
             # session starts from what the sessions before it (in time) showed
             replay.session(sessions[name], _before(sessions, name, replay) if heldout else None)
+            if on_progress is not None:
+                on_progress(done, len(names))
     finally:
         close = getattr(env, "close", None)
         if callable(close):

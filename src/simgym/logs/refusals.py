@@ -128,14 +128,16 @@ def guard_kind(guard: dict[str, Any], creates: frozenset[str] = frozenset()) -> 
                 return SELF_APPROVAL if compared[5:] in creates else SEGREGATION
             if compared.startswith("rec."):
                 return SELF_APPROVAL
-        if cond.get("differs"):
+        if cond.get("differs") or cond.get("over") or cond.get("under"):
+            # two records' fields that must agree, or one within the other's bounds
+            # (an amount within a policy's cover, a date within its term)
             return MATCH
         if cond.get("covers") is not None or feature.startswith("match."):
             return DUPLICATE
         if cond.get("limits") is not None:
             return LIMIT
-    if any(f == "rec.exists" for f in features):
-        return NOT_FOUND
+    if any(f.endswith(".exists") for f in features):
+        return NOT_FOUND  # the record the call names, or one it points to, is missing
     bounded = any(c.get("above") is not None or c.get("below") is not None for c in conds)
     if bounded and any(f in ("arg.role", "arg.actor") for f in features):
         return LIMIT

@@ -18,10 +18,22 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simgym.domains.mcp_rules import Condition, Features, same
+from simgym.domains.mcp_rules import Condition, Features, compare, same
 
 _VALUE_SIDES = ("arg.", "rec.", "hist.")  # what a value is compared with, besides links
-_NOT_LINKED = ("arg.", "has.", "type.", "fmt.", "args.", "match.", "limit.", "rec.", "hist.")
+_NOT_LINKED = (
+    "arg.",
+    "has.",
+    "type.",
+    "fmt.",
+    "args.",
+    "match.",
+    "matched.",
+    "matchrec.",
+    "limit.",
+    "rec.",
+    "hist.",
+)
 _GROUPS = ("arg.role", "arg.actor")  # who a limit may depend on, the role first
 # a number in text, with or without thousands separators ("EUR 5,000.00", "5000")
 _NUMBER = re.compile(r"(?<![\w.,])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?![\w.]|,\d)")
@@ -71,7 +83,8 @@ def relations(
         *_equal_pairs(pos, keys),
         *_differing_pairs(pos, keys),
         *_limits(pos, neg, keys, said, named),
-        *_duplicates(pos, keys),
+        *_orders(pos, keys),
+        *_duplicates(pos, neg, keys),
     ]
 
 
@@ -197,9 +210,47 @@ def _limits(
     return told or out
 
 
-def _duplicates(pos: list[Features], keys: list[str]) -> list[Condition]:
+def _orders(pos: list[Features], keys: list[str]) -> list[Condition]:
+    """A number or a date above or below another feature of a record the call names or
+    points to, in every positive: an amount over the policy's coverage, an incident
+    before the policy's start. Keys and ids are never compared (their order is chance)."""
+    sides = [
+        k
+        for k in keys
+        if "~" not in k
+        and (k.startswith(("arg.", "rec.")) or _linked(k))
+        and not _field(k).lower().endswith(_KEY_ENDINGS)
+        and all(p.get(k) is None or _ordered(p.get(k)) for p in pos)
+    ]
+    out = []
+    for i, a in enumerate(sides):
+        for b in sides[i + 1 :]:
+            if a.split(".", 1)[0] == b.split(".", 1)[0]:
+                continue  # two fields of one record: a relation the call cannot change
+            if b.startswith("arg.") and not a.startswith("arg."):
+                a, b = b, a
+            # a refusal whose linked record the log never showed has no side to compare:
+            # the relation is read from the ones that have both
+            both = [p for p in pos if p.get(a) is not None and p.get(b) is not None]
+            if 2 * len(both) < len(pos) or (len(both) < 2 < len(pos)):
+                continue
+            signs = {compare(p.get(a), p.get(b)) for p in both}
+            if signs == {1}:
+                out.append(Condition(feature=a, over=b))
+            elif signs == {-1}:
+                out.append(Condition(feature=a, under=b))
+    return out
+
+
+def _ordered(value: Any) -> bool:
+    return compare(value, value) == 0
+
+
+def _duplicates(pos: list[Features], neg: list[Features], keys: list[str]) -> list[Condition]:
     """A record of a collection agreeing with the call on the fields every positive's
-    closest record agrees on (two or more): a duplicate."""
+    closest record agrees on (two or more): a duplicate. Where successful calls also
+    found such a record, the records they found may all be in states the refused calls'
+    were not (a rejected claim is no duplicate): those states are then excepted."""
     out = []
     for key in keys:
         if not key.startswith("match."):
@@ -213,8 +264,48 @@ def _duplicates(pos: list[Features], keys: list[str]) -> list[Condition]:
             widest = set(max(sets, key=len))
             common = widest if common is None else common & widest
         if common and len(common) >= 2:
-            out.append(Condition(feature=key, covers=sorted(common)))
+            cond = Condition(feature=key, covers=sorted(common))
+            clashes = [n for n in neg if cond.holds(n)]
+            unless = _excepted(cond, pos, clashes) if clashes else None
+            out.append(cond if unless is None else cond.model_copy(update={"unless": unless}))
     return out
+
+
+def _matched(cond: Condition, feats: Features) -> list[dict[str, Any]]:
+    """The records that agree with a call on every field ``cond`` covers."""
+    sets = feats.get(cond.feature) or []
+    found = feats.get("matchrec." + cond.feature.split(".", 1)[-1]) or []
+    wanted = set(cond.covers or ())
+    return [
+        r
+        for fields, r in zip(sets, found, strict=False)
+        if isinstance(r, dict) and wanted <= set(fields)
+    ]
+
+
+def _excepted(
+    cond: Condition, pos: list[Features], clashes: list[Features]
+) -> dict[str, list[Any]] | None:
+    """A field of the matched records whose values, on every success that found a
+    match, are ones no refusal's match had: the states a duplicate ignores."""
+    theirs = [r for n in clashes for r in _matched(cond, n)]
+    mine = [_matched(cond, p) for p in pos]
+    fields = sorted({k for r in theirs for k in r} - set(cond.covers or ()))
+    best: tuple[tuple[int, int], str, list[Any]] | None = None
+    for name in fields:
+        if _field(name).lower().endswith(_KEY_ENDINGS) or name == "id":
+            continue
+        values = {r.get(name) for r in theirs}
+        if None in values or len(values) > 4 or not all(_scalar(v) for v in values):
+            continue
+        if all(any(r.get(name) not in values for r in rs) for rs in mine):
+            # a field every record holds (a state) over one some records lack (who
+            # assessed it, not yet set on a new claim): the lacking ones fit by chance
+            lacking = sum(r.get(name) is None for rs in mine for r in rs)
+            rank = (lacking, len(values))
+            if best is None or rank < best[0]:
+                best = (rank, name, sorted(values, key=str))
+    return {best[1]: best[2]} if best else None
 
 
 # -- what an answer says -------------------------------------------------------------------
