@@ -115,6 +115,9 @@ class ImportReport:
     # where the readers looked for each field ("body" -> ["otlp: span attribute ..."]):
     # the coverage report's reason when a field was never found
     looked_for: dict[str, list[str]] = field(default_factory=dict)
+    # (type, id, state) of objects a log declares that no record names (an OCEL object
+    # no event relates to): entities of the world, though no call shows them
+    declared: list[tuple[str, str, dict[str, JSON]]] = field(default_factory=list)
 
     def look(self, field_name: str, where: str) -> None:
         places = self.looked_for.setdefault(field_name, [])

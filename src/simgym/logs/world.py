@@ -301,6 +301,17 @@ class _Builder:
         self.event_count = 0
         self.records = 0
 
+    def declare(self, otype: str, oid: str, state: dict[str, JSON]) -> None:
+        """An object the log declares that no record names: an entity with its state,
+        masked as a record's would be (read after every record: never over one)."""
+        masked = self.masker.value(state)
+        mid = self.masker.text(oid)
+        items = self.entities[otype]
+        if mid in items or len(items) >= MAX_ENTITIES or not isinstance(masked, dict):
+            return
+        self.entity_fields[otype].add(masked)
+        items[mid] = (_INF, -1, masked)
+
     def add(self, record: LogRecord, seq: int) -> LogRecord:
         r = self.masker.record(record)
         self.records += 1
@@ -515,6 +526,8 @@ def build_world(
                 db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
                 batch.clear()
         db.executemany("INSERT INTO r VALUES (?, ?, ?, ?)", batch)
+        for otype, oid, state in report.declared if report is not None else []:
+            builder.declare(otype, oid, state)
         db.execute("CREATE INDEX ix ON r (session, time, seq)")
         with replacing(out / "sessions.jsonl") as f:
             sessions = _write_sessions(db, f)

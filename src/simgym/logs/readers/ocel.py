@@ -159,6 +159,19 @@ class _Objects:
             placed.sort(key=lambda p: (p[0], p[1]))
             self.placed[oid] = placed
 
+    def untouched(self) -> list[tuple[str, str, dict[str, JSON]]]:
+        """(type, id, last attributes) of the objects the log declares that no event
+        relates to: records of the system all the same (a customer who never ordered)."""
+        out = []
+        for oid, otype in self.types.items():
+            if self.touches.get(oid):
+                continue
+            state: dict[str, JSON] = {}
+            for _, _, name, value in sorted(self.changes.get(oid, []), key=lambda c: c[:2]):
+                state[name] = value
+            out.append((otype, oid, state))
+        return out
+
     def state_after(self, oid: str, order: int) -> dict[str, JSON] | None:
         """The object's attributes as they stood after event ``order`` (before it, for
         an event that changed nothing of it)."""
@@ -401,6 +414,7 @@ def _read_json(path: Path, report: ImportReport, mapping: FieldMap | None) -> It
     except ValueError:
         pass  # the second pass meets the same fault and reports it
     objects.settle()
+    report.declared.extend(objects.untouched())
     try:
         for order, event, attrs, related in _json_events(path):
             report.read += 1
@@ -480,6 +494,7 @@ def _read_sqlite(path: Path, report: ImportReport, mapping: FieldMap | None) -> 
             at = order.setdefault(eid, len(order))  # an event the event table left out
             _touch_all(objects, at, when, attrs, related.get(eid, []), mapping)
         objects.settle()
+        report.declared.extend(objects.untouched())
         for eid, etype, when, attrs in _sqlite_events(db, report):
             report.read += 1
             yield _record(
