@@ -150,6 +150,25 @@ def test_run_refuses_a_task_whose_scenario_is_for_another_domain(
     assert not out.exists()
 
 
+@pytest.mark.parametrize(
+    ("asked", "source", "belongs"),
+    [("terminal", MCP_SCENARIO, "mcp"), ("mcp", TERMINAL_SCENARIO, "terminal")],
+)
+@pytest.mark.parametrize("bare", [False, True], ids=["episode-file", "bare-scenario"])
+def test_serve_refuses_a_scenario_for_another_domain(
+    tmp_path: Path, asked: str, source: Path, belongs: str, bare: bool
+) -> None:
+    path = _bare(tmp_path, source) if bare else source
+    out = tmp_path / "served.jsonl"
+    proc = simgym_cli(
+        "serve", "--openenv", "--domain", asked, "--scenario", path, "--out", out,
+        "--port", "9", timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    message = " ".join(proc.stderr.split())
+    assert f"{path}: this scenario is for the {belongs} domain, not {asked}" in message
+
+
 # -- doctor -------------------------------------------------------------------------------
 
 HINT = re.compile(r"apt-get|pip install|setup\.sh|install")

@@ -35,8 +35,10 @@ from simgym.cli.options import (
     WorldOption,
     grounding_options,
     reward_spec,
+    scenario_domain,
     world_model_options,
     world_scenario_option,
+    wrong_domain_message,
 )
 from simgym.core.errors import SimgymError
 from simgym.core.safeload import load_yaml, read_text
@@ -74,9 +76,7 @@ def load_world(domain: str | None, scenario: Path | None, task: str | None) -> S
             file_domain = data.get("domain") or file_task.get("domain")
             data = data["scenario"] if isinstance(data.get("scenario"), dict) else inner
     if domain and file_domain and domain != file_domain:
-        raise SimgymError(
-            f"--domain {domain} disagrees with {scenario}, which is for {file_domain}"
-        )
+        raise SimgymError(wrong_domain_message(str(scenario), file_domain, domain))
     name = domain or file_domain
     if not name:
         raise SimgymError("name the domain: --domain (or a scenario file with a 'domain:' key)")
@@ -85,7 +85,12 @@ def load_world(domain: str | None, scenario: Path | None, task: str | None) -> S
         try:
             domain_obj.scenario(data, strict=True)
         except SimgymError as exc:
-            raise SimgymError(f"{scenario}: {' '.join(str(exc).split())}") from None
+            fits = scenario_domain(data, name)  # another domain's scenario, said as such
+            raise SimgymError(
+                wrong_domain_message(str(scenario), fits, name)
+                if fits
+                else f"{scenario}: {' '.join(str(exc).split())}"
+            ) from None
     file_task.pop("scenario", None)  # the scenario is served on its own, validated once
     file_task["domain"] = name
     if task is not None:
