@@ -380,6 +380,7 @@ def test_cli_samples_on_request_and_says_when_a_twin_has_no_records(tmp_path):
     done = cli("mcp", "import", "--command", server, "--out", str(sampled), "--sample-records", "2")
     assert done.returncode == 0, done.stderr
     assert "the twin holds 5 records (2 customers, 2 accounts, 1 tickets)" in done.stderr
+    assert "a sample: grounding answers an id outside it as not found" in done.stderr
     shown = cli("mcp", "show", str(bare))
     assert shown.returncode == 0, shown.stderr
     assert "the twin has no records" in shown.stdout

@@ -68,7 +68,12 @@ def mcp_import(
     out.write_text(yaml.safe_dump(scenario, sort_keys=False, allow_unicode=True), encoding="utf-8")
     names = ", ".join(t["name"] for t in scenario["tools"])
     errors.print(f"wrote {out}: server {scenario['server_name']!r} with tools {names}")
-    errors.print(records_note(scenario["state"]), highlight=False)
+    note = records_note(scenario["state"])
+    if sample_records and scenario["state"]:
+        # grounding takes the state for all of the server's records; say so until it can
+        # tell a sample from the whole
+        note += "; a sample: grounding answers an id outside it as not found"
+    errors.print(note, highlight=False)
 
 
 @mcp_app.command("show")
