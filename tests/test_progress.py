@@ -201,3 +201,17 @@ def test_bench_infer_in_a_pipe_counts_rows(tmp_path: Path) -> None:
     total = found[-1][1]
     assert total >= 2
     assert_counts_up_to(found, total)
+
+
+@pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="needs bubblewrap")
+def test_record_in_a_pipe_counts_real_episodes(tmp_path: Path) -> None:
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(
+        "".join(
+            f'{{"id": "r{k}", "domain": "terminal", "instruction": "x", "actions": ["echo {k}"]}}\n'
+            for k in range(3)
+        )
+    )
+    proc = simgym_cli("record", tasks, "--out", tmp_path / "real.jsonl")
+    assert proc.returncode == 0, proc.stderr
+    assert_counts_up_to(progress_lines(proc.stderr), 3)
