@@ -167,7 +167,7 @@ def test_list_pages_and_filters(client):
     assert "14 episodes" in page  # 10 in runs, 2 + 2 in the compared pair
     assert "task-6" in page and "Inspect application 3" in page
     only_web = client.get("/", params={"domain": "web"}).text
-    assert "1 episodes" in only_web and "task-6" in only_web
+    assert "1 episode ·" in only_web and "task-6" in only_web
     assert client.get("/api/episodes", params={"faults": "timeout"}).json()["total"] == 1
     assert client.get("/api/episodes", params={"errors": "yes"}).json()["total"] == 1
     assert client.get("/api/episodes", params={"status": "done"}).json()["total"] == 8

@@ -259,7 +259,8 @@ def last_page(total: int) -> int:
 
 def pager(links: Links, params: dict[str, str], page: int, total: int) -> str:
     last = last_page(total)
-    out = [f'<span class="count">{total} episodes · page {page} of {last}</span>']
+    noun = "episode" if total == 1 else "episodes"
+    out = [f'<span class="count">{total} {noun} · page {page} of {last}</span>']
     if page > 1:
         out.append(f'<a rel="prev" href="{e(links.episodes(params, page - 1))}">← previous</a>')
     if page < last:
