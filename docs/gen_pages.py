@@ -260,24 +260,32 @@ def _plot(run: dict[str, Any]) -> bytes | None:
         ax.set_xlabel("success (95% interval)")
         ax.grid(axis="x", alpha=0.3)
     elif _numeric(rows, "concurrency"):
-        keys = [k for k in rows[0] if k != "concurrency" and _numeric(rows, k)][:4]
+        preferred = ["efficiency", "steps_per_s", "cpu_ms_per_step", "of_bare", "seconds"]
+        keys = [k for k in preferred if _numeric(rows, k)] or [
+            k for k in rows[0] if k != "concurrency" and _numeric(rows, k)
+        ]
+        keys = keys[:3]
         if not keys:
             return None
-        fig, axes = plt.subplots(1, len(keys), figsize=(3.2 * len(keys), 3))
+        grouping = [k for k in ("delay_ms", "delay", "executor", "loop", "mode") if k in rows[0]]
+        fig, axes = plt.subplots(1, len(keys), figsize=(3.6 * len(keys), 3.2))
         axes = [axes] if len(keys) == 1 else list(axes)
         for ax, key in zip(axes, keys, strict=True):
             series: dict[str, list[tuple[float, float]]] = {}
             for r in rows:
-                group = str(r.get("delay_ms", r.get("mode", "")))
+                group = " ".join(
+                    f"{r[g] * 1000:g} ms" if g == "delay" else str(r[g]) for g in grouping
+                )
                 series.setdefault(group, []).append((r["concurrency"], r[key]))
             for group, points in series.items():
                 points.sort()
                 ax.plot(*zip(*points, strict=True), marker="o", label=group or None)
             ax.set_xscale("log")
-            ax.set_xlabel("concurrency")
+            ax.set_xlabel("episodes at once (concurrency)")
             ax.set_title(key, fontsize=9)
+            ax.grid(alpha=0.3)
             if len(series) > 1:
-                ax.legend(fontsize=7)
+                ax.legend(fontsize=6)
     elif all("domain" in r for r in rows) and len({r["domain"] for r in rows}) == len(rows):
         keys = [k for k in rows[0] if k != "domain" and _numeric(rows, k)]
         if not keys:
@@ -300,11 +308,10 @@ def _plot(run: dict[str, Any]) -> bytes | None:
 
 
 def results_pages() -> None:
-    from results import DEFAULT_DIR, load_all
+    from results import load_all, results_dir
 
-    names = (
-        sorted(p.name for p in DEFAULT_DIR.iterdir() if p.is_dir()) if DEFAULT_DIR.is_dir() else []
-    )
+    folder = results_dir()  # SIMGYM_RESULTS_DIR moves it, as for the benchmarks themselves
+    names = sorted(p.name for p in folder.iterdir() if p.is_dir()) if folder.is_dir() else []
     index = [
         "# Results\n",
         "Every page here is generated when the site builds from the JSON files under "
@@ -316,7 +323,7 @@ def results_pages() -> None:
         "| benchmark | runs | newest | commit | machine |\n|---|---|---|---|---|",
     ]
     for name in names:
-        runs = load_all(name, DEFAULT_DIR)
+        runs = load_all(name, folder)
         if not runs:
             continue
         newest = runs[0]
@@ -372,4 +379,6 @@ def main() -> None:
     results_pages()
 
 
-main()
+# mkdocs-gen-files runs this file with runpy ("<run_path>"); tests import it for _plot.
+if __name__ in ("__main__", "<run_path>"):
+    main()

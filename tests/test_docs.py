@@ -218,6 +218,29 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
     assert (tmp_path / "runs.jsonl").is_file()
 
 
+def _gen_pages():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_pages", DOCS / "gen_pages.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("rows", "plotted"),
+    [
+        ([{"concurrency": c, "efficiency": 1 / c, "executor": "local"} for c in (1, 10)], True),
+        ([{"domain": d, "exact_rate": 0.5} for d in ("mcp", "swe")], True),
+        ([{"label": "a", "success": 0.5, "ci_low": 0.3, "ci_high": 0.7}], True),
+        ([{"command": "ls", "median_ms": 3.0}], False),  # a table a reader reads, no plot
+    ],
+)
+def test_results_pages_plot_the_shapes_readers_look_at(rows: list, plotted: bool) -> None:
+    svg = _gen_pages()._plot({"rows": rows})
+    assert (svg is not None and svg.lstrip().startswith(b"<?xml")) == plotted
+
+
 def test_a_broken_command_line_is_caught() -> None:
     """The flag check is not a rubber stamp."""
     text = "simgym run tasks.jsonl -o runs.jsonl --not-an-option 3"
