@@ -546,10 +546,13 @@ def test_a_value_allowed_per_group_comes_from_the_successes_of_that_group():
     guards, left = _field_guards(refused, ok, 400)
     assert not left and len(guards) == 1
     cond = guards[0].when[0]
-    assert cond.allowed == {"home": ["fire", "storm"]} and cond.allowed_by == "policies.product"
+    # every product the successes show well, though only home's refusals were logged
+    assert cond.allowed == {"home": ["fire", "storm"], "motor": ["collision", "theft"]}
+    assert cond.allowed_by == "policies.product"
     assert cond.holds({"arg.loss_type": "theft", "policies.product": "home"})
+    assert cond.holds({"arg.loss_type": "fire", "policies.product": "motor"})
     assert not cond.holds({"arg.loss_type": "storm", "policies.product": "home"})
-    assert not cond.holds({"arg.loss_type": "fire", "policies.product": "motor"})  # not known
+    assert not cond.holds({"arg.loss_type": "fire", "policies.product": "travel"})  # unknown
     # amounts are no category: no list of allowed amounts per group
     amounts = [{"arg.amount": 10.0 + i, "arg.role": r} for i, r in enumerate("ab" * 6)]
     assert (
@@ -565,3 +568,48 @@ def test_a_value_allowed_per_group_comes_from_the_successes_of_that_group():
         )[0]
         == []
     )
+
+
+def test_a_sub_resource_of_another_record_reads_as_not_there():
+    """Approving claim CLM-1 with an assessment of claim CLM-2: the assessment is not
+    one of CLM-1's (REST nesting), so it reads as missing; a key named ``id`` (every
+    record has one) scopes nothing."""
+    state = {
+        "claims": [{"claim_number": "CLM-1"}, {"claim_number": "CLM-2"}],
+        "assessments": [
+            {"assessment_id": "A-1", "claim_number": "CLM-1", "status": "current"},
+            {"assessment_id": "A-2", "claim_number": "CLM-2", "status": "accepted"},
+        ],
+        "_keys": {"claims": "claim_number", "assessments": "assessment_id"},
+    }
+    claim = state["claims"][0]
+    mine = features({"claim_number": "CLM-1", "assessment_id": "A-1"}, claim, state)
+    assert mine["assessments.exists"] is True and mine["assessments.status"] == "current"
+    theirs = features({"claim_number": "CLM-1", "assessment_id": "A-2"}, claim, state)
+    assert theirs["assessments.exists"] is False and "assessments.status" not in theirs
+    plain = {
+        "loans": [{"id": "L1", "account_id": "a1"}],
+        "accounts": [{"id": "a1", "customer_id": "c1"}],
+    }
+    feats = features({"id": "L1", "account_id": "a1"}, plain["loans"][0], plain)
+    assert feats["accounts.exists"] is True and feats["accounts.customer_id"] == "c1"
+
+
+def test_a_linked_record_takes_one_value_and_an_update_copies_a_linked_field():
+    from simgym.domains.mcp_rules import new_values
+
+    paid = ParentEffect(
+        collection="claims",
+        via="claim_number",
+        field="status",
+        source="claim_number",
+        op="value",
+        constant="paid",
+    )
+    assert paid.value({"status": "approved"}, {"claim_number": "CLM-1"}) == "paid"
+    again = ParentEffect.model_validate(json.loads(json.dumps(paid.model_dump(mode="json"))))
+    assert again == paid
+    rules = ToolRules(copies={"approved_amount": "assessments.assessed_amount", "by": "actor"})
+    feats = {"assessments.assessed_amount": 812.5}
+    assert new_values(rules, feats, {"actor": "u1"}) == {"approved_amount": 812.5, "by": "u1"}
+    assert new_values(rules, {}, {"actor": "u1"}) == {"by": "u1"}  # nothing to copy: unset

@@ -10,7 +10,8 @@ A tool's :class:`ToolRules` (``tool_map[tool]["rules"]``, mined from a company's
 ``missing``  the answer to a call on a record that does not exist;
 ``sets``     fields every successful call sets to one value (``{"status": "approved"}``);
 ``defaults`` values of fields a call may give, when it does not (``account_id``: null);
-``copies``   fields taken from an argument (``{"decision_reason": "reason"}``);
+``copies``   fields taken from an argument (``{"decision_reason": "reason"}``) or from a
+             record the call points to (``{"approved_amount": "assessments.amount"}``);
 ``values``   fields the system decides from the state: a default and a decision list;
 ``stamps``   fields that hold the time of the call (``{"updated_at": "iso-us-z"}``);
 ``parents``  changes to a related record (the customer's ``kyc_status`` takes the new
@@ -234,7 +235,8 @@ class DecisionList(BaseModel):
 class ParentEffect(BaseModel):
     """A related record changes with the call: ``collection``'s record named by the
     argument or field ``via`` gets ``field`` = the new record's ``source`` field (``op``
-    ``add``: its ``field`` grows by it, as a balance by a payout)."""
+    ``add``: its ``field`` grows by it, as a balance by a payout; ``op`` ``value``: it
+    becomes ``constant``, as a claim becomes "paid" by a payout)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -243,9 +245,12 @@ class ParentEffect(BaseModel):
     field: str
     source: str
     op: str = "set"
+    constant: Any = None  # op ``value``: the one value the field takes (a claim "paid")
 
     def value(self, parent: dict[str, Any], record: dict[str, Any]) -> Any:
         """The related record's new value of ``field``."""
+        if self.op == "value":
+            return self.constant
         new = record.get(self.source)
         if self.op == "add":
             old = parent.get(self.field)
@@ -391,7 +396,14 @@ def features(
             feats[f"matchrec.{collection}"] = [
                 {k: v for k, v in r.items() if _scalar(v)} for _, _, r in found
             ]
-    linked = _link(feats, [*args.items(), *((record or {}).items())], record, state, key)
+    # a sub-resource of another record is not one of the named record's: the
+    # assessment of another claim is not found for this claim (REST nesting)
+    own = _collection_holding(record, state) if record is not None else None
+    field = key_of(state, own, key) if own else None
+    # only a key with a name of its own (``claim_number``): every record has an ``id``
+    scope = (own, field, record.get(field)) if own and field not in ("id", "key", "uuid") else None
+    linked = _link(feats, list(args.items()), record, state, key, scope)
+    linked += _link(feats, list((record or {}).items()), record, state, key)
     # a second hop: the record a linked record points to (an assessment's claim's policy,
     # whose coverage bounds the amount), where the call itself names no such record
     for parent in linked:
@@ -405,9 +417,12 @@ def _link(
     record: dict[str, Any] | None,
     state: dict[str, Any],
     key: str,
+    scope: tuple[str, str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Add the features of the records ``pointers`` name (``<collection>.<field>``) and
-    return those records."""
+    return those records. ``scope`` (the named record's collection, key field and
+    value): a linked record of another collection that holds that field with another
+    value belongs to another record, and reads as not there."""
     found: list[dict[str, Any]] = []
     for name, value in pointers:
         if not isinstance(value, str | int) or isinstance(value, bool):
@@ -418,6 +433,10 @@ def _link(
         parent = find(state[collection], key_of(state, collection, key), value)
         if parent is not None and parent is record:
             continue
+        if parent is not None and scope is not None and scope[0] != collection:
+            theirs = parent.get(scope[1])
+            if theirs is not None and _scalar(theirs) and str(theirs) != str(scope[2]):
+                parent = None
         feats[f"{collection}.exists"] = parent is not None
         if parent is not None:
             found.append(parent)
@@ -552,6 +571,8 @@ def new_values(
     for name, source in rules.copies.items():
         if source in args:
             out[name] = args[source]
+        elif "." in source and feats.get(source) is not None:
+            out[name] = feats[source]  # a field of a record the call points to
     for name, decision in rules.values.items():
         out[name] = decision.value(feats)
     for name, style in rules.stamps.items():

@@ -597,19 +597,19 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
     misses: Counter[tuple[str, str, str, str, str, str]] = Counter()
     pending: dict[tuple[str, str], list[tuple[str, str, dict]]] = defaultdict(list)
     last_seen: dict[tuple[str, str], dict] = {}
-    session = None
+    # (tool, collection, via, field) -> the values a related record's field took
+    took: dict[tuple[str, str, str, str], Counter[str]] = defaultdict(Counter)
+    examples: dict[str, Any] = {}
+    # records are shared by sessions: a related record seen in a later session shows
+    # what the last call that pointed at it did (a claim "paid" after its payout)
     for tool, binding, args, before, feats, logged in calls.walk():
-        if logged.get("session") != session:
-            session = logged.get("session")
-            pending.clear()
-            last_seen.clear()
         body = call_result(binding, logged, args, calls.collection_of)
         op = binding.get("op")
         if body is not None and op in ("create", "update"):
             if op == "create" and len(creates[tool]) < MAX_EXAMPLES:
                 creates[tool].append((feats, args, body))
             elif op == "update" and before is not None and len(updates[tool]) < MAX_EXAMPLES:
-                updates[tool].append((args, dict(before), body))
+                updates[tool].append((args, dict(before), body, feats))
             pointers = {**body, **args}
             for via, value in pointers.items():
                 collection = owner_collection(via, calls.scenario["state"])
@@ -623,10 +623,14 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
             # only the last call that pointed at it since it was last seen can have
             # changed it: the calls before it were seen not to
             latest = pending.pop(ref, [])[-1:]
+            if binding.get("collection") == obj[0] and op in ("create", "update"):
+                latest = []  # shown after a change of its own: that call made the change
             for source_tool, via, child in latest if old is not None else []:
                 for name, value in obj[1].items():
                     if name == "id" or not _hashable(value) or old.get(name) == value:
                         continue
+                    took[(source_tool, ref[0], via, name)][_label(value)] += 1
+                    examples[_label(value)] = value
                     for src, child_value in child.items():
                         if src == "id":
                             continue
@@ -656,6 +660,24 @@ def _effects(calls: _Calls) -> dict[str, ToolRules]:
                 if op != "set":
                     effect.op = op
                 rules[tool].parents.append(effect)
+    # a field that takes one value whenever the call's related record is seen next (a
+    # status), where no field of the new record explains it
+    for (tool, collection, via, name), values in sorted(took.items()):
+        label, n = values.most_common(1)[0]
+        if tool not in rules or n < 2 or n < 0.9 * sum(values.values()):
+            continue
+        if (collection, name) in {(p.collection, p.field) for p in rules[tool].parents}:
+            continue
+        rules[tool].parents.append(
+            ParentEffect(
+                collection=collection,
+                via=via,
+                field=name,
+                source=via,  # the pointer: always in the new record
+                op="value",
+                constant=examples[label],
+            )
+        )
     return rules
 
 
@@ -720,13 +742,13 @@ def _decision_list(rows: list[tuple[Features, Any]]) -> DecisionList:
     return decision
 
 
-def _update_rules(rows: list[tuple[dict, dict, dict]]) -> ToolRules:
+def _update_rules(rows: list[tuple[dict, dict, dict, Features]]) -> ToolRules:
     rules = ToolRules(shape=list(rows[-1][2]))
-    fields = sorted({k for _, _, after in rows for k in after} - {"id"})
+    fields = sorted({k for _, _, after, _ in rows for k in after} - {"id"})
     for name in fields:
         changed = [
             (args, after.get(name))
-            for args, before, after in rows
+            for args, before, after, _ in rows
             if before.get(name) != after.get(name)
         ]
         if not changed:
@@ -739,10 +761,35 @@ def _update_rules(rows: list[tuple[dict, dict, dict]]) -> ToolRules:
         if source is not None:
             rules.copies[name] = source
         elif len({_label(v) for v in values}) == 1 and all(
-            after.get(name) == values[0] for _, _, after in rows
+            after.get(name) == values[0] for _, _, after, _ in rows
         ):
             rules.sets[name] = values[0]
+        else:
+            # a value taken from a record the call points to (the approved amount is
+            # the approved assessment's amount)
+            linked = _copies(
+                name,
+                [
+                    ({k: v for k, v in f.items() if _linked_value(k)}, after.get(name))
+                    for _, before, after, f in rows
+                    if before.get(name) != after.get(name)
+                ],
+            )
+            if linked is not None and len(changed) >= 2:
+                rules.copies[name] = linked
     return rules
+
+
+def _linked_value(key: str) -> bool:
+    """A feature that holds a field of a record the call points to."""
+    head = key.split(".", 1)[0]
+    return (
+        "." in key
+        and "~" not in key
+        and head not in ("arg", "rec", "has", "type", "fmt", "args", "hist", "limit")
+        and not head.startswith("match")
+        and not key.endswith(".exists")
+    )
 
 
 # -- guards --------------------------------------------------------------------------------
@@ -868,7 +915,10 @@ def _allowed_per_group(key: str, pos: list[Features], ok: list[Features]) -> lis
         if not all(support[g] >= MIN_GROUP for g in mine):
             continue
         if all(p.get(key) not in seen[str(p.get(by))] for p in pos):
-            allowed = {g: sorted(seen[g], key=_label) for g in sorted(mine)}
+            # every group the successes show well enough, not only the refused ones: a
+            # product whose refusals the log never showed has its list all the same
+            shown = mine | {g for g in seen if support[g] >= MIN_GROUP}
+            allowed = {g: sorted(seen[g], key=_label) for g in sorted(shown)}
             cond = Condition(feature=key, allowed=allowed, allowed_by=by)
             reach = sum(support[g] for g in mine)
             if best is None or reach > best[0]:
@@ -892,12 +942,18 @@ def _field_guards(
             left.append((feats, answer))
         else:
             groups[named].append((feats, answer))
-    guards = []
+    made: dict[str, tuple[list[Condition], list[tuple[Features, Any]]]] = {}
     for (name, _reason), group in groups.items():
         conds = _field_rule(name, [f for f, _ in group], ok) if ok else None
         if conds is None:
             left += group
             continue
+        # reasons that differ only in the values they quote (a loss type "not covered by
+        # a home policy", "... by a motor policy") are one rule: one guard
+        same = json.dumps([c.model_dump(mode="json") for c in conds], sort_keys=True)
+        made.setdefault(same, (conds, []))[1].extend(group)
+    guards = []
+    for conds, group in made.values():
         guard = Guard(when=conds, status=status)
         guard.answer = _answer_for([(guard.quoted(f), a) for f, a in group])
         guard.support = len(group)

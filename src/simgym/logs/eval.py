@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from simgym.core.errors import SimgymError
-from simgym.domains.mcp_rules import Guard, find, key_of
+from simgym.domains.mcp_rules import Guard, ParentEffect, find, key_of
 from simgym.experience import open_store
 from simgym.logs.behaviour import call_result, error_code, outcome
 from simgym.logs.calls import CallMapper
@@ -276,6 +276,27 @@ class _Replay:
                 key = key_of(state, coll)
                 found = into.setdefault(coll, {}).setdefault(str(obj.get("id")), {})
                 found.update({key: obj.get("id"), **obj["state"]})
+            self._consequences(logged, into)
+
+    def _consequences(self, logged: dict[str, Any], into: dict[str, dict[str, Any]]) -> None:
+        """What a successful call did to the records it points to, by the world's mined
+        effects (a payout makes its claim "paid"), where the log shows only the record
+        it made: the state a later session finds, until the log shows it again."""
+        call = self.mapper.call(logged)
+        if isinstance(call, str):
+            return
+        binding = self.bindings.get(call.tool, {})
+        parents = (binding.get("rules") or {}).get("parents") or []
+        made = call_result(binding, logged, call.arguments, self.collection_of) if parents else None
+        for data in parents if made is not None else []:
+            try:
+                effect = ParentEffect.model_validate(data)
+            except ValueError:
+                continue
+            pointer = call.arguments.get(effect.via, made.get(effect.via))
+            parent = into.get(effect.collection, {}).get(str(pointer))
+            if parent is not None and effect.source in made:
+                parent[effect.field] = effect.value(parent, made)
 
     def read_first(self, records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Records a session reads before it changes them (collection -> key -> record):
