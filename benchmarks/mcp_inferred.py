@@ -34,6 +34,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from results import save
+
 import simgym
 import simgym.real.mcp  # noqa: F401  (registers the real-mcp backend)
 from simgym.core.errors import ActionError
@@ -242,6 +244,13 @@ async def main(argv: list[str] | None = None) -> int:
         f"{counts['exact']} exact and equal to the real "
         f"server, {counts['guessed']} refusals in guessed wording, {counts['wrong']} exact but "
         f"wrong, {counts['model']} left to the model"
+    )
+    save(
+        "mcp_inferred",
+        summary={"turns": len(rows), "format": args.format, "learn_from": args.learn_from} | counts,
+        notes="mcp grounding alone against the real records server, for a tool world written "
+        "as a user writes one (tools from `simgym mcp import`, seed records as state, no "
+        "tool_map): exact = equal to the real server's answer.",
     )
     return 1 if counts["wrong"] else 0
 

@@ -25,6 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
+from results import save
+
 import simgym
 import simgym.domains  # noqa: F401  (registers the built-in domains)
 from simgym.real.cgroup import cgroup_problem
@@ -192,6 +194,26 @@ async def main() -> int:
         f"({sum(len(t['turns']) for t in recorded)} turns)"
     )
     print("PASS" if ok else "FAIL")
+    save(
+        "sandbox_stress",
+        rows=[
+            {
+                "backend": backend,
+                "storm": name,
+                "seconds": round(took, 2),
+                "host_peak_rss_mb": round(peak),
+                "processes_inside": most,
+                "process_limit": PROCESSES,
+                "recorded_failure": failure,
+                "next_turn_works": works,
+            }
+            for backend, name, took, peak, most, failure, works in rows
+        ],
+        summary={"pass": bool(ok), "trajectories": len(recorded)},
+        notes="An output flood, a process storm and a memory storm against the real swe and "
+        "terminal sandboxes; pass = host memory bounded, process limit held, the failure "
+        "recorded and the next turn works.",
+    )
     return 0 if ok else 1
 
 
