@@ -9,6 +9,14 @@ Three settings, grounding off unless named: ``old: slots=1``, ``new: slots=N``, 
 ``default: slots=N, strict`` (the embedded default as ``simgym play``/``run`` use it; strict
 mode answers the steps the state determines without a model call).
 
+``--llama old,new`` (the default) runs the strict default once per llama.cpp preset, side by
+side: ``old`` is the context as it was made before (every thread decodes and evaluates,
+no flash attention), ``new`` the current default (see ``PRESETS``; others:
+``t1``, ``flash``, ``q8kv``). The "model steps" column is the rendered step (a step the
+model must answer); "in llama.cpp" is the part of its time spent inside llama.cpp (the
+rest is Python: prompt assembly, tokenising, slot choice), "decoded" its output tokens.
+``--quick`` runs only those preset rows (no slots=1 / grounding-off rows).
+
 (a) sequential: one episode of ``--seq-turns`` steps, then a second episode of the same
     scenario (its first step should reuse the system prompt the first one evaluated).
 (b) interleaved: ``--episodes`` episodes stepped round-robin, one step each, ``--turns``
@@ -32,6 +40,7 @@ import argparse
 import asyncio
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -40,6 +49,9 @@ from rich.table import Table
 
 import simgym
 from simgym.worldmodels.local import LocalWorldModel, adapter_prompt_style, unload_models
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from results import save  # noqa: E402  (beside this script)
 
 # A terminal session as agents type it: mostly file work the state determines (the date,
 # uname and git outside a repository included), and three commands only the model can
@@ -81,6 +93,20 @@ def memory_mb() -> dict[str, float]:
     return out
 
 
+# llama.cpp context presets compared by --llama: n_threads and LocalWorldModel's
+# llama_options. "old" pins what LocalWorldModel did before these options existed.
+PRESETS: dict[str, dict] = {
+    "old": {
+        "n_threads": os.cpu_count() or 2,
+        "llama_options": {"n_threads_batch": os.cpu_count() or 2, "flash_attn": False},
+    },
+    "new": {},  # LocalWorldModel's defaults
+    "t1": {"n_threads": 1, "llama_options": {"n_threads_batch": 1}},
+    "flash": {"llama_options": {"flash_attn": True}},
+    "q8kv": {"llama_options": {"flash_attn": True, "type_k": "q8_0", "type_v": "q8_0"}},
+}
+
+
 def load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -95,6 +121,8 @@ class Steps:
         self.evaluated: list[int] = []
         self.observations: list[str] = []
         self.modelled: list[bool] = []
+        self.llama_s: list[float] = []
+        self.decoded: list[int] = []
 
     async def step(self, env: simgym.SimEnv, action: str) -> float:
         before = len(self.wm.calls)
@@ -105,6 +133,8 @@ class Steps:
         calls = list(self.wm.calls)[before:]
         self.latency.append(took)
         self.evaluated.append(sum(int(c["evaluated"]) for c in calls))
+        self.llama_s.append(sum(float(c.get("llama_s", 0.0)) for c in calls))
+        self.decoded.append(sum(int(c.get("decoded", 0)) for c in calls))
         self.observations.append(res.observation.text)
         self.modelled.append(bool(calls))
         return took
@@ -112,8 +142,27 @@ class Steps:
     def model_steps(self) -> str:
         """How many steps called the model, and their median latency (strict mode answers
         the others from the state)."""
-        times = [t for t, called in zip(self.latency, self.modelled, strict=True) if called]
+        times = self.model_times()
         return f"{len(times)}, {statistics.median(times):.2f}" if times else "0"
+
+    def model_times(self) -> list[float]:
+        return [t for t, called in zip(self.latency, self.modelled, strict=True) if called]
+
+    def model_parts(self) -> dict[str, float]:
+        """Medians over the rendered steps: seconds in llama.cpp, outside it, tokens
+        evaluated and decoded."""
+        picked = [i for i, called in enumerate(self.modelled) if called]
+        if not picked:
+            return {}
+        med = statistics.median
+        return {
+            "steps": len(picked),
+            "median_s": med(self.latency[i] for i in picked),
+            "llama_s": med(self.llama_s[i] for i in picked),
+            "outside_s": med(self.latency[i] - self.llama_s[i] for i in picked),
+            "evaluated": med(self.evaluated[i] for i in picked),
+            "decoded": med(self.decoded[i] for i in picked),
+        }
 
 
 def make_env(wm: LocalWorldModel, seed: int, max_tokens: int, grounding: str) -> simgym.SimEnv:
@@ -183,23 +232,42 @@ def main() -> None:
         help="comma list of adapters (auto: the shipped one; none: the base; or GGUF files); "
         "each after the first adds its own slots=N rows, with the prompt style it asks for",
     )
+    parser.add_argument(
+        "--llama",
+        default="old,new",
+        help=f"llama.cpp presets for the strict default, side by side ({', '.join(PRESETS)})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="only the --llama rows (strict default), one each"
+    )
     args = parser.parse_args()
+    presets = [p.strip() for p in args.llama.split(",") if p.strip()]
+    unknown = [p for p in presets if p not in PRESETS]
+    if unknown:
+        parser.error(f"unknown --llama preset(s) {unknown}; known: {', '.join(PRESETS)}")
     old_turns = args.turns if args.old_turns is None else args.old_turns
     first, *others = [a.strip() for a in args.adapter.split(",") if a.strip()] or ["auto"]
-    settings = [(f"new: slots={args.slots}", args.slots, args.turns, "off", first)]
+    new = PRESETS["new"]
+    settings = [(f"new: slots={args.slots}", args.slots, args.turns, "off", first, new)]
     if old_turns > 0:
-        settings.insert(0, ("old: slots=1", 1, old_turns, "off", first))
-    if args.strict:
+        settings.insert(0, ("old: slots=1", 1, old_turns, "off", first, new))
+    if args.quick:
+        settings, old_turns = [], 0
+    if args.strict or args.quick:
         # the embedded default as a user gets it: strict grounding answers what the state
-        # determines without a model call (render_known=False), the model renders the rest
-        name = f"default: slots={args.slots}, strict"
-        settings.append((name, args.slots, args.turns, "strict", first))
+        # determines without a model call (render_known=False), the model renders the rest;
+        # once per llama.cpp preset
+        for preset in presets:
+            name = f"default: slots={args.slots}, strict, llama {preset}"
+            settings.append((name, args.slots, args.turns, "strict", first, PRESETS[preset]))
     for adapter in others:
         label = f"{Path(adapter).name} ({adapter_prompt_style(adapter)} prompt)"
-        settings.append((f"{label}: slots={args.slots}", args.slots, args.turns, "off", adapter))
+        settings.append(
+            (f"{label}: slots={args.slots}", args.slots, args.turns, "off", adapter, new)
+        )
         if args.strict:
             name = f"{label}: slots={args.slots}, strict"
-            settings.append((name, args.slots, args.turns, "strict", adapter))
+            settings.append((name, args.slots, args.turns, "strict", adapter, new))
 
     console = Console(width=200)
     console.print(f"load average at start: {load()} ({os.cpu_count()} CPUs)")
@@ -219,9 +287,10 @@ def main() -> None:
     )
     observations: dict[str, list[str]] = {}
     footprint: list[tuple[float, float, int]] = []  # (RSS, PSS) grown, slots open
-    for name, slots, turns, grounding, adapter in settings:
+    rows: list[dict] = []
+    for name, slots, turns, grounding, adapter, preset in settings:
         unload_models()
-        wm = LocalWorldModel(slots=slots, adapter=adapter)
+        wm = LocalWorldModel(slots=slots, adapter=adapter, **preset)
         before = memory_mb()
         started = time.perf_counter()
         seq, first = asyncio.run(sequential(wm, args.seq_turns, args.max_tokens, grounding))
@@ -258,12 +327,65 @@ def main() -> None:
             f"(copied between slots {stats['copied']}); slots open {stats['slots_open']}; "
             f"load average {load()}"
         )
+        for scenario, steps in (("sequential", seq), ("interleaved", inter)):
+            rows.append(
+                {
+                    "setting": name,
+                    "scenario": scenario,
+                    "grounding": grounding,
+                    "n_threads": preset.get("n_threads"),
+                    "llama_options": preset.get("llama_options", {}),
+                    "steps": len(steps.latency),
+                    "median_s": statistics.median(steps.latency),
+                    "rendered": steps.model_parts(),
+                }
+            )
         footprint.append(
             (after["rss"] - before["rss"], after["pss"] - before["pss"], stats["slots_open"])
         )
         observations[name] = seq.observations + inter.observations[: args.episodes * old_turns]
     unload_models()
     console.print(table)
+    parts = Table(
+        "setting",
+        "scenario",
+        "rendered steps",
+        "median s",
+        "in llama.cpp s",
+        "outside s",
+        "evaluated tokens",
+        "decoded tokens",
+        title="rendered steps (the model answers): where the time goes, medians",
+    )
+    for row in rows:
+        got = row["rendered"]
+        if got:
+            parts.add_row(
+                row["setting"],
+                row["scenario"],
+                str(got["steps"]),
+                f"{got['median_s']:.2f}",
+                f"{got['llama_s']:.2f}",
+                f"{got['outside_s']:.3f}",
+                f"{got['evaluated']:.0f}",
+                f"{got['decoded']:.0f}",
+            )
+    console.print(parts)
+    console.print(f"load average at end: {load()} ({os.cpu_count()} CPUs)")
+    strict_rows = [r for r in rows if r["grounding"] == "strict" and r["rendered"]]
+    save(
+        "local_latency",
+        rows=rows,
+        summary={
+            "median_rendered_step_s": {
+                f"{r['setting']} / {r['scenario']}": round(r["rendered"]["median_s"], 3)
+                for r in strict_rows
+            }
+        },
+        notes="Rendered steps are those the model answers (strict grounding answers the "
+        "rest from the state). Presets run one after another in one process on a shared "
+        "machine: compare them side by side, with the load average.",
+    )
     if old_turns <= 0:
         return
     old, new = list(observations.values())[:2]

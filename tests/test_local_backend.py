@@ -77,3 +77,31 @@ def test_text_after_the_prefill_drops_an_echoed_tag(generated, kept):
     from simgym.worldmodels.local import _after_prefill
 
     assert _after_prefill(generated) == kept
+
+
+def test_llama_options_are_checked_and_named_kv_types_become_codes():
+    import llama_cpp
+
+    from simgym.worldmodels.local import llama_kwargs
+
+    got = llama_kwargs({"flash_attn": True, "type_k": "q8_0", "type_v": "F16"})
+    assert got == {
+        "flash_attn": True,
+        "type_k": llama_cpp.GGML_TYPE_Q8_0,
+        "type_v": llama_cpp.GGML_TYPE_F16,
+    }
+    with pytest.raises(WorldModelError, match="unknown llama option 'n_gpu'"):
+        LocalWorldModel(llama_options={"n_gpu": 1})
+    with pytest.raises(WorldModelError, match="unknown KV cache type 'q9'"):
+        LocalWorldModel(llama_options={"type_k": "q9"})
+
+
+async def test_each_call_records_decoded_tokens_and_time_in_llama():
+    wm = LocalWorldModel(max_tokens=24, llama_options={"flash_attn": True})
+    env = simgym.make("terminal", world_model=wm, max_tokens=24, seed=5)
+    await env.reset("look around")
+    await env.step("curl -sI https://example.com")  # the model renders it
+    call = wm.calls[-1]  # the last attempt's call
+    assert 0 < call["decoded"] <= 24
+    assert call["llama_s"] > 0 and call["evaluated"] > 0
+    assert env.trajectory.world_model["llama_options"] == {"flash_attn": True}

@@ -64,7 +64,7 @@ ADAPTER_HELP = (
 # file, context size, adapter, slot count and state cache. A context is not thread-safe, so
 # a slot serves one call at a time; the compute gate bounds how many calls run at once
 # across all pools (on a small CPU, two generations at once only slow each other down).
-_POOLS: dict[tuple[str, int, str | None, int, int], _Pool] = {}
+_POOLS: dict[tuple[Any, ...], _Pool] = {}
 _POOLS_LOCK = threading.Lock()
 _GATES: dict[int, threading.Semaphore] = {}
 # A small model drifts into writing the next user turn; starting its answer for it (the
@@ -230,17 +230,22 @@ class _Lease:
     copied: int = 0
     prompt_tokens: int = 0
     evaluated: int = 0
+    decoded: int = 0
+    llama_s: float = 0.0  # wall time inside llama.cpp (the rest of a step is Python's)
 
     def complete(self, tokens: list[int], **options: Any) -> dict:
         """``create_completion`` on the slot; it reuses the prefix the context holds."""
         self.slot.evals = []
+        started = time.perf_counter()
         response = self.slot.llm.create_completion(tokens, **options)
+        self.llama_s += time.perf_counter() - started
         self.prompt_tokens += len(tokens)
         # The first eval of a completion is the part of the prompt not already held.
         self.evaluated += self.slot.evals[0] if self.slot.evals else 0
+        self.decoded += int((response.get("usage") or {}).get("completion_tokens") or 0)
         return response
 
-    def record(self) -> dict[str, int | bool]:
+    def record(self) -> dict[str, int | bool | float]:
         return {
             "slot": self.slot.index,
             "prompt_tokens": self.prompt_tokens,
@@ -248,6 +253,8 @@ class _Lease:
             "reused": self.prompt_tokens - self.evaluated,
             "copied": self.copied,
             "opened": self.opened,
+            "decoded": self.decoded,
+            "llama_s": round(self.llama_s, 4),
         }
 
 
@@ -354,7 +361,53 @@ def _gate(parallel: int) -> threading.Semaphore:
         return _GATES.setdefault(parallel, threading.Semaphore(parallel))
 
 
-def _open_llm(path: str, n_ctx: int, n_threads: int | None, adapter: str | None) -> Any:
+# Threads that decode (one token at a time) unless n_threads says otherwise; the prompt is
+# evaluated on every core (n_threads_batch). A 135M model's per-token matmuls are too small
+# to split: a second decode thread mostly waits at llama.cpp's barriers, and when another
+# process holds a core it spins there, which made decoding over ten times slower on a busy
+# two-core machine (benchmarks/local_latency.py --llama old,new, side by side).
+DECODE_THREADS = 1
+
+# llama.cpp context options a caller may set (``llama_options``), measured side by side in
+# benchmarks/local_latency.py; KV cache types are given by name ("f16", "q8_0", ...).
+LLAMA_OPTIONS = frozenset(
+    {"flash_attn", "type_k", "type_v", "n_batch", "n_ubatch", "n_threads_batch"}
+)
+
+
+def llama_kwargs(options: dict[str, Any] | None) -> dict[str, Any]:
+    """``Llama(...)`` keyword arguments from ``llama_options``; a bad name is an error.
+
+    Args:
+        options: some of :data:`LLAMA_OPTIONS`; ``type_k``/``type_v`` by ggml type name.
+
+    Returns:
+        The arguments, cache types as llama.cpp's integer codes.
+    """
+    out: dict[str, Any] = {}
+    for key, value in (options or {}).items():
+        if key not in LLAMA_OPTIONS:
+            raise WorldModelError(
+                f"unknown llama option {key!r}; known: {', '.join(sorted(LLAMA_OPTIONS))}"
+            )
+        if key in ("type_k", "type_v") and isinstance(value, str):
+            import llama_cpp
+
+            code = getattr(llama_cpp, f"GGML_TYPE_{value.upper()}", None)
+            if not isinstance(code, int):
+                raise WorldModelError(f"unknown KV cache type {value!r} for {key} (e.g. f16, q8_0)")
+            value = code
+        out[key] = value
+    return out
+
+
+def _open_llm(
+    path: str,
+    n_ctx: int,
+    n_threads: int | None,
+    adapter: str | None,
+    options: tuple[tuple[str, Any], ...] = (),
+) -> Any:
     """A llama.cpp context over the model file. The adapter is attached by hand rather than
     with ``lora_path``, which makes llama-cpp-python copy the weights out of the mmapped file
     (~92 MB per context); llama.cpp applies LoRA at run time, so mapped weights serve."""
@@ -367,8 +420,9 @@ def _open_llm(path: str, n_ctx: int, n_threads: int | None, adapter: str | None)
         llm = Llama(
             model_path=path,
             n_ctx=n_ctx,
-            n_threads=n_threads or os.cpu_count() or 2,
+            n_threads=n_threads or DECODE_THREADS,
             verbose=False,
+            **{"n_threads_batch": os.cpu_count() or 2, **llama_kwargs(dict(options))},
         )
     except Exception as exc:  # llama.cpp raises ValueError/RuntimeError variously
         raise WorldModelError(f"cannot load GGUF model {path}: {exc}") from None
@@ -391,8 +445,9 @@ def _load(
     cache_mb: int = 0,
     adapter: str | None = None,
     slots: int = 1,
+    options: tuple[tuple[str, Any], ...] = (),
 ) -> _Pool:
-    key = (path, n_ctx, adapter, slots, cache_mb)
+    key = _pool_key(path, n_ctx, adapter, slots, cache_mb, n_threads, options)
     with _POOLS_LOCK:
         if key not in _POOLS:
             cache = None
@@ -404,9 +459,17 @@ def _load(
 
                 cache = LlamaRAMCache(capacity_bytes=cache_mb << 20)
             _POOLS[key] = _Pool(
-                functools.partial(_open_llm, path, n_ctx, n_threads, adapter), slots, cache
+                functools.partial(_open_llm, path, n_ctx, n_threads, adapter, options),
+                slots,
+                cache,
             )
         return _POOLS[key]
+
+
+def _pool_key(*parts: Any) -> tuple[Any, ...]:
+    """Models with other context options (threads, flash attention, KV types) are other
+    pools: a context's options are fixed when it is made."""
+    return parts
 
 
 def unload_models() -> None:
@@ -436,6 +499,12 @@ class LocalWorldModel:
     ``simgym run``'s eight episodes in flight; with the embedded model a slot costs ~60 MB
     plus ~23 KB of KV cache per token it holds (~150 MB for a 12-turn terminal episode).
     ``parallel`` is how many generations may run at once across all local models.
+    ``n_threads`` is how many threads decode (default :data:`DECODE_THREADS`; the prompt is
+    evaluated on every core unless ``llama_options`` sets ``n_threads_batch``), and
+    ``llama_options`` sets other llama.cpp context options (:data:`LLAMA_OPTIONS`:
+    ``flash_attn``, ``type_k``/``type_v`` by name such as ``"q8_0"``, ``n_batch``, ...).
+    Each call's record in ``calls`` says how many prompt tokens it evaluated, how many it
+    decoded, and its seconds inside llama.cpp (``llama_s``).
     """
 
     # A small model gets facts wrong unless they are handed to it and checked.
@@ -460,6 +529,7 @@ class LocalWorldModel:
         slots: int = 8,
         parallel: int = 1,
         prompt_style: str | None = None,
+        llama_options: dict[str, Any] | None = None,
     ) -> None:
         given = model_path or os.environ.get("SIMGYM_MODEL_PATH")
         path = given or embedded_model_path()
@@ -486,18 +556,26 @@ class LocalWorldModel:
             raise WorldModelError(f"prompt_style must be one of {PROMPT_STYLES}")
         self.slots = int(slots)
         self.parallel = int(parallel)
+        llama_kwargs(llama_options)  # a bad option fails here, not at the first step
+        self.llama_options = tuple(sorted((llama_options or {}).items()))
         self.name = f"local:{Path(self.model_path).name}" + (
             f"+{Path(self.adapter).name}" if self.adapter else ""
         )
         # Per call: which slot served it and how many prompt tokens were evaluated vs
         # reused from the slot (Usage has no field for that).
-        self.calls: deque[dict[str, int | bool]] = deque(maxlen=1024)
+        self.calls: deque[dict[str, int | bool | float]] = deque(maxlen=1024)
         self._totals: Counter[str] = Counter()
         self._totals_lock = threading.Lock()
 
     def _pool(self) -> _Pool:
         return _load(
-            self.model_path, self.n_ctx, self.n_threads, self.cache_mb, self.adapter, self.slots
+            self.model_path,
+            self.n_ctx,
+            self.n_threads,
+            self.cache_mb,
+            self.adapter,
+            self.slots,
+            self.llama_options,
         )
 
     def _fit(self, llm: Any, messages: Messages, max_tokens: int) -> Messages:
@@ -553,7 +631,15 @@ class LocalWorldModel:
         with self._totals_lock:
             totals = {k: self._totals[k] for k in ("calls", "prompt_tokens", "evaluated")}
             totals.update({k: self._totals[k] for k in ("reused", "copied", "opened")})
-        key = (self.model_path, self.n_ctx, self.adapter, self.slots, self.cache_mb)
+        key = _pool_key(
+            self.model_path,
+            self.n_ctx,
+            self.adapter,
+            self.slots,
+            self.cache_mb,
+            self.n_threads,
+            self.llama_options,
+        )
         pool = _POOLS.get(key)
         totals["slots_open"] = len(pool.slots) if pool else 0
         return totals
@@ -639,7 +725,9 @@ class LocalWorldModel:
         )
 
     def describe(self) -> dict[str, Any]:
+        extra = {"llama_options": dict(self.llama_options)} if self.llama_options else {}
         return {
+            **extra,
             "backend": "local",
             "model_path": self.model_path,
             "adapter": self.adapter,
