@@ -215,3 +215,13 @@ def test_record_in_a_pipe_counts_real_episodes(tmp_path: Path) -> None:
     proc = simgym_cli("record", tasks, "--out", tmp_path / "real.jsonl")
     assert proc.returncode == 0, proc.stderr
     assert_counts_up_to(progress_lines(proc.stderr), 3)
+
+
+def test_factory_in_a_pipe_counts_transitions_per_domain(tmp_path: Path) -> None:
+    proc = simgym_cli(
+        "factory", "--out", tmp_path / "fac", "--transitions", "20", "--domains", "search"
+    )
+    assert proc.returncode == 0, proc.stderr
+    found = progress_lines(proc.stderr, "search")
+    assert_counts_up_to(found, 20)
+    assert "ep" in found[-1][2]

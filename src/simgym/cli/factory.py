@@ -127,22 +127,25 @@ def factory(
         count = embedded_token_counter()
     progress = CommandProgress(errors)
     bars: dict[str, Any] = {}
+    failed: dict[str, int] = {}  # failures the bars have been told of, per domain
 
     def on_start(tally: Any) -> None:
         for domain, quota in tally.quotas.items():
             bars[domain] = progress.add(
                 domain, total=quota, completed=min(tally.done[domain], quota)
             )
+            failed[domain] = 0
 
     def on_episode(record: Any, tally: Any) -> None:
         domain = record.domain
         note = f"{tally.episodes[domain]} ep"
         if tally.duplicates[domain]:
             note += f", {tally.duplicates[domain]} dup"
-        if tally.failed[domain]:
-            note += f", [red]{tally.failed[domain]} failed[/]"
+        more, failed[domain] = tally.failed[domain] - failed[domain], tally.failed[domain]
         quota = tally.quotas[domain]
-        progress.update(bars[domain], completed=min(tally.done[domain], quota), note=note)
+        progress.update(
+            bars[domain], completed=min(tally.done[domain], quota), failed=more, note=note
+        )
 
     start = time.perf_counter()
     with progress:
