@@ -37,10 +37,16 @@ import gc
 import json
 import multiprocessing
 import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
 import time
 import tracemalloc
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -328,6 +334,76 @@ def memory(args, base: str) -> dict:
     return result
 
 
+def _free_ports(count: int) -> list[int]:
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+
+
+@contextlib.contextmanager
+def ray_cluster(nodes: int, cpus: int) -> Any:
+    """``nodes`` Ray nodes on this machine started with ``ray start`` (a head, then workers
+    joining it by address), each with ``cpus`` CPUs, its own ports and a temp dir of the
+    cluster's own; yields the address and stops exactly those processes afterwards."""
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    temp_dir = tempfile.mkdtemp(prefix="sgbench", dir="/tmp")  # Ray's socket paths: short
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+    gcs = _free_ports(1)[0]
+    address = f"127.0.0.1:{gcs}"
+    started: list[subprocess.Popen] = []
+    try:
+        for i in range(nodes):
+            ports = _free_ports(7)
+            low = 20000 + (gcs + 97 * i) % 30000  # a worker port range per node
+            role = (
+                ["--head", f"--port={gcs}", "--include-dashboard=false"]
+                if i == 0
+                else [f"--address={address}"]
+            )
+            flags = (
+                "node-manager-port", "object-manager-port", "ray-client-server-port",
+                "dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                "metrics-export-port", "runtime-env-agent-port",
+            )  # fmt: skip
+            command = [ray_bin, "start", *role, f"--num-cpus={cpus}", f"--temp-dir={temp_dir}"]
+            command += [f"--{flag}={port}" for flag, port in zip(flags, ports, strict=True)]
+            command += [f"--min-worker-port={low}", f"--max-worker-port={low + 60}", "--block"]
+            started.append(
+                subprocess.Popen(
+                    command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
+            if i == 0:
+                for _ in range(360):
+                    with (
+                        contextlib.suppress(OSError),
+                        socket.create_connection(("127.0.0.1", gcs), 1),
+                    ):
+                        break
+                    time.sleep(0.5)
+        yield address
+    finally:
+        import ray
+
+        ray.shutdown()
+        for process in reversed(started):
+            process.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(30)
+        # anything of this cluster still running (found by its temp dir, no other Ray)
+        left = [
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if any(temp_dir in part for part in p.info["cmdline"] or ())
+        ]
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        shutil.rmtree(temp_dir, ignore_errors=True)
+
+
 def start_ray(args) -> None:
     """Connect once here, so no row pays for it: to ``--ray-address`` (a cluster started
     with ``ray start``, e.g. a head and a worker node on this machine) or a new local
@@ -337,6 +413,11 @@ def start_ray(args) -> None:
     if not ray.is_initialized():
         if args.ray_address:
             ray.init(address=args.ray_address, logging_level="warning")
+            deadline = time.monotonic() + 300
+            while len([n for n in ray.nodes() if n.get("Alive")]) < args.ray_nodes_wanted:
+                if time.monotonic() > deadline:
+                    raise SystemExit("the Ray worker node(s) did not join in 300 s")
+                time.sleep(0.5)
         else:
             ray.init(include_dashboard=False, logging_level="warning")
     args.workers = args.workers or int(ray.cluster_resources().get("CPU", 1))
@@ -364,6 +445,13 @@ def main() -> None:
         "--ray-address", default=None, help="a running Ray cluster (default: start a local one)"
     )
     parser.add_argument(
+        "--ray-nodes",
+        type=int,
+        default=0,
+        help="start this many Ray nodes here with `ray start` (a head and workers, one CPU "
+        "each) and run the ray rows on them",
+    )
+    parser.add_argument(
         "--loops",
         default="asyncio",
         help="event loops for the local and bare rows: asyncio, uvloop, or asyncio,uvloop",
@@ -388,9 +476,18 @@ def main() -> None:
     args.loops = [e.strip() for e in args.loops.split(",")]
     for name in args.loops:
         loop_factory(name)  # an unknown or missing loop fails before any row
-    args.ray_nodes = 0
-    if "ray" in args.executors:
-        start_ray(args)
+    args.ray_nodes_wanted = max(args.ray_nodes, 1)
+    with contextlib.ExitStack() as stack:
+        if "ray" in args.executors:
+            if args.ray_nodes and not args.ray_address:
+                args.ray_address = stack.enter_context(ray_cluster(args.ray_nodes, 1))
+            start_ray(args)
+        else:
+            args.ray_nodes = 0
+        report(args)
+
+
+def report(args) -> None:
     console = Console(width=160)  # the table is wide; keep it whole in a log file
 
     rows = []
