@@ -311,6 +311,34 @@ async def test_the_twin_serves_a_sampled_record_instead_of_inventing_one(tmp_pat
     assert shown == RecordsStore(db).get_customer(customer["id"]).model_dump()
 
 
+async def test_an_id_outside_the_sample_is_not_called_missing(tmp_path):
+    from simgym import FunctionWorldModel
+
+    db = tmp_path / "records.db"
+    everyone = RecordsStore(db).snapshot()["customers"]
+    scenario = await scenario_from_server([*RECORDS, "--db", str(db)], sample=2)
+    assert scenario["state"]["_sampled"] == sorted(
+        k for k in scenario["state"] if not k.startswith("_")
+    )
+    held = {c["id"] for c in scenario["state"]["customers"]}
+    outside = next(c for c in everyone if c["id"] not in held)  # real, but not sampled
+    rendered = '{"content": [{"type": "text", "text": "{\\"name\\": \\"From the model\\"}"}]}'
+    env = simgym.make(
+        "mcp",
+        world_model=FunctionWorldModel(lambda m: rendered),
+        scenario=scenario,
+        grounding="strict",
+    )
+    await env.reset("look customers up")
+    step = await env.step({"name": "get_customer", "arguments": {"customer_id": outside["id"]}})
+    assert "not found" not in step.observation.text.lower()
+    assert "From the model" in step.observation.text  # the world model's to answer
+    # a search over a sampled collection is not decided from the sample either
+    listed = await env.step({"name": "search_customers", "arguments": {"query": "a"}})
+    assert "From the model" in listed.observation.text
+    await env.close()
+
+
 async def test_without_annotations_only_tools_named_to_read_are_called():
     from mcp.server.mcpserver import MCPServer
 
@@ -380,7 +408,7 @@ def test_cli_samples_on_request_and_says_when_a_twin_has_no_records(tmp_path):
     done = cli("mcp", "import", "--command", server, "--out", str(sampled), "--sample-records", "2")
     assert done.returncode == 0, done.stderr
     assert "the twin holds 5 records (2 customers, 2 accounts, 1 tickets)" in done.stderr
-    assert "a sample: grounding answers an id outside it as not found" in done.stderr
+    assert "a sample: an id outside it is the world model's to answer" in done.stderr
     shown = cli("mcp", "show", str(bare))
     assert shown.returncode == 0, shown.stderr
     assert "the twin has no records" in shown.stdout

@@ -70,9 +70,7 @@ def mcp_import(
     errors.print(f"wrote {out}: server {scenario['server_name']!r} with tools {names}")
     note = records_note(scenario["state"])
     if sample_records and scenario["state"]:
-        # grounding takes the state for all of the server's records; say so until it can
-        # tell a sample from the whole
-        note += "; a sample: grounding answers an id outside it as not found"
+        note += "; a sample: an id outside it is the world model's to answer, not 'not found'"
     errors.print(note, highlight=False)
 
 

@@ -878,7 +878,7 @@ def _absent_parent(call: Call, state: dict[str, Any]) -> tuple[str, Any, str] | 
             continue
         owner = _id_owner(name)
         parents = [c for c in cols if owner and owner != call.noun and collection_noun(c) == owner]
-        if len(parents) != 1:
+        if len(parents) != 1 or sampled(state, parents[0]):
             continue
         records = cols[parents[0]]
         if find_record(records, key_field(records, owner), value) is None:
@@ -1274,7 +1274,11 @@ def _list(call: Call, records: list[dict], state: dict[str, Any], fmt: str) -> G
     refused = not found and bool(missing_parents(call, state))
     if refused:
         facts.append(f"(the server may refuse this call, or list no {call.collection})")
+    partial = sampled(state, call.collection)
+    if partial:
+        facts.append(f"(the twin holds a sample of the server's {call.collection}; more may exist)")
     complete = known and plain and decided and order_known and not maybe and not refused
+    complete = complete and not partial
     form = call.list_form if call.schema_layout else None
     if form is not None and cut and form.ambiguous_count:
         complete = False  # a count of the items shown, or of every match: not known
@@ -1455,8 +1459,28 @@ def _listed(value: Any) -> list[Any] | None:
     return lists[0] if len(lists) == 1 else None
 
 
+def sampled(state: dict[str, Any], collection: str) -> bool:
+    """Whether the state holds only a sample of ``collection`` (``_sampled``): then an id
+    it lacks may exist on the server, and a list of it may have more items."""
+    names = state.get(mcp_style.SAMPLED)
+    return isinstance(names, list) and collection in names
+
+
+def _unsampled(call: Call) -> Grounding:
+    """A call on an id outside a sampled collection: whether it exists is not known."""
+    return Grounding(
+        facts=[
+            f"{call.noun} {call.id_value} is not among the {call.collection} this twin "
+            "sampled from the server; the server may hold it or not"
+        ]
+    )
+
+
 def _missing(call: Call, state: dict[str, Any], fmt: str) -> Grounding:
     """A call on an id that does not exist: the server's not-found error."""
+    deleted = str(call.id_value) in _tombstones(state, call.collection)
+    if sampled(state, call.collection) and not deleted:
+        return _unsampled(call)
     message, learned = mcp_style.not_found(call.noun, call.id_value, state)
     facts = [f"no {call.noun} with {call.key} {call.id_value} exists"]
     if not learned:

@@ -47,6 +47,9 @@ from simgym.domains.mcp_rules import collections
 
 STYLE = "_style"  # ledger key (``_`` keys are simgym's, not records)
 TOMBSTONES = "_deleted"  # ledger key of deleted records: {collection: {id: record}}
+# state key naming the collections that hold only a sample of the server's records (a twin
+# made by `simgym mcp import --sample-records N`): an id outside them may still exist
+SAMPLED = "_sampled"
 MAX_INDENT = 8
 
 

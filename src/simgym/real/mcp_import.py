@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 from simgym.core.errors import SimgymError
 from simgym.core.sync import run_sync
 from simgym.domains.mcp import MCP
+from simgym.domains.mcp_style import SAMPLED
 from simgym.real.mcp_sample import Sample, result_value, sample_records
 
 MAX_PAGES = 1000  # a server whose tools/list cursors never end must not hang the import
@@ -313,6 +314,8 @@ def listing_to_scenario(
         "output_format": output_format,
     }
     if listing.sample and listing.sample.count():
+        # grounding serves these records, and leaves an id outside them to the model
+        scenario["state"][SAMPLED] = sorted(listing.sample.records)
         scenario["notes"] = (
             "The records in state are a sample read from the real server through its "
             "read-only tools; the server may hold more."
