@@ -22,6 +22,20 @@ Options (``RayExecutor(config, num_workers=2)`` or ``executor_options`` in the c
 instance is started and shut down afterwards), ``retries`` (default 1), ``start_timeout``
 (seconds for workers to come up, default 300), ``init_options`` (more ``ray.init``
 arguments for a local start).
+
+On a cluster: start a head (``ray start --head --port=6379``) and join each other
+machine to it (``ray start --address=HEAD:6379``), with the same Python environment and
+simgym installed on every node (workers rebuild the world model, agent and reward by
+name, and a world model's server or model files must be reachable from each). Then run
+from the head or any machine that reaches it: ``arollout(..., executor="ray",
+executor_options={"address": "HEAD:6379"})`` or ``simgym run --executor ray
+--ray-address HEAD:6379`` (or ``RAY_ADDRESS``). Workers take one CPU each by default and
+are spread over the nodes (``SPREAD`` scheduling); ``concurrency`` is per worker. Each
+episode's seed comes from its task id, so the trajectories are those the local executor
+makes, whichever node played them (tests/test_rollout_ray_cluster.py starts a head and a
+worker node on one machine and checks both). ``benchmarks/rollout.py --executors
+local,ray --ray-nodes 2`` measures it. A node that joins by hand must share the head's
+authentication setting (``RAY_AUTH_MODE``, and the token if it is on).
 """
 
 from __future__ import annotations
