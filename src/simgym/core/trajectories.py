@@ -41,7 +41,15 @@ def read_trajectories(
     path: str | os.PathLike[str], *, strict: bool = False
 ) -> Iterator[Trajectory]:
     """Yield the trajectories in a JSONL file. Broken lines are skipped with a warning
-    (``strict=True`` raises instead)."""
+    (``strict=True`` raises instead).
+
+    Args:
+        path: a trajectory JSONL file, as `simgym run` or a `TrajectoryWriter` writes it.
+        strict: raise on a broken line instead of skipping it.
+
+    Returns:
+        An iterator of `Trajectory` objects, in the file's order.
+    """
     path = Path(path)
     if not path.is_file():
         raise SimgymError(f"trajectory file not found: {path}")
