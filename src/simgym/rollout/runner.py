@@ -161,7 +161,18 @@ def rollout(
 ) -> list[Trajectory]:
     """Blocking :func:`arollout`. ``event_loop="uvloop"`` (or ``SIMGYM_EVENT_LOOP``) runs it
     on a uvloop loop of its own (see :mod:`simgym.rollout.loops`); by default it runs on
-    simgym's shared background loop."""
+    simgym's shared background loop.
+
+    Args:
+        tasks: the tasks (`Task` objects or dicts), each played `group_size` times.
+        event_loop: `"uvloop"`, `"asyncio"` or None (the environment's choice).
+        **kwargs: what `arollout` takes: `agent`, `agent_options`, `world_model`,
+            `world_model_options`, `group_size`, `concurrency`, `max_turns`, `reward`,
+            `out`, `executor`, ...
+
+    Returns:
+        The trajectories, one per episode.
+    """
     from simgym.rollout.loops import loop_factory, run_on_loop
 
     factory = loop_factory(event_loop)
