@@ -24,6 +24,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from results import save
 from rich.console import Console
 from rich.table import Table
 
@@ -143,6 +144,27 @@ def main() -> None:
             ratio,
         )
     console.print(table)
+    rows = []
+    for domain in [d for d in DOMAINS if d in files] + sorted(set(files) - set(DOMAINS)):
+        r, s = real.get(domain, []), simulated.get(domain, [])
+        rows.append(
+            {
+                "domain": domain,
+                "files": files[domain],
+                "real_steps": len(r),
+                "real_median_ms": round(statistics.median(r) * 1000, 2) if r else None,
+                "sim_steps": len(s),
+                "sim_median_ms": round(statistics.median(s) * 1000, 2) if s else None,
+                "sim_failed": failed.get(domain),
+            }
+        )
+    save(
+        "real",
+        rows=rows,
+        summary={"steps": args.steps, "max_tokens": args.max_tokens, "real_only": args.real_only},
+        notes="Median step latency of the real backends and of the embedded world model "
+        "simulating the same actions (first --steps actions of each episode file).",
+    )
 
 
 if __name__ == "__main__":

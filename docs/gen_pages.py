@@ -17,6 +17,7 @@ import html
 import io
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -290,9 +291,12 @@ def _plot(run: dict[str, Any]) -> bytes | None:
         keys = [k for k in rows[0] if k != "domain" and _numeric(rows, k)]
         if not keys:
             return None
+        # a score if there is one, else a latency, else the first numeric column; never
+        # a column of zeros (a mode that did not run)
+        keys = [k for k in keys if any(r[k] for r in rows)] or keys
         key = next(
-            (k for k in keys if any(w in k for w in ("exact", "fidelity", "sim", "f1", "rate"))),
-            keys[0],
+            (k for k in keys if re.search(r"(rate|fidelity|similarity|f1)$", k)),
+            next((k for k in keys if "median" in k), keys[0]),
         )
         fig, ax = plt.subplots(figsize=(6, 3.2))
         ax.bar([str(r["domain"]) for r in rows], [r[key] for r in rows])
