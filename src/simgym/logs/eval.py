@@ -260,6 +260,7 @@ class _Replay:
         self.collection_of = collection_names(
             world["entities"].get("types", {}) or {}, world["interface"]["operations"]
         )
+        self.made: dict[str, set[str]] = {}  # see :meth:`made_ids`
 
     def known(self, records: list[dict[str, Any]], into: dict[str, dict[str, Any]]) -> None:
         """What a held-out session's log shows of objects (their states after its calls),
@@ -328,17 +329,43 @@ class _Replay:
             found.setdefault(coll, {})[str(rid)] = {**body, key: rid}
         return found
 
+    def made_ids(self, sessions: Iterable[list[dict[str, Any]]]) -> None:
+        """The ids a separate held-out run gives the records it makes (collection ->
+        ids): that run's own records, so a training record under the same id (claim
+        CLM-2026-000029 of the other run) is not there before the held-out run makes it."""
+        for records in sessions:
+            for logged in records:
+                call = self.mapper.call(logged)
+                if isinstance(call, str) or outcome(logged) != "ok":
+                    continue
+                binding = self.bindings.get(call.tool, {})
+                coll = binding.get("collection")
+                if binding.get("op") != "create" or not coll:
+                    continue
+                made = call_result(binding, logged, call.arguments, self.collection_of)
+                key = key_of(self.scenario["state"], coll)
+                rid = None if made is None else made.get(key, made.get("id"))
+                if rid is not None:
+                    self.made.setdefault(coll, set()).add(str(rid))
+
     def start(self, known: dict[str, dict[str, Any]] | None) -> None:
         """A fresh episode from the world's state, with the records a separate held-out
         log showed before this session (its system's own data, which the training log
-        never saw) put in or over the world's."""
-        if not known:
+        never saw) put in or over the world's, and without the training records whose
+        ids the held-out run gives records it makes."""
+        if not known and not self.made:
             self.env.reset()
             return
         state = dict(self.scenario["state"])
-        for coll, found in known.items():
+        for coll in {*(known or {}), *self.made}:
+            found = (known or {}).get(coll, {})
+            gone = self.made.get(coll, set())
             key = key_of(state, coll)
-            records = [r for r in state.get(coll) or [] if str(r.get(key)) not in found]
+            records = [
+                r
+                for r in state.get(coll) or []
+                if str(r.get(key)) not in found and str(r.get(key)) not in gone
+            ]
             state[coll] = [*records, *(dict(r) for r in found.values())]
         self.env.reset(scenario={**self.scenario, "state": state})
 
@@ -646,6 +673,8 @@ def evaluate(
     env = make("mcp", world_model, scenario=scenario, **options).sync()
     tally = Tally()
     replay = _Replay(world_dir, env, tally)
+    if heldout:
+        replay.made_ids(sessions.values())
     try:
         if on_progress is not None:
             on_progress(0, len(names))
