@@ -33,6 +33,8 @@ import tempfile
 import threading
 import time
 
+from results import save
+
 import simgym
 import simgym.domains  # noqa: F401  (registers the built-in domains)
 from simgym.real.sandbox import Limits, disk_problem
@@ -128,6 +130,24 @@ async def storm(args: argparse.Namespace) -> int:
         problems.append("the next turn did not work")
     for problem in problems:
         print(f"FAIL: {problem}")
+    save(
+        "sandbox_disk",
+        summary={
+            "disk_mb": args.disk_mb,
+            "writers": args.files,
+            "file_mb": args.file_mb,
+            "seconds": round(seconds, 2),
+            "host_disk_peak_mb": round(sampler.disk_peak / mb, 1),
+            "host_shmem_peak_mb": round(sampler.shmem_peak / mb, 1),
+            "sandbox_peak_mb": round(sampler.sandbox_peak / mb, 1),
+            "refusals_on_screen": refusals,
+            "recorded": bool(recorded),
+            "next_turn_works": "ok" in after.observation.text,
+            "problems": problems,
+        },
+        notes="A write storm far over the sandbox's disk_mb: host disk and memory must stay "
+        "within the limit (plus slack), the refusal recorded on the turn, the next turn work.",
+    )
     return 1 if problems else 0
 
 
