@@ -5,6 +5,7 @@ scenario written for another domain is one clear error (play and run, both direc
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -185,7 +186,9 @@ def _doctor_rows(stdout: str) -> dict[str, tuple[str, str]]:
 
 def test_doctor_shows_install_hints_only_on_missing_rows(tmp_path: Path) -> None:
     down = "http://127.0.0.1:9/v1"  # nothing listens: the world-model row fails, fast
-    found = _doctor_rows(simgym_cli("doctor", "-w", "openai", "--base-url", down).stdout)
+    # wide enough that no detail wraps onto a second line (pytest-xdist sets COLUMNS=80)
+    wide = {**os.environ, "COLUMNS": "250"}
+    found = _doctor_rows(simgym_cli("doctor", "-w", "openai", "--base-url", down, env=wide).stdout)
     assert {"python", "simgym", "tmux", "bubblewrap", "embedded model"} <= set(found)
     ok = {name: detail for name, (status, detail) in found.items() if status == "ok"}
     assert "tmux" in ok and "bubblewrap" in ok  # both are installed on this machine
@@ -196,7 +199,7 @@ def test_doctor_shows_install_hints_only_on_missing_rows(tmp_path: Path) -> None
     # Without them on PATH, the same rows are missing and say how to install them.
     bare_path = tmp_path / "bin"
     bare_path.mkdir()
-    env = {"PATH": str(bare_path), "HOME": str(tmp_path)}
+    env = {"PATH": str(bare_path), "HOME": str(tmp_path), "COLUMNS": "250"}
     missing = _doctor_rows(simgym_cli("doctor", "-w", "openai", "--base-url", down, env=env).stdout)
     assert missing["tmux"][0] == "missing" and "apt-get install tmux" in missing["tmux"][1]
     assert missing["bubblewrap"][0] == "missing" and "bubblewrap" in missing["bubblewrap"][1]
