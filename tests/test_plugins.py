@@ -267,7 +267,11 @@ def test_a_plugin_that_fails_to_load_names_itself_and_its_distribution(tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")])},
+        env={  # wide enough that the table does not wrap the row (xdist sets COLUMNS=80)
+            **os.environ,
+            "COLUMNS": "250",
+            "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")]),
+        },
     )
     shown = " ".join(doctor.stdout.split())
     assert doctor.returncode == 1 and "plugin simgym.domains: broken" in shown
