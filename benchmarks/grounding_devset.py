@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from results import save
+
 from simgym.bench.data import BenchRow, clean_observation, load_rows, row_key, select_rows
 from simgym.bench.metrics import rule_metrics
 from simgym.core import contract
@@ -684,6 +686,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             "cells": [c.as_dict() for c in cells],
         }
         args.json.write_text(json.dumps(report, indent=2), encoding="utf-8")
+    save(
+        "grounding_devset",
+        rows=[c.as_dict() for c in cells],
+        summary={"limit": args.limit, "seed": args.seed, "groundings": groundings},
+        notes="Dev-set turns predicted by the model under test with grounding off, facts and "
+        "strict, compared with what the real environment printed (edit similarity, line F1, "
+        "format, JSON validity and keys).",
+    )
     return 0
 
 
