@@ -67,7 +67,7 @@ def main() -> None:
 
         viewer = Viewer.open([path], db)
         started = time.perf_counter()
-        client = TestClient(create_app(viewer, background=True))  # as `simgym view` runs
+        client = TestClient(create_app(viewer, background=True), base_url="http://127.0.0.1")
         page, cold = timed(lambda: client.get("/"))
         assert page.status_code == 200 and "task-0" in page.text
         print(
@@ -80,7 +80,7 @@ def main() -> None:
         viewer.index.close()
 
         viewer = Viewer.open([path], db)
-        client = TestClient(create_app(viewer))
+        client = TestClient(create_app(viewer), base_url="http://127.0.0.1")
         page, warm = timed(lambda: client.get("/"))
         assert page.status_code == 200
         print(f"warm start (index on disk): first page {warm * 1000:.0f} ms")
