@@ -175,11 +175,21 @@ async def bare(base: str, concurrency: int, requests: int) -> dict:
     url = f"{base}/chat/completions"
     gate = asyncio.Semaphore(concurrency)
     connector = aiohttp.TCPConnector(limit=concurrency + 1)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    # the same timeout and retries as simgym's rows get (aiohttp's default gives a connect
+    # 30 s, which ten thousand connections at once on a busy machine can exceed)
+    timeout = aiohttp.ClientTimeout(total=600)
+    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
 
         async def one() -> None:
-            async with gate, session.post(url, data=body) as response:
-                await response.read()
+            async with gate:
+                for attempt in range(3):
+                    try:
+                        async with session.post(url, data=body) as response:
+                            await response.read()
+                        return
+                    except (aiohttp.ClientConnectionError, TimeoutError):
+                        if attempt == 2:
+                            raise
 
         cpu, served = time.process_time(), server_cpu(base)
         started = time.perf_counter()
