@@ -277,3 +277,56 @@ async def test_real_executor_hooks_wrap_each_episode():
     await env.reset(Task(id="b"))
     await env.close()
     assert events[-2:] == [("start", "b", "devbox"), ("end",)]
+
+
+async def test_the_settle_stage_writes_the_ledger_once_per_turn_and_types_its_record():
+    """A turn's changes to the hidden state (certain effects, what the observation
+    showed) are staged and written to the episode's ledger once; what strict mode did is
+    a typed record, kept on the turn as the same dict as ever."""
+    from simgym.core.grounding import SettleRecord, StrictRecord
+    from simgym.core.state import StateLedger
+
+    class CountingLedger(StateLedger):
+        def __setattr__(self, name, value):
+            if name == "state":
+                object.__setattr__(self, "writes", getattr(self, "writes", 0) + 1)
+            object.__setattr__(self, name, value)
+
+    def noise(messages):
+        # the model's own update (a note it keeps) comes with every answer
+        return (
+            "<predicted_observation>\nsomething else\n</predicted_observation>\n"
+            '<state_update>{"note": "seen"}</state_update>'
+        )
+
+    env = simgym.make(
+        "terminal", world_model=FunctionWorldModel(noise), grounding="strict", state_updates=True
+    )
+    await env.reset()
+    ledger = CountingLedger(env._ledger.state, env._ledger.schema)
+    ledger.writes = 0
+    env._ledger = ledger
+    for line in ("echo hi > a.txt", "mkdir d", "pwd"):
+        await env.step({"keystrokes": line + "\n"})
+    # one per turn, though two turns changed the state twice (the model's update, then
+    # the certain effects on the files)
+    assert ledger.writes == 3
+    assert env.state["files"]["/home/dev/a.txt"] == "hi\n" and env.state["note"] == "seen"
+    assert all(t.state_error is None for t in env.trajectory.turns)
+    turns = env.trajectory.turns
+    assert turns[2].grounding["strict"]["action"] == "corrected"
+    assert turns[2].grounding["strict"]["first"] == "something else"
+
+    strict = StrictRecord("unresolved", ["p"], first="x", left=["p"], reshaped="y")
+    assert strict.as_dict() == {
+        "problems": ["p"],
+        "first": "x",
+        "action": "unresolved",
+        "left": ["p"],
+        "contradiction": True,
+        "reshaped": "y",
+    }
+    assert SettleRecord(experience=["a"], reshape_error="E").notes() == {
+        "experience": ["a"],
+        "reshape_error": "E",
+    }

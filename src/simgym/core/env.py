@@ -11,7 +11,7 @@ reset) and bad configuration (unknown domain, invalid scenario) raise.
 
 from __future__ import annotations
 
-import dataclasses
+import copy
 import itertools
 import json
 import time
@@ -25,14 +25,15 @@ from pydantic import BaseModel
 from simgym.core import contract
 from simgym.core.domain import Domain, get_domain
 from simgym.core.errors import ActionError, EpisodeStateError, ScenarioError, WorldModelError
-from simgym.core.execution import CommandRunner, RunResult, resolve_runner
+from simgym.core.execution import CommandRunner, resolve_runner
 from simgym.core.grounding import (
     MODES,
     ExperienceSource,
     Grounding,
     GroundingMode,
-    experience_block,
-    facts_block,
+    Settler,
+    SettleRecord,
+    StrictRecord,
     retry_note,
 )
 from simgym.core.state import STATE_INSTRUCTIONS, PatchError, StateLedger, StateUpdate
@@ -205,7 +206,6 @@ class SimEnv:
         self.experience = _experience_source(experience)
         self.experience_k = max(0, experience_k)
         self.experience_chars = experience_chars
-        self._notes: dict[str, Any] = {}  # this turn's grounding notes, for its record
         self.runner = None if self._executes else resolve_runner(execution)
         self._run_session: str | None = None  # the runner's warm sandbox of this episode
         # an environment dropped mid-episode takes its sandbox with it (no event loop
@@ -326,14 +326,12 @@ class SimEnv:
         if parsed is not None and parsed.kind == "text" and self.domain.is_final(parsed):
             return self._answer_turn(index, parsed, action_text)
 
-        self._notes = {}
         fault = self._perturbation(index, parsed)
         if fault is not None and fault.mode != "template":
             control = "\n".join(c for c in (control, fault.instruction(self.domain.name)) if c)
-        # A faulted turn is not grounded: the fault decides what happens, not the state.
-        grounding = self._ground(parsed) if fault is None else None
-        grounding = await self._execute(grounding)
-        blocks = self._grounding_blocks(grounding, action_text, parsed)
+        settler = self._settler()
+        settle = await settler.before(parsed, action_text, faulted=fault is not None)
+        blocks = settle.blocks
         history_turns = (len(self._messages) - 1) // 2
         user = contract.user_message(
             history_turns + 1,
@@ -346,18 +344,20 @@ class SimEnv:
         record = fault.record() if fault is not None else None
         if fault is not None and fault.mode == "template" and parsed is not None:
             return self._templated_turn(index, parsed, action_text, user, control, fault)
-        known = self.grounding == "strict" and grounding and grounding.observation is not None
+        known = settle.exact is not None
+        reask = None
         try:
             if self._executes:
                 # a real world runs the action itself: no prompt to parse, no second try
                 prediction = await self.world_model.run_turn(action_text)
-                attempts, problems, strict = 1, self._check(prediction, parsed), None
+                attempts, problems = 1, self._check(prediction, parsed)
                 if not prediction.observation.strip():
                     raise _NoObservation("the real environment returned no observation")
             elif known and not self.render_known:
-                assert grounding is not None and grounding.observation is not None
-                prediction = Prediction(observation=grounding.observation, model="state")
-                attempts, problems, strict = 0, [], {"problems": [], "action": "state"}
+                assert settle.exact is not None
+                prediction = Prediction(observation=settle.exact, model="state")
+                attempts, problems = 0, []
+                settle.strict = StrictRecord("state")
             else:
                 # When strict mode knows the whole answer, a format retry would only
                 # re-roll what the correction replaces anyway, and an empty answer is no
@@ -369,20 +369,17 @@ class SimEnv:
                     tries=1 if known else None,
                     allow_empty=bool(known),
                 )
-                prediction, attempts, strict = await self._enforce(
-                    grounding, request, parsed, prediction, attempts
-                )
-                prediction, strict = self._reshape(grounding, prediction, strict)
-            if known and strict and strict["action"] in ("accepted", "corrected"):
-                problems = []  # the state's own answer: the real environment's format
-            elif strict and (
-                strict["action"] in ("corrected", "reasked", "unresolved") or "reshaped" in strict
-            ):
-                problems = self._check(prediction, parsed)  # of the observation now kept
-            prediction, broken = self._repair(prediction, parsed, problems, fault is not None)
-            if broken is not None:
-                problems = self._check(prediction, parsed)
-                strict = {**(strict or {"problems": [], "action": "accepted"}), "repaired": broken}
+                reask = self._reasker(request, parsed)
+            settled = await settler.after(
+                settle,
+                prediction,
+                attempts,
+                problems,
+                action=parsed,
+                faulted=fault is not None,
+                reask=reask,
+            )
+            prediction, attempts, problems = settled.prediction, settled.attempts, settled.problems
         except WorldModelError as exc:
             turn = Turn(
                 index=index,
@@ -402,9 +399,7 @@ class SimEnv:
         observation = Observation(text=prediction.observation, metadata=dict(prediction.metadata))
         self._messages.append(user)
         self._messages.append(contract.assistant_message(prediction.observation))
-        update = self._apply_update(prediction)
-        grounded = self._apply_grounding(grounding, blocks, strict)
-        grounded = self._observe(prediction.observation, parsed, grounded)
+        update, grounded = self._commit(prediction, parsed, settle)
         turn = Turn(
             index=index,
             action=parsed,
@@ -458,166 +453,85 @@ class SimEnv:
 
     # -- grounding (see simgym.core.grounding) ----------------------------------------
 
-    def _ground(self, action: Action | None) -> Grounding | None:
-        if self.grounding == "off" or action is None or self._ledger is None:
-            return None
-        try:
-            grounding = self.domain.ground(action, self._ledger.state, self._scenario)
-        except Exception as exc:  # a grounding bug costs this turn its facts, not the episode
-            self._notes["grounding_error"] = f"{type(exc).__name__}: {exc}"
-            return None
-        return None if grounding is None or grounding.is_empty() else grounding
+    def _settler(self) -> Settler:
+        """This turn's settle stage (:class:`simgym.core.grounding.Settler`), over the
+        environment's settings as they are now."""
+        return Settler(
+            self.grounding,
+            ground=self._domain_ground,
+            experience=self.experience,
+            experience_k=self.experience_k,
+            experience_chars=self.experience_chars,
+            domain=self.domain.name,
+            runner=self.runner,
+            session=self._session,
+            check=lambda text, action: self._check(Prediction(observation=text), action),
+            repair=lambda text, action: self.domain.repair(text, action, self._scenario),
+        )
 
-    async def _execute(self, grounding: Grounding | None) -> Grounding | None:
-        """Run the command the grounding asks for (execution grounding); what it did
-        replaces the grounding. A run that fails leaves the grounding as it was."""
-        if grounding is None or grounding.run is None or grounding.settle is None:
-            return grounding
-        if self.runner is None:
-            return grounding
+    def _domain_ground(self, action: Action) -> Grounding | None:
+        """The domain's grounding of ``action`` on the current state (the settle stage
+        records what it raises)."""
+        if self._ledger is None:
+            return None
+        return self.domain.ground(action, self._ledger.state, self._scenario)
+
+    def _session(self) -> str:
+        """The episode's sandbox session for execution grounding, made on first use."""
         if self._run_session is None:
             self._run_session = new_id("run-")
             self._open_runs.append(self._run_session)
-        request = dataclasses.replace(grounding.run, session=self._run_session)
-        try:
-            result = await self.runner.run(request)
-        except Exception as exc:  # a broken runner costs this turn its execution only
-            result = RunResult([], -1, problem=f"{type(exc).__name__}: {exc}")
-        if result.problem is not None:
-            self._notes["execution"] = {"ran": False, "problem": result.problem}
-            return grounding
-        try:
-            settled = grounding.settle(result)
-        except Exception as exc:
-            self._notes["execution"] = {"ran": False, "problem": f"{type(exc).__name__}: {exc}"}
-            return grounding
-        if settled is None:  # the host lacks what the scenario says the machine has
-            self._notes["execution"] = {
-                "ran": True,
-                "used": False,
-                "problem": "a program the scenario has is missing here",
-            }
-            return grounding
-        self._notes["execution"] = {
-            "ran": True,
-            "status": result.status,
-            "seconds": round(result.seconds, 4),
-        }
-        return settled
+        return self._run_session
 
-    def _grounding_blocks(
-        self, grounding: Grounding | None, action_text: str, action: Action | None
-    ) -> list[str]:
-        blocks = [facts_block(grounding)]
-        if self.grounding != "off" and self.experience is not None and self.experience_k:
+    def _reasker(self, request: Messages, action: Action | None) -> Callable[..., Any]:
+        """Strict mode's second ask: the same request with the problems named."""
+
+        async def reask(problems: list[str]) -> tuple[Prediction | None, int]:
+            retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
             try:
-                found = self.experience.similar(self.domain.name, action_text, k=self.experience_k)
-            except Exception as exc:  # a broken store costs this turn its examples only
-                found = []
-                self._notes["experience_error"] = f"{type(exc).__name__}: {exc}"
-            blocks.append(experience_block(found, self.experience_chars))
-            if found:
-                self._notes["experience"] = [e.source or e.action[:80] for e in found]
-        return [b for b in blocks if b]
+                again, more, _ = await self._predict(
+                    retry, action, self._last_observation(), tries=1
+                )
+            except _NoObservation:
+                return None, 0
+            return again, more
 
-    def _repair(
-        self, prediction: Prediction, action: Action | None, problems: list[str], faulted: bool
-    ) -> tuple[Prediction, str | None]:
-        """Strict mode: an observation in a broken format that the real environment never
-        breaks (a tool server's JSON) is mended by the domain, when it can be; the broken
-        text is returned to be recorded. A faulted turn keeps what the fault asked for."""
-        if self.grounding != "strict" or faulted or action is None or not problems:
-            return prediction, None
+        return reask
+
+    def _commit(
+        self, prediction: Prediction, action: Action | None, settle: SettleRecord
+    ) -> tuple[StateUpdate | None, dict[str, Any] | None]:
+        """The turn's changes to the hidden state, written once: the model's own update,
+        the certain effects, and what the observation showed are staged on a copy of the
+        ledger in that order, and the episode's ledger takes the result in one write.
+        Returns the model update's outcome and the turn's grounding record."""
+        ledger = self._ledger
+        if ledger is None:
+            record = self._grounding_record(settle)
+            return None, self._observe(prediction.observation, action, record)
+        staged = copy.copy(ledger)  # apply and update build new states: the ledger keeps its own
+        self._ledger = staged
         try:
-            fixed = self.domain.repair(prediction.observation, action, self._scenario)
-        except Exception:  # a repair that fails leaves the observation as it was
-            return prediction, None
-        if not fixed or self._check(prediction.model_copy(update={"observation": fixed}), action):
-            return prediction, None
-        return prediction.model_copy(update={"observation": fixed}), prediction.observation
+            update = self._apply_update(prediction)
+            record = self._grounding_record(settle)
+            record = self._observe(prediction.observation, action, record)
+        finally:
+            self._ledger = ledger
+        ledger.state = staged.state  # the turn's one write
+        return update, record
 
-    def _reshape(
-        self, grounding: Grounding | None, prediction: Prediction, strict: dict[str, Any] | None
-    ) -> tuple[Prediction, dict[str, Any] | None]:
-        """Strict mode: an observation the state does not decide whole is rewritten into
-        the layout the state knows (``Grounding.reshape``); the model's text is recorded."""
-        if strict is None or grounding is None or grounding.reshape is None:
-            return prediction, strict
-        if strict["action"] in ("corrected", "reshaped"):
-            return prediction, strict  # already the exact or the rewritten observation
-        shaped = self._shaped(grounding, prediction.observation)
-        if not shaped or shaped == prediction.observation:
-            return prediction, strict
-        fixed = prediction.model_copy(update={"observation": shaped})
-        return fixed, {**strict, "reshaped": prediction.observation}
-
-    def _shaped(self, grounding: Grounding, observation: str) -> str | None:
-        """``Grounding.reshape`` of ``observation``; None when it rewrites nothing."""
-        assert grounding.reshape is not None
-        try:
-            return grounding.reshape(observation)
-        except Exception as exc:  # a domain bug costs this turn its reshaping only
-            self._notes["reshape_error"] = f"{type(exc).__name__}: {exc}"
-            return None
-
-    async def _enforce(
-        self,
-        grounding: Grounding | None,
-        request: Messages,
-        action: Action | None,
-        prediction: Prediction,
-        attempts: int,
-    ) -> tuple[Prediction, int, dict[str, Any] | None]:
-        """Strict mode: check the observation against the facts. When the state determines
-        the whole observation, a wrong one is corrected to it (asking again would cost a
-        model call to learn what simgym already knows), and one that the domain's rewrite
-        (``Grounding.reshape``) puts right is rewritten; otherwise the model is asked once
-        more with the problems named, and what is left is recorded."""
-        if self.grounding != "strict" or grounding is None:
-            return prediction, attempts, None
-        problems = grounding.problems(prediction.observation)
-        if not problems:
-            return prediction, attempts, {"problems": [], "action": "accepted"}
-        record: dict[str, Any] = {"problems": problems, "first": prediction.observation}
-        if grounding.observation is not None:
-            record["action"] = "corrected"
-            fixed = prediction.model_copy(update={"observation": grounding.observation})
-            return fixed, attempts, record
-        if grounding.reshape is not None:
-            shaped = self._shaped(grounding, prediction.observation)
-            if shaped and not grounding.problems(shaped):
-                # the rewrite resolves every problem: no second model call
-                record.update(action="reshaped", reshaped=prediction.observation)
-                return prediction.model_copy(update={"observation": shaped}), attempts, record
-        retry = [*request[:-1], _with_control(request[-1], retry_note(problems))]
-        try:
-            again, more, _ = await self._predict(retry, action, self._last_observation(), tries=1)
-        except _NoObservation:
-            again, more = prediction, 0
-        attempts += more
-        again = again.model_copy(update={"latency_s": prediction.latency_s + again.latency_s})
-        left = grounding.problems(again.observation)
-        record["action"] = "reasked" if not left else "unresolved"
-        if left:
-            # nothing simgym knows can put it right: served as the model said it, marked
-            # a contradiction on the turn and counted in the episode's metrics
-            record["left"] = left
-            record["contradiction"] = True
-        return again, attempts, record
-
-    def _apply_grounding(
-        self, grounding: Grounding | None, blocks: list[str], strict: dict[str, Any] | None
-    ) -> dict[str, Any] | None:
-        """Apply certain effects to the ledger and say on the turn what grounding did."""
+    def _grounding_record(self, settle: SettleRecord) -> dict[str, Any] | None:
+        """Apply certain effects to the (staged) ledger and say on the turn what grounding
+        did."""
+        grounding = settle.grounding
         record = grounding.record() if grounding is not None else {}
         if grounding is not None and grounding.effects and self._ledger is not None:
             applied = self._ledger.apply(grounding.effects)
             if not applied.applied:
                 record["effects_error"] = applied.error
-        record.update(self._notes)
-        self._notes = {}
-        if strict is not None:
-            record["strict"] = strict
+        record.update(settle.notes())
+        if settle.strict is not None:
+            record["strict"] = settle.strict.as_dict()
         return record or None
 
     def _observe(

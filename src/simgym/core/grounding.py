@@ -31,6 +31,12 @@ checks each observation against the facts, asks once more with the problems name
 then corrects it (the exact observation when there is one), recording on the turn what
 it did. Earlier messages never change, so server prefix caches keep hitting; the agent
 never sees facts, state or retrieved transitions.
+
+:class:`Settler` is that stage, one per turn of :class:`simgym.SimEnv`: ``before`` grounds
+the action (facts, a sandboxed run, experience, the exact answer) and ``after`` settles
+the model's observation (exact, reshape, re-ask, each tried once; a broken format repaired;
+then one check), both filling one typed :class:`SettleRecord` (with its
+:class:`StrictRecord`), from which the turn's ``grounding`` record is written.
 """
 
 from __future__ import annotations
@@ -177,3 +183,324 @@ def _normalize(text: str) -> str:
 def _short(text: str, limit: int = 60) -> str:
     one = text.replace("\n", "\\n")
     return repr(one if len(one) <= limit else one[: limit - 3] + "...")
+
+
+# -- the settle stage: one object per environment, one typed record per turn -----------
+
+STRICT_ACTIONS = ("accepted", "corrected", "reshaped", "reasked", "unresolved", "state")
+
+
+@dataclass
+class StrictRecord:
+    """What strict mode did with one turn's observation (kept as ``grounding["strict"]``).
+
+    ``action``: ``accepted`` (it agreed with the facts), ``corrected`` (replaced by the
+    state's exact observation), ``reshaped`` (rewritten into the layout the state knows),
+    ``reasked`` (the model, asked again, agreed), ``unresolved`` (it still disagreed:
+    served and counted as a contradiction) or ``state`` (the state's answer served with
+    no model call). ``first`` is the model's first text when it had ``problems``;
+    ``reshaped`` the text before a rewrite; ``left`` the problems nothing resolved;
+    ``repaired`` the broken text before the domain mended its format."""
+
+    action: str
+    problems: list[str] = field(default_factory=list)
+    first: str | None = None
+    reshaped: str | None = None
+    left: list[str] | None = None
+    repaired: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The record as a turn keeps it (JSON)."""
+        out: dict[str, Any] = {"problems": list(self.problems)}
+        if self.first is not None:
+            out["first"] = self.first
+        out["action"] = self.action
+        if self.left is not None:
+            out["left"] = list(self.left)
+            out["contradiction"] = True
+        if self.reshaped is not None:
+            out["reshaped"] = self.reshaped
+        if self.repaired is not None:
+            out["repaired"] = self.repaired
+        return out
+
+
+@dataclass
+class SettleRecord:
+    """What the settle stage found and did on one turn: the grounding, the blocks the
+    world model is shown, what went wrong on the way (each costs the turn that part only)
+    and what strict mode did. :meth:`notes` is what the turn's ``grounding`` record adds
+    to the grounding's own."""
+
+    grounding: Grounding | None = None
+    blocks: list[str] = field(default_factory=list)
+    exact: str | None = None  # strict mode: the observation the state decides whole
+    grounding_error: str | None = None
+    execution: dict[str, Any] | None = None
+    experience: list[str] | None = None
+    experience_error: str | None = None
+    reshape_error: str | None = None
+    strict: StrictRecord | None = None
+
+    def notes(self) -> dict[str, Any]:
+        """The notes a turn keeps, in the order the stage meets them."""
+        out: dict[str, Any] = {}
+        for key in ("grounding_error", "execution", "experience_error", "experience"):
+            value = getattr(self, key)
+            if value is not None:
+                out[key] = value
+        if self.reshape_error is not None:
+            out["reshape_error"] = self.reshape_error
+        return out
+
+
+@dataclass
+class Settled:
+    """The observation the settle stage keeps, with its model calls and format problems."""
+
+    prediction: Any  # simgym.core.worldmodel.Prediction
+    attempts: int
+    problems: list[str]
+
+
+Reask = Callable[[list[str]], Any]  # problems -> awaitable (Prediction | None, attempts)
+
+
+class Settler:
+    """The settle stage of :class:`simgym.SimEnv`: ``before(action)`` grounds the action
+    (facts, a sandboxed run, retrieved experience, the exact answer); ``after(...)``
+    settles the model's observation in strict mode (exact, reshape, re-ask, each tried
+    once; a broken format repaired; then one check). Both fill one :class:`SettleRecord`
+    per turn.
+
+    Args:
+        mode: the grounding mode.
+        ground: the domain's grounding of an action on the current state (may raise).
+        experience: where similar recorded transitions come from, or None.
+        experience_k: how many to show.
+        experience_chars: within how many characters.
+        domain: the domain's name (for the experience source).
+        runner: runs the commands whose inputs are all known (execution grounding).
+        session: the episode's sandbox session, made on first use.
+        check: the domain's format check of an observation for an action.
+        repair: the domain's mending of a broken observation (None: it cannot).
+    """
+
+    def __init__(
+        self,
+        mode: str,
+        *,
+        ground: Callable[[Any], Grounding | None],
+        experience: ExperienceSource | None,
+        experience_k: int,
+        experience_chars: int,
+        domain: str,
+        runner: Any,
+        session: Callable[[], str],
+        check: Callable[[str, Any], list[str]],
+        repair: Callable[[str, Any], str | None],
+    ) -> None:
+        self.mode = mode
+        self._ground = ground
+        self.experience = experience
+        self.experience_k = experience_k
+        self.experience_chars = experience_chars
+        self.domain = domain
+        self.runner = runner
+        self._session = session
+        self._check = check
+        self._repair = repair
+
+    # -- before the model ----------------------------------------------------------
+
+    async def before(self, action: Any, action_text: str, *, faulted: bool) -> SettleRecord:
+        """Ground ``action`` (a faulted turn is not grounded: the fault decides), run what
+        can run, and fetch experience; the record holds the blocks for the user turn."""
+        record = SettleRecord()
+        grounding = None if faulted else self._grounding(action, record)
+        grounding = await self._execute(grounding, record)
+        record.grounding = grounding
+        record.blocks = self._blocks(grounding, action_text, record)
+        if self.mode == "strict" and grounding is not None:
+            record.exact = grounding.observation
+        return record
+
+    def _grounding(self, action: Any, record: SettleRecord) -> Grounding | None:
+        if self.mode == "off" or action is None:
+            return None
+        try:
+            grounding = self._ground(action)
+        except Exception as exc:  # a grounding bug costs this turn its facts, not the episode
+            record.grounding_error = f"{type(exc).__name__}: {exc}"
+            return None
+        return None if grounding is None or grounding.is_empty() else grounding
+
+    async def _execute(self, grounding: Grounding | None, record: SettleRecord) -> Grounding | None:
+        """Run the command the grounding asks for (execution grounding); what it did
+        replaces the grounding. A run that fails leaves the grounding as it was."""
+        if grounding is None or grounding.run is None or grounding.settle is None:
+            return grounding
+        if self.runner is None:
+            return grounding
+        from dataclasses import replace
+
+        request = replace(grounding.run, session=self._session())
+        try:
+            result = await self.runner.run(request)
+        except Exception as exc:  # a broken runner costs this turn its execution only
+            result = RunResult([], -1, problem=f"{type(exc).__name__}: {exc}")
+        if result.problem is not None:
+            record.execution = {"ran": False, "problem": result.problem}
+            return grounding
+        try:
+            settled = grounding.settle(result)
+        except Exception as exc:
+            record.execution = {"ran": False, "problem": f"{type(exc).__name__}: {exc}"}
+            return grounding
+        if settled is None:  # the host lacks what the scenario says the machine has
+            record.execution = {
+                "ran": True,
+                "used": False,
+                "problem": "a program the scenario has is missing here",
+            }
+            return grounding
+        record.execution = {
+            "ran": True,
+            "status": result.status,
+            "seconds": round(result.seconds, 4),
+        }
+        return settled
+
+    def _blocks(
+        self, grounding: Grounding | None, action_text: str, record: SettleRecord
+    ) -> list[str]:
+        blocks = [facts_block(grounding)]
+        if self.mode != "off" and self.experience is not None and self.experience_k:
+            try:
+                found = self.experience.similar(self.domain, action_text, k=self.experience_k)
+            except Exception as exc:  # a broken store costs this turn its examples only
+                found = []
+                record.experience_error = f"{type(exc).__name__}: {exc}"
+            blocks.append(experience_block(found, self.experience_chars))
+            if found:
+                record.experience = [e.source or e.action[:80] for e in found]
+        return [b for b in blocks if b]
+
+    # -- after the model -----------------------------------------------------------
+
+    async def after(
+        self,
+        record: SettleRecord,
+        prediction: Any,
+        attempts: int,
+        problems: list[str],
+        *,
+        action: Any,
+        faulted: bool,
+        reask: Reask | None,
+    ) -> Settled:
+        """Settle the model's observation.
+
+        Args:
+            record: this turn's record (from :meth:`before`; strict mode's record goes in).
+            prediction: the observation as the model (or the state, or a real world) gave it.
+            attempts: model calls so far.
+            problems: the format check of ``prediction``.
+            action: the action (None: an invalid one, nothing to check or repair).
+            faulted: the turn carries a fault (its observation is kept as asked).
+            reask: asks the model once more with the problems named; None when the
+                observation did not come from the model (nothing to correct).
+
+        Returns:
+            The observation kept, the model calls, and its format problems.
+        """
+        if reask is not None and self.mode == "strict" and record.grounding is not None:
+            prediction, attempts = await self._enforce(record, prediction, attempts, reask)
+            prediction = self._reshape(record, prediction)
+        strict = record.strict
+        known = record.exact is not None
+        if known and strict is not None and strict.action in ("accepted", "corrected"):
+            problems = []  # the state's own answer: the real environment's format
+        elif strict is not None and (
+            strict.action in ("corrected", "reasked", "unresolved") or strict.reshaped is not None
+        ):
+            problems = self._check(prediction.observation, action)  # of the text now kept
+        if self.mode == "strict" and not faulted and action is not None and problems:
+            fixed = self._mended(prediction.observation, action)
+            if fixed is not None:
+                broken = prediction.observation
+                prediction = prediction.model_copy(update={"observation": fixed})
+                problems = []  # a repair is kept only when the check finds nothing in it
+                record.strict = strict or StrictRecord("accepted")
+                record.strict.repaired = broken
+        return Settled(prediction, attempts, problems)
+
+    def _mended(self, observation: str, action: Any) -> str | None:
+        """The domain's repair of a broken observation, if its check passes."""
+        try:
+            fixed = self._repair(observation, action)
+        except Exception:  # a repair that fails leaves the observation as it was
+            return None
+        if not fixed or self._check(fixed, action):
+            return None
+        return fixed
+
+    async def _enforce(
+        self, record: SettleRecord, prediction: Any, attempts: int, reask: Reask
+    ) -> tuple[Any, int]:
+        """Check the observation against the facts. When the state determines the whole
+        observation, a wrong one is corrected to it (asking again would cost a model call
+        to learn what simgym already knows), and one that the domain's rewrite
+        (``Grounding.reshape``) puts right is rewritten; otherwise the model is asked once
+        more with the problems named, and what is left is recorded."""
+        grounding = record.grounding
+        assert grounding is not None
+        problems = grounding.problems(prediction.observation)
+        if not problems:
+            record.strict = StrictRecord("accepted")
+            return prediction, attempts
+        strict = record.strict = StrictRecord("", problems, first=prediction.observation)
+        if grounding.observation is not None:
+            strict.action = "corrected"
+            return prediction.model_copy(update={"observation": grounding.observation}), attempts
+        if grounding.reshape is not None:
+            shaped = self._shaped(record, prediction.observation)
+            if shaped and not grounding.problems(shaped):
+                # the rewrite resolves every problem: no second model call
+                strict.action, strict.reshaped = "reshaped", prediction.observation
+                return prediction.model_copy(update={"observation": shaped}), attempts
+        again, more = await reask(problems)
+        if again is None:  # the model answered nothing usable: the first answer stands
+            again, more = prediction, 0
+        attempts += more
+        again = again.model_copy(update={"latency_s": prediction.latency_s + again.latency_s})
+        left = grounding.problems(again.observation)
+        strict.action = "reasked" if not left else "unresolved"
+        if left:
+            # nothing simgym knows can put it right: served as the model said it, marked
+            # a contradiction on the turn and counted in the episode's metrics
+            strict.left = left
+        return again, attempts
+
+    def _reshape(self, record: SettleRecord, prediction: Any) -> Any:
+        """An observation the state does not decide whole is rewritten into the layout the
+        state knows (``Grounding.reshape``); the model's text is recorded."""
+        grounding, strict = record.grounding, record.strict
+        if strict is None or grounding is None or grounding.reshape is None:
+            return prediction
+        if strict.action in ("corrected", "reshaped"):
+            return prediction  # already the exact or the rewritten observation
+        shaped = self._shaped(record, prediction.observation)
+        if not shaped or shaped == prediction.observation:
+            return prediction
+        strict.reshaped = prediction.observation
+        return prediction.model_copy(update={"observation": shaped})
+
+    def _shaped(self, record: SettleRecord, observation: str) -> str | None:
+        """``Grounding.reshape`` of ``observation``; None when it rewrites nothing."""
+        assert record.grounding is not None and record.grounding.reshape is not None
+        try:
+            return record.grounding.reshape(observation)
+        except Exception as exc:  # a domain bug costs this turn its reshaping only
+            record.reshape_error = f"{type(exc).__name__}: {exc}"
+            return None
