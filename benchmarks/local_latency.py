@@ -372,6 +372,14 @@ def main() -> None:
             )
     console.print(parts)
     console.print(f"load average at end: {load()} ({os.cpu_count()} CPUs)")
+    strict_names = [name for name, *_, grounding, _, _ in settings if grounding == "strict"]
+    same_as_first: dict[str, str] = {}
+    if len(strict_names) > 1:  # presets change speed; what the model writes should hold
+        base, *rest = strict_names
+        for name in rest:
+            pairs = list(zip(observations[base], observations[name], strict=False))
+            same_as_first[name] = f"{sum(a == b for a, b in pairs)}/{len(pairs)}"
+            console.print(f"same observations, {name} vs {base}: {same_as_first[name]} steps")
     strict_rows = [r for r in rows if r["grounding"] == "strict" and r["rendered"]]
     save(
         "local_latency",
@@ -380,7 +388,8 @@ def main() -> None:
             "median_rendered_step_s": {
                 f"{r['setting']} / {r['scenario']}": round(r["rendered"]["median_s"], 3)
                 for r in strict_rows
-            }
+            },
+            "same_observations_as_first_preset": same_as_first,
         },
         notes="Rendered steps are those the model answers (strict grounding answers the "
         "rest from the state). Presets run one after another in one process on a shared "
