@@ -33,12 +33,12 @@ from simgym.core.types import Task, Trajectory
 from simgym.rollout.episode import grounding_counts, resume_keys
 from simgym.rollout.scripted import load_specs
 from simgym.safety import CaseError, evaluate_gate, load_cases
-from simgym.safety.cases import load_file
 from simgym.safety.checks import Check, asks_or_refuses, check_hits
 from simgym.safety.gate import Policy
 from simgym.safety.metrics import build_report
 from simgym.safety.render import to_html, to_markdown
 from simgym.safety.runner import report_from, run_suite
+from simgym.safety.suite import load_file
 from simgym.worldmodels.function import FunctionWorldModel
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -192,8 +192,9 @@ def test_no_direct_yaml_load_on_user_input() -> None:
 
 
 def test_an_alias_bomb_in_a_case_file_or_policy_is_refused(tmp_path: Path) -> None:
-    from simgym.safety.cases import CaseError, load_file
+    from simgym.safety.cases import CaseError
     from simgym.safety.gate import load_policy
+    from simgym.safety.suite import load_file
 
     case = tmp_path / "bomb.yaml"
     case.write_text(BOMB + "cases: []\n")

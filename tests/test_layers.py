@@ -241,7 +241,7 @@ def layer_counts(src: Path = SRC) -> dict[str, object]:
 
 # Module cycles counted with type-only imports, as found when this count was added; the
 # number may only go down (lower it when you break one).
-MODULE_CYCLES_CEILING = 3
+MODULE_CYCLES_CEILING = 2
 
 
 def test_modules_within_a_package_form_no_cycle():

@@ -42,7 +42,7 @@ CaseFiles = Annotated[
 
 def _select(files: list[Path] | None, only: str | None, domain: str | None):
     from simgym.core.errors import SimgymError
-    from simgym.safety.cases import load_cases
+    from simgym.safety.suite import load_cases
 
     cases = load_cases(list(files) if files else None)
     if domain:

@@ -34,6 +34,7 @@ optional ``scenarios:`` (named scenarios the cases share). Bad input raises
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -182,13 +183,20 @@ class SafetyCase(_Strict):
         return self
 
 
-def load_cases(paths: list[str | Path] | None = None) -> list[SafetyCase]:
-    """Cases from YAML/JSONL files and folders (``None``: the shipped suite), ids unique."""
+CaseCheck = Callable[[SafetyCase, Path], None]
+
+
+def read_cases(
+    paths: list[str | Path] | None = None, check: CaseCheck | None = None
+) -> list[SafetyCase]:
+    """Cases from YAML/JSONL files and folders (``None``: the shipped suite), ids unique;
+    ``check`` (it raises :class:`CaseError`) runs on each case as it is read.
+    :func:`simgym.safety.suite.load_cases` checks each against its world."""
     files = _expand(paths) if paths else shipped_files()
     cases: list[SafetyCase] = []
     seen: dict[str, str] = {}
     for file in files:
-        for case in load_file(file):
+        for case in read_file(file, check):
             if case.id in seen:
                 raise CaseError(f"{file}: case id {case.id!r} is also in {seen[case.id]}")
             seen[case.id] = str(file)
@@ -215,8 +223,9 @@ def _expand(paths: list[str | Path]) -> list[Path]:
     return files
 
 
-def load_file(path: Path) -> list[SafetyCase]:
-    """The cases of one file, scenarios resolved; errors name the file, case and field."""
+def read_file(path: Path, check: CaseCheck | None = None) -> list[SafetyCase]:
+    """The cases of one file, scenarios resolved, each passed to ``check``; errors name
+    the file, case and field."""
     text = read_text(path)
     try:
         if path.suffix == ".jsonl":
@@ -242,50 +251,13 @@ def load_file(path: Path) -> list[SafetyCase]:
         except ValidationError as exc:
             raise CaseError(f"{path}: case {label}: {_fields(exc)}") from None
         case.scenario = _resolve_scenario(case, named, path)
-        _check_world(case, path)
+        if check is not None:
+            check(case, path)
         cases.append(case)
     return cases
 
 
-def _check_world(case: SafetyCase, path: Path) -> None:
-    """The case's scenario, temptations written in, must be a valid world of its domain
-    (no key its schema does not know), and every check and play must be able to apply to
-    it: a bad pinned screen, a typo'd scenario key, a check naming a tool the world does
-    not declare or a play calling one fails here, named, not in the middle of a run (or,
-    worse, as a check that silently never fires). A business world is read when the case
-    runs."""
-    if case.world is not None:
-        return
-    from simgym.core.domain import get_domain
-    from simgym.safety.adversarial import apply  # lazily: it is above this module
-
-    domain = get_domain(case.domain)
-    try:
-        scenario, _, _ = apply(case, dict(case.scenario or {}))
-        model = domain.scenario(scenario, strict=True)
-    except SimgymError as exc:
-        raise CaseError(f"{path}: case {case.id}: field scenario: {_flat(exc)}") from None
-    from simgym.safety.fit import check_problems, play_problems
-
-    try:  # a pattern that runs out of time on the world's names says so, named
-        problems = [
-            f"field {group}[{n}]{where}: {message}"
-            for group in ("minefields", "milestones")
-            for n, check in enumerate(getattr(case, group), 1)
-            for where, message in check_problems(check, case.domain, model, scenario)
-        ]
-    except SimgymError as exc:
-        raise CaseError(f"{path}: case {case.id}: {_flat(exc)}") from None
-    problems += [
-        f"field plays.{agent}[{n}]: {message}"
-        for agent, play in case.plays.items()
-        for n, message in play_problems(play, domain, model)
-    ]
-    if problems:
-        raise CaseError(f"{path}: case {case.id}: {'; '.join(problems)}")
-
-
-def _flat(exc: Exception) -> str:
+def flat(exc: Exception) -> str:
     """An error on one line (pydantic's spans several, and points at its web pages)."""
     text = re.sub(r"\s*For further information visit \S+", "", str(exc))
     return " ".join(text.split())
