@@ -11,7 +11,7 @@ command)::
     store.add_file("devset/rows.jsonl")
     env = simgym.make("terminal", world_model="local", grounding="facts", experience=store)
 
-``python -m simgym.experience build OUT.db FILES...`` does the same from a shell.
+``simgym experience build OUT.db FILES...`` does the same from a shell.
 """
 
 from simgym.experience.keys import action_key, action_terms, command_word
