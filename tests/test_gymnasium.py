@@ -162,7 +162,12 @@ def test_reset_options_and_unfinished_episodes(tmp_path: Path) -> None:
         assert env.reset(options={"task_id": "b"})[1]["instruction"] == "B"
         env.step("ls")
         _, info = env.reset(options={"task": "my own task"})  # the running one is written
-        assert info["instruction"] == "my own task"
+        assert info["instruction"] == "my own task" and info["task_id"] not in ("a", "b")
+        # a served task named by its text (or id) is that task, not a new one
+        assert env.reset(options={"task": "A"})[1]["task_id"] == "a"
+        assert env.reset(options={"task": "b"})[1]["task_id"] == "b"
+        with pytest.raises(simgym.SimgymError, match="not both"):
+            env.reset(options={"task": "A", "task_id": "a"})
         with pytest.raises(simgym.SimgymError, match="unknown reset option"):
             env.reset(options={"colour": "red"})
         with pytest.raises(simgym.SimgymError, match="unknown task_id"):
@@ -170,9 +175,9 @@ def test_reset_options_and_unfinished_episodes(tmp_path: Path) -> None:
         env.step("pwd")
         env.close()
         env.close()  # a second close is harmless
-    first, second = simgym.read_trajectories(out)
+    first, *_, last = simgym.read_trajectories(out)
     assert first.task.id == "b" and first.error == "reset before the episode ended"
-    assert second.truncated and second.error == "environment closed before the episode ended"
+    assert last.truncated and last.error == "environment closed before the episode ended"
 
 
 def test_registration_and_rendering() -> None:
