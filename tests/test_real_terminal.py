@@ -416,3 +416,18 @@ async def test_the_real_machine_runs_at_the_scenarios_clock() -> None:
     await env.close(None)
     assert "2025-03-14\n" in shown
     assert "2025-03-14_09:26 notes.txt" in shown
+
+
+async def test_the_shell_comes_back_after_a_process_storm_is_stopped():
+    """A fork bomb fills the process limit, every process of the agent is killed, and the
+    respawned shell must work: it used to inherit the old shell's libfaketime shared-memory
+    name from tmux and die at start."""
+    term = RealTerminal(limits=Limits(processes=32, memory_mb=512, command_s=10))
+    env = simgym.make("terminal", world_model=term, validation_retries=0)
+    await env.reset("stress")
+    bomb = await env.step([{"keystrokes": "bomb() { bomb | bomb & }; bomb\n", "duration": 6}])
+    await env.step([{"keystrokes": "C-c", "duration": 0.5}])
+    after = await env.step([{"keystrokes": "echo next-$((6 * 7))\n", "duration": 2}])
+    await env.close()
+    assert "every process in it was stopped" in bomb.observation.text
+    assert "next-42" in after.observation.text

@@ -76,11 +76,14 @@ while IFS=$'\x1f' read -r -d '' -a request; do
 done
 """
 
+# A pane's shell must not inherit libfaketime's shared-memory name from the tmux server:
+# a shell respawned after a process storm was stopped died at start on the stale name.
 _TMUX_CONF = """set -g status off
 set -g remain-on-exit on
 set -g remain-on-exit-format ""
 set -g history-limit 5000
 set -g update-environment ""
+set-environment -gu FAKETIME_SHARED
 set -g default-terminal "{term}"
 set -sg escape-time 0
 set -g default-command "exec /bin/bash --noprofile --rcfile /run/simgym/bashrc -i"
