@@ -87,8 +87,10 @@ def main() -> None:
             command += ["--max-sessions", str(args.max_sessions)]
         started = time.perf_counter()
         # the command as a user runs it; its progress lines go to this stderr
+        script = Path(sys.executable).with_name("simgym")
+        runner = [str(script)] if script.is_file() else [sys.executable, "-m", "simgym.cli.main"]
         done = subprocess.run(
-            [sys.executable, "-m", "simgym.cli.main", *command[1:]],
+            [*runner, *command[1:]],
             stdout=subprocess.PIPE,
             text=True,
             timeout=args.timeout,

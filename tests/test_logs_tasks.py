@@ -102,13 +102,14 @@ def test_the_world_store_answers_a_similar_call(world_dir: Path, tmp_path: Path)
 
 
 def test_world_brings_its_store_when_grounding_is_on(world_dir: Path, tmp_path: Path):
-    own = str(world_dir / "experience.db")
-    assert grounding_options(None, None, world_dir)["experience"] == own
-    assert grounding_options("strict", None, world_dir)["experience"] == own
+    # the options hold the opened store (SimEnv takes a store, not a path)
+    own = world_dir / "experience.db"
+    assert grounding_options(None, None, world_dir)["experience"].path == own
+    assert grounding_options("strict", None, world_dir)["experience"].path == own
     assert "experience" not in grounding_options("off", None, world_dir)
     other = tmp_path / "other.db"
     ExperienceStore(other).close()
-    assert grounding_options(None, other, world_dir)["experience"] == str(other)
+    assert grounding_options(None, other, world_dir)["experience"].path == other
 
 
 # -- SFT rows ---------------------------------------------------------------------------
@@ -283,7 +284,10 @@ def test_plan_agent_runs_tasks_in_the_twin(world_dir: Path):
             tasks,
             agent=agent,
             world_model=FunctionWorldModel(_echo_facts),
-            env_options={"grounding": "strict", "experience": str(world_dir / "experience.db")},
+            env_options={
+                "grounding": "strict",
+                "experience": open_store(world_dir / "experience.db", readonly=True),
+            },
             concurrency=1,
         )
     )
