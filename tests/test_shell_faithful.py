@@ -74,6 +74,13 @@ def test_the_machines_own_directories_exist_and_are_not_listed():
     assert run("ls /nowhere").output == "ls: cannot access '/nowhere': No such file or directory\n"
 
 
+def test_the_working_directory_exists_with_no_file_in_it():
+    # a scenario with no files: the shell still stands in an (empty) home directory
+    assert run("ls", files={}).output == ""
+    assert run("cd .. && pwd", files={}).output == "/home\n"
+    assert run("ls /home/u/missing", files={}).output.startswith("ls: cannot access")
+
+
 def test_ls_lists_directory_operands_in_order():
     files = {f"{HOME}/b/": "", f"{HOME}/b/x": "", f"{HOME}/a/": "", f"{HOME}/a/y": ""}
     assert run("ls b a", files).output == "a:\ny\n\nb:\nx\n"

@@ -151,6 +151,12 @@ class Shell:
         # the machine's own directories (SYSTEM_DIRS): they exist, their content unknown
         self.system = set(system)
         self.dirs |= self.system
+        # the shell stands in its working directory, and the user has a home: both exist
+        # even where the ledger holds no file under them
+        for place in (cwd, home):
+            while place and place not in self.dirs:
+                self.dirs.add(place)
+                place = posixpath.dirname(place)
         self.unknown |= self.system
         self.modes: dict[str, int] = {}  # permission bits where not 0o644 (absolute paths)
         self.local: set[str] = set()  # variables set but not exported (children miss them)
