@@ -197,6 +197,17 @@ def test_relational_rules_are_mined(otlp_world: Path):
         "policy_id" in (c.get("covers") or [])
         for c in conditions("post_v1_claims", "duplicate_claim")
     )
+    # a date outside the linked policy's term: a relation between two records' fields
+    assert {"feature": "arg.incident_date", "under": "policies.effective_from"} in conditions(
+        "post_v1_claims", "policy_not_in_force"
+    )
+    # effects on linked records, seen when the record shows again in a later session:
+    # a payout makes its claim "paid"; an approval takes the assessment's amount
+    paid = tools["post_v1_payouts"]["parents"]
+    assert {"field": "status", "op": "value", "constant": "paid"}.items() <= next(
+        p for p in paid if p["field"] == "status"
+    ).items()
+    assert tools[approval]["copies"]["approved_amount"] == "assessments.assessed_amount"
     # validation from the field the refusal names (RFC 9457 invalid-params)
     assert {"feature": "has.claimant", "in": [None]} in conditions(
         "post_v1_claims", "validation_failed"
