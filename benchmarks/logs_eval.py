@@ -59,6 +59,22 @@ def play(system: str, sessions: int, seed: int, out: Path) -> None:
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
 
 
+def _without_model(train: Path, held: Path, root: Path, args: argparse.Namespace) -> dict:
+    """The same evaluation in this process, with a stand-in world model that answers
+    ``{}``: what the rules and the state decide, on a machine where the embedded model
+    is too slow for a few hundred calls."""
+    from simgym.logs.eval import evaluate
+    from simgym.worldmodels.function import FunctionWorldModel
+
+    return evaluate(
+        [str(train)],
+        root / "eval",
+        heldout=[str(held)],
+        world_model=FunctionWorldModel(lambda messages: "{}"),
+        max_sessions=args.max_sessions,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("system", choices=sorted(SYSTEMS))
@@ -67,7 +83,13 @@ def main() -> None:
     parser.add_argument("--held-sessions", type=int)
     parser.add_argument("--held-seed", type=int)
     parser.add_argument("--max-sessions", type=int, help="replay this many held-out sessions")
-    parser.add_argument("--world-model", default="local", help="the eval's --world-model")
+    parser.add_argument(
+        "--world-model",
+        default="local",
+        help="the eval's --world-model; 'none': a stand-in that answers every call the "
+        "rules and state leave with {} (refusals, final state and the model's share come "
+        "out as with any model; outcome agreement counts the model's answers as misses)",
+    )
     parser.add_argument("--timeout", type=int, default=3600, help="seconds for the eval")
     args = parser.parse_args()
     train_n, train_seed, held_n, held_seed, log = SYSTEMS[args.system]
@@ -86,20 +108,25 @@ def main() -> None:
         if args.max_sessions:
             command += ["--max-sessions", str(args.max_sessions)]
         started = time.perf_counter()
-        # the command as a user runs it; its progress lines go to this stderr
-        script = Path(sys.executable).with_name("simgym")
-        runner = [str(script)] if script.is_file() else [sys.executable, "-m", "simgym.cli.main"]
-        done = subprocess.run(
-            [*runner, *command[1:]],
-            stdout=subprocess.PIPE,
-            text=True,
-            timeout=args.timeout,
-            check=False,
-        )
+        if args.world_model == "none":
+            report = _without_model(root / "train" / log, root / "held" / log, root, args)
+        else:
+            # the command as a user runs it; its progress lines go to this stderr
+            script = Path(sys.executable).with_name("simgym")
+            runner = (
+                [str(script)] if script.is_file() else [sys.executable, "-m", "simgym.cli.main"]
+            )
+            done = subprocess.run(
+                [*runner, *command[1:]],
+                stdout=subprocess.PIPE,
+                text=True,
+                timeout=args.timeout,
+                check=False,
+            )
+            if done.returncode != 0:
+                sys.exit(f"the eval failed (exit {done.returncode}): {shlex.join(command)}")
+            report = json.loads(done.stdout)
         seconds = time.perf_counter() - started
-        if done.returncode != 0:
-            sys.exit(f"the eval failed (exit {done.returncode}): {shlex.join(command)}")
-        report = json.loads(done.stdout)
 
     rows = [
         {"kind": kind, "refusals": row["calls"], "answered": row["answered"], "exact": row["exact"]}
@@ -133,6 +160,13 @@ def main() -> None:
                 + command[8:]
             )
             + f"; world model {args.world_model}, strict grounding"
+            + (
+                " (the same evaluation run in process by simgym.logs.eval.evaluate with a "
+                "stand-in model answering {}: outcome agreement counts every answer the "
+                "rules and state left as a miss)"
+                if args.world_model == "none"
+                else ""
+            )
         ),
     )
 
