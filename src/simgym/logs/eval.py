@@ -29,6 +29,13 @@ says why and stops (:class:`NotATwin`).
 
 Ids the real system assigned in a session (a new loan) differ from those the twin
 assigns; a create's id is mapped to the twin's new record so later calls name it.
+
+Each held-out session of a separate log starts from the world's state with: the records
+the sessions before it (in time) showed, as they last showed them, and what the world's
+mined effects did to them (a payout makes its claim "paid", though the log shows only the
+payout); the records the session itself reads before it changes them (data the system
+had before the log began); and without the training records whose ids the held-out run
+gives records it makes (two runs number their claims alike).
 """
 
 from __future__ import annotations
