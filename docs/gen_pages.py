@@ -322,8 +322,7 @@ def results_pages() -> None:
         "`benchmarks/results/<name>/`, which each benchmark script writes with "
         "`benchmarks/results.py`'s `save()`: the numbers, the commit, the machine and the "
         "exact command. Newest run first. Rerun a benchmark and rebuild the site to add a "
-        "run. Older numbers typed into the README by hand are on "
-        "[History (hand-recorded)](history.md).\n",
+        "run. A number quoted on another page links to the run it comes from.\n",
         "| benchmark | runs | newest | commit | machine |\n|---|---|---|---|---|",
     ]
     for name in names:
@@ -343,7 +342,9 @@ def results_pages() -> None:
         for i, run in enumerate(runs):
             machine = run.get("machine", {})
             dirty = " (with local changes)" if run.get("dirty") else ""
-            page.append(f"## {run.get('time', 'unknown time')}\n")
+            # the id pages link to when they quote this run (docs/gen_hooks.py)
+            anchor = "run-" + re.sub(r"[^0-9A-Za-z]", "", str(run.get("time", "")))
+            page.append(f"## {run.get('time', 'unknown time')} {{ #{anchor} }}\n")
             page.append(
                 f"- commit: `{run.get('commit', 'unknown')}`{dirty}\n"
                 f"- machine: {machine.get('cpus', '?')} CPUs, {_cell(machine.get('cpu', '?'))}, "

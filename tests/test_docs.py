@@ -241,6 +241,100 @@ def test_results_pages_plot_the_shapes_readers_look_at(rows: list, plotted: bool
     assert (svg is not None and svg.lstrip().startswith(b"<?xml")) == plotted
 
 
+def _gen_hooks():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gen_hooks", DOCS / "gen_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _results_folder(tmp_path: Path) -> Path:
+    """Two runs of one benchmark, as benchmarks/results.py's save() writes them."""
+    folder = tmp_path / "results" / "demo"
+    folder.mkdir(parents=True)
+    for time, commit, rate, mode in [
+        ("2026-01-01T00:00:00Z", "a" * 40, 0.5, "quick"),
+        ("2026-02-01T00:00:00Z", "b" * 40, 0.9735, "full"),
+    ]:
+        run = {
+            "benchmark": "demo",
+            "commit": commit,
+            "dirty": False,
+            "time": time,
+            "command": f"python benchmarks/demo.py --{mode}",
+            "machine": {"cpus": 2},
+            "summary": {"rate": rate, "mode": mode, "missing": None},
+            "rows": [
+                {"domain": "mcp", "mode": "strict", "ms": 1.5},
+                {"domain": "terminal", "mode": "off", "ms": 3.25},
+                {"domain": "terminal", "mode": "strict", "ms": 2.0},
+            ],
+        }
+        (folder / f"{time.replace(':', '').replace('-', '')}.json").write_text(json.dumps(run))
+    return folder.parent
+
+
+def test_result_placeholders_render_the_newest_value_with_its_run(tmp_path: Path) -> None:
+    hooks = _gen_hooks()
+    folder = _results_folder(tmp_path)
+    page = (
+        "Agreement {{ result:demo:summary.rate|pct }} and "
+        "{{ result:demo:rows[domain=terminal][mode=strict].ms }} ms; the quick run gave "
+        "{{ result:demo[mode=quick]:summary.rate }}.\n\n"
+        "`{{ result:demo:summary.nothing }}` stays literal in code.\n\n"
+        "{{ result-table:demo:rows:domain,ms }}\n"
+    )
+    out = hooks.render_results(page, "guide/logs.md", folder)
+    assert "Agreement 97.4%[^result-1] and 2[^result-1] ms" in out
+    assert "the quick run gave 0.5[^result-2]" in out  # filtered: the older run
+    assert "`{{ result:demo:summary.nothing }}`" in out
+    assert "| domain | ms |\n|---|---|\n| mcp | 1.5 |\n| terminal | 3.25 |" in out
+    # the footnote links the run's section of its results page, with commit and command
+    assert (
+        "[^result-1]: [demo, run of 2026-02-01T00:00:00Z]"
+        "(../results/demo.md#run-20260201T000000Z): commit `bbbbbbbbbb`, "
+        "`python benchmarks/demo.py --full`"
+    ) in out
+    assert "[^result-2]: [demo, run of 2026-01-01T00:00:00Z]" in out
+    assert "{{" not in out.replace("`{{ result:demo:summary.nothing }}`", "")
+
+
+@pytest.mark.parametrize(
+    "placeholder",
+    [
+        "{{ result:nobench:summary.rate }}",  # no results folder
+        "{{ result:demo:summary.nothing }}",  # no such key
+        "{{ result:demo:summary.missing }}",  # null: no silent blank
+        "{{ result:demo:rows[domain=web].ms }}",  # no such row
+        "{{ result:demo[mode=medium]:summary.rate }}",  # no such run
+        "{{ result-table:demo:rows:domain,nocolumn }}",
+    ],
+)
+def test_a_missing_result_fails_the_build(tmp_path: Path, placeholder: str) -> None:
+    from mkdocs.exceptions import PluginError
+
+    hooks = _gen_hooks()
+    with pytest.raises(PluginError, match="guide/x.md"):
+        hooks.render_results(f"A number: {placeholder}\n", "guide/x.md", _results_folder(tmp_path))
+
+
+def test_the_guide_pages_quote_numbers_through_results_files() -> None:
+    """The measured numbers the guide shows are placeholders, filled when the site builds."""
+    pattern = _gen_hooks().PLACEHOLDER
+    quoted = {
+        page.name: len(pattern.findall(page.read_text(encoding="utf-8")))
+        for page in DOCS.glob("guide/*.md")
+    }
+    for page in ("grounding.md", "logs.md", "viewer.md", "hidden-state.md"):
+        assert quoted[page] >= 2, (page, quoted[page])
+    for page in [*DOCS.glob("**/*.md"), ROOT / "README.md"]:
+        text = page.read_text(encoding="utf-8")
+        assert "hand-recorded measurement table stood here" not in text, page
+        assert "results/history.md" not in text, page
+
+
 def test_a_broken_command_line_is_caught() -> None:
     """The flag check is not a rubber stamp."""
     text = "simgym run tasks.jsonl -o runs.jsonl --not-an-option 3"
@@ -278,6 +372,10 @@ def test_site_builds_strict_with_generated_pages(site: Path) -> None:
     results = (site / "results/index.html").read_text(encoding="utf-8")
     assert "benchmarks/results" in results
     assert (site / "reference/api/index.html").read_text().count('class="doc doc-heading"') > 10
+    logs = (site / "guide/logs/index.html").read_text(encoding="utf-8")
+    assert "{{ result" not in logs and 'class="footnote"' in logs
+    assert re.search(r'href="\.\./\.\./results/logs_eval/#run-\d{8}T\d{6}Z"', logs), "no run link"
+    assert not (site / "results/history/index.html").exists()
 
 
 def test_site_is_offline(site: Path) -> None:
