@@ -365,7 +365,10 @@ def test_serve_command_errors_are_one_clear_line(recordings: Path, tmp_path: Pat
         (["--mcp", "--out", out], "name the domain"),
         (["--mcp", "--out", out, "--domain", "chess"], "unknown domain 'chess'"),
         (["--mcp", "--out", out, "--scenario", "missing.yaml", "-d", "mcp"], "not found"),
-        (["--mcp", "--out", out, "--scenario", str(BANK), "-d", "terminal"], "disagrees"),
+        (
+            ["--mcp", "--out", out, "--scenario", str(BANK), "-d", "terminal"],
+            "is for the mcp domain, not terminal",
+        ),
         (["--mcp", "--out", out, "-d", "mcp", "--transport", "sse"], "stdio or http"),
         (
             ["--mcp", "--out", out, "--scenario", str(BANK), "--answer-tool", "get_customer"],
