@@ -327,8 +327,9 @@ def test_the_guide_pages_quote_numbers_through_results_files() -> None:
         page.name: len(pattern.findall(page.read_text(encoding="utf-8")))
         for page in DOCS.glob("guide/*.md")
     }
-    for page in ("grounding.md", "logs.md", "viewer.md", "hidden-state.md"):
+    for page in ("grounding.md", "logs.md", "viewer.md", "hidden-state.md", "real.md"):
         assert quoted[page] >= 2, (page, quoted[page])
+    assert quoted["rollouts.md"] >= 1
     for page in [*DOCS.glob("**/*.md"), ROOT / "README.md"]:
         text = page.read_text(encoding="utf-8")
         assert "hand-recorded measurement table stood here" not in text, page
