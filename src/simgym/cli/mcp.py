@@ -11,6 +11,7 @@ import yaml
 import simgym
 from simgym.cli.errors import errors, friendly_errors
 from simgym.core.errors import SimgymError
+from simgym.core.safeload import read_scenario
 
 mcp_app = typer.Typer(help="Work with real MCP servers.", no_args_is_help=True)
 
@@ -82,13 +83,7 @@ def mcp_show(
     """Show an imported twin: its server, its tools (which only read) and its records."""
     from simgym.real.mcp_sample import records_note, why_not_read_only
 
-    try:
-        data = yaml.safe_load(scenario.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
-        raise SimgymError(f"cannot read the scenario {scenario}: {exc}") from None
-    if not isinstance(data, dict):
-        raise SimgymError(f"{scenario} is not an mcp scenario (a YAML mapping)")
-    twin = simgym.get_domain("mcp").scenario(data)
+    twin = simgym.get_domain("mcp").scenario(read_scenario(scenario))
     typer.echo(f"server {twin.server_name!r}: {len(twin.tools)} tools")
     for tool in twin.tools:
         reads = why_not_read_only(tool.model_dump(by_alias=False)) is None
