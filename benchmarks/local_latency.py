@@ -100,7 +100,8 @@ PRESETS: dict[str, dict] = {
         "n_threads": os.cpu_count() or 2,
         "llama_options": {"n_threads_batch": os.cpu_count() or 2, "flash_attn": False},
     },
-    "new": {},  # LocalWorldModel's defaults
+    "new": {},  # LocalWorldModel's defaults (decode threads from the load: decode_threads)
+    "t1decode": {"n_threads": 1},  # one decode thread, the prompt on every core
     "t1": {"n_threads": 1, "llama_options": {"n_threads_batch": 1}},
     "flash": {"llama_options": {"flash_attn": True}},
     "q8kv": {"llama_options": {"flash_attn": True, "type_k": "q8_0", "type_v": "q8_0"}},

@@ -362,11 +362,25 @@ def _gate(parallel: int) -> threading.Semaphore:
 
 
 # Threads that decode (one token at a time) unless n_threads says otherwise; the prompt is
-# evaluated on every core (n_threads_batch). A 135M model's per-token matmuls are too small
-# to split: a second decode thread mostly waits at llama.cpp's barriers, and when another
-# process holds a core it spins there, which made decoding over ten times slower on a busy
-# two-core machine (benchmarks/local_latency.py --llama old,new, side by side).
+# evaluated on every core (n_threads_batch). A 135M model's per-token matmuls are small:
+# when other processes hold the cores, a second decode thread spins at llama.cpp's
+# barriers, which made rendered steps 7x slower on a two-core machine at load 12-15
+# (66 s -> 8.9 s median, benchmarks/local_latency.py --llama old,new). On a quieter machine
+# (load ~4) two decode threads did better (1.56 s vs 2.57 s median), so the choice is made
+# from the load when a context is made: one thread only when the cores are oversubscribed.
 DECODE_THREADS = 1
+
+
+def decode_threads() -> int:
+    """Decode threads for a new context: every core, or one when the load average says
+    other processes already want more than all of them."""
+    cpus = os.cpu_count() or 2
+    try:
+        busy = os.getloadavg()[0] > cpus
+    except OSError:
+        busy = False
+    return DECODE_THREADS if busy else cpus
+
 
 # llama.cpp context options a caller may set (``llama_options``), measured side by side in
 # benchmarks/local_latency.py; KV cache types are given by name ("f16", "q8_0", ...).
@@ -420,7 +434,7 @@ def _open_llm(
         llm = Llama(
             model_path=path,
             n_ctx=n_ctx,
-            n_threads=n_threads or DECODE_THREADS,
+            n_threads=n_threads or decode_threads(),
             verbose=False,
             **{"n_threads_batch": os.cpu_count() or 2, **llama_kwargs(dict(options))},
         )
@@ -499,7 +513,7 @@ class LocalWorldModel:
     ``simgym run``'s eight episodes in flight; with the embedded model a slot costs ~60 MB
     plus ~23 KB of KV cache per token it holds (~150 MB for a 12-turn terminal episode).
     ``parallel`` is how many generations may run at once across all local models.
-    ``n_threads`` is how many threads decode (default :data:`DECODE_THREADS`; the prompt is
+    ``n_threads`` is how many threads decode (default :func:`decode_threads`; the prompt is
     evaluated on every core unless ``llama_options`` sets ``n_threads_batch``), and
     ``llama_options`` sets other llama.cpp context options (:data:`LLAMA_OPTIONS`:
     ``flash_attn``, ``type_k``/``type_v`` by name such as ``"q8_0"``, ``n_batch``, ...).
