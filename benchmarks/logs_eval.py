@@ -43,6 +43,7 @@ SUMMARY = (
     "final_state_checks",
     "final_state_agreement",
     "model_share",
+    "start_from_reads",
     "json_validity",
 )
 
@@ -72,6 +73,7 @@ def _without_model(train: Path, held: Path, root: Path, args: argparse.Namespace
         heldout=[str(held)],
         world_model=FunctionWorldModel(lambda messages: "{}"),
         max_sessions=args.max_sessions,
+        start_from_reads=not args.no_start_from_reads,
     )
 
 
@@ -91,6 +93,12 @@ def main() -> None:
         "out as with any model; outcome agreement counts the model's answers as misses)",
     )
     parser.add_argument("--timeout", type=int, default=3600, help="seconds for the eval")
+    parser.add_argument(
+        "--no-start-from-reads",
+        action="store_true",
+        help="the eval's --no-start-from-reads: a held-out session starts only from what "
+        "earlier sessions showed, not also from the records it reads before changing them",
+    )
     args = parser.parse_args()
     train_n, train_seed, held_n, held_seed, log = SYSTEMS[args.system]
     train_n = args.train_sessions or train_n
@@ -107,6 +115,8 @@ def main() -> None:
         command += ["--world-model", args.world_model, "--json"]
         if args.max_sessions:
             command += ["--max-sessions", str(args.max_sessions)]
+        if args.no_start_from_reads:
+            command += ["--no-start-from-reads"]
         started = time.perf_counter()
         if args.world_model == "none":
             report = _without_model(root / "train" / log, root / "held" / log, root, args)

@@ -4,6 +4,7 @@ HTTP server that produces the faults a real server cannot be made to produce on 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -17,6 +18,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from simgym.worldmodels.local import embedded_model_path
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # pytest-xdist workers inherit a COLUMNS/LINES of 80x24; the CLI's consoles size
+    # themselves from COLUMNS once, at import, so a test's output would wrap where a
+    # serial run's (unset: 200 columns) does not
+    os.environ.pop("COLUMNS", None)
+    os.environ.pop("LINES", None)
 
 
 def free_port() -> int:

@@ -289,6 +289,13 @@ def eval_twin(
     mask_key: Annotated[
         str, typer.Option(help="key of the pseudonyms: the same key gives the same ones")
     ] = "simgym",
+    start_from_reads: Annotated[
+        bool,
+        typer.Option(
+            help="a held-out session also starts with the records it reads before changing "
+            "them (data from before the log began, as a snapshot gives it)"
+        ),
+    ] = True,
     as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False,
     *,
     wm: WorldModelOptions,
@@ -322,6 +329,7 @@ def eval_twin(
                 mask_key=mask_key,
                 max_sessions=max_sessions,
                 on_progress=progress.callbacks(bar)[1],
+                start_from_reads=start_from_reads,
             )
     except NotATwin as exc:
         _console.print(f"[bold red]{escape(str(exc))}[/]", highlight=False)

@@ -256,6 +256,7 @@ class _Replay:
             roles=bool(world["roles"]),
         )
         self.bindings = self.scenario["tool_map"]
+        self.start_from_reads = True  # see evaluate()
         self.guards = _guards(world_dir)
         self.creates = frozenset(
             tool
@@ -384,7 +385,7 @@ class _Replay:
         tally = self.tally
         tally.sessions += 1
         # the records this session reads before it changes them were there when it began
-        first = self.read_first(records)
+        first = self.read_first(records) if self.start_from_reads else {}
         if first:
             known = {c: dict(r) for c, r in (known or {}).items()}
             for coll, found in first.items():
@@ -616,6 +617,7 @@ def evaluate(
     mask_key: str = "simgym",
     max_sessions: int | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    start_from_reads: bool = True,
     **backend: Any,
 ) -> dict[str, Any]:
     """Build a world in ``out_dir/world`` from the training sessions and replay the
@@ -628,6 +630,10 @@ def evaluate(
     Args:
         on_progress: called with (sessions replayed, sessions to replay) once the
             held-out sessions are known and after each one (a command's progress bar).
+        start_from_reads: a session also starts with the records it reads before it
+            changes them (the system's data before the log began, as a snapshot would
+            give it); False: only what earlier sessions showed, so such reads are the
+            twin's to guess. The report says which.
     """
     from simgym.build import make  # the engine only when an evaluation runs
 
@@ -655,6 +661,7 @@ def evaluate(
         "holdout": None if heldout else holdout,
         "seed": None if heldout else seed,
         "mask_key": "default" if mask_key == "simgym" else "given",
+        "start_from_reads": start_from_reads,
     }
     problems = coverage_problems(world_dir)
     if problems:
@@ -680,6 +687,7 @@ def evaluate(
     env = make("mcp", world_model, scenario=scenario, **options).sync()
     tally = Tally()
     replay = _Replay(world_dir, env, tally)
+    replay.start_from_reads = start_from_reads
     if heldout:
         replay.made_ids(sessions.values())
     try:
