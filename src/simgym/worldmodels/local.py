@@ -366,17 +366,18 @@ def _gate(parallel: int) -> threading.Semaphore:
 # when other processes hold the cores, a second decode thread spins at llama.cpp's
 # barriers, which made rendered steps 7x slower on a two-core machine at load 12-15
 # (66 s -> 8.9 s median, benchmarks/local_latency.py --llama old,new). On a quieter machine
-# (load ~4) two decode threads did better (1.56 s vs 2.57 s median), so the choice is made
-# from the load when a context is made: one thread only when the cores are oversubscribed.
+# (load 2.5-4) two decode threads did better (1.49-1.56 s vs 1.93-2.57 s median), so the
+# choice is made from the load when a context is made: one thread only when the cores are
+# heavily oversubscribed (a threshold from those few runs, not a tuned one).
 DECODE_THREADS = 1
 
 
 def decode_threads() -> int:
     """Decode threads for a new context: every core, or one when the load average says
-    other processes already want more than all of them."""
+    other processes already want more than three times the cores."""
     cpus = os.cpu_count() or 2
     try:
-        busy = os.getloadavg()[0] > cpus
+        busy = os.getloadavg()[0] > 3 * cpus
     except OSError:
         busy = False
     return DECODE_THREADS if busy else cpus
