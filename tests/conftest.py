@@ -19,6 +19,23 @@ import pytest
 
 from simgym.worldmodels.local import embedded_model_path
 
+# Files that each take minutes, put first: with the suite spread over a few workers
+# (`-n auto --dist loadfile`), a run that met them last would end on one of them alone.
+LONG_FILES = (
+    "test_train_pipeline.py",
+    "test_examples_run.py",
+    "test_fail_closed.py",
+    "test_grounding_served.py",
+    "test_verifiers.py",
+)
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Run the long files first (a stable sort: every other test keeps its order)."""
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
+
+
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # pytest-xdist workers inherit a COLUMNS/LINES of 80x24; the CLI's consoles size
     # themselves from COLUMNS once, at import, so a test's output would wrap where a

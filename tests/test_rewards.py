@@ -538,7 +538,7 @@ async def test_hybrid_weights_names_details_and_broken_parts():
             HybridReward(parts)
 
 
-async def test_build_reward_specs():
+async def test_build_reward_specs(monkeypatch):
     traj = episode("Ana", metadata={"answer": "Ana"}, turns=TURNS)
     assert isinstance(build_reward("em"), ExactMatch)
     assert (await score(build_reward({"type": "contains", "answer": "an"}), traj)).value == 0.0
@@ -576,6 +576,10 @@ async def test_build_reward_specs():
     boom = Boom()
     assert build_reward(boom) is boom
 
+    from simgym.rewards import registry
+
+    # registered for this test only: the registry outlives it in the process
+    monkeypatch.setattr(registry, "_FACTORIES", dict(registry._FACTORIES))
     register_reward("always_half", lambda **o: _Half(**o))
     assert (await score(build_reward({"type": "always_half", "name": "h"}), traj)).parts == {
         "h": 0.5
