@@ -132,12 +132,14 @@ def _serve_llama(model_path: str, log_dir, *extra: str, port: int | None = None)
             proc.kill()
             raise RuntimeError("llama server did not start:\n" + log.read_text()[-3000:])
         time.sleep(0.3)
-    yield base
-    proc.terminate()
     try:
-        proc.wait(10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
+        yield base
+    finally:  # also when a test closes the generator itself (GeneratorExit at the yield)
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 @pytest.fixture(scope="session")
