@@ -248,7 +248,9 @@ def _swap_text(value: Any, ids: dict[str, Any]) -> Any:
 
 
 class _Replay:
-    def __init__(self, world_dir: Path, env: Any, tally: Tally) -> None:
+    def __init__(
+        self, world_dir: Path, env: Any, tally: Tally, *, start_from_reads: bool = True
+    ) -> None:
         world = load_world(world_dir)
         self.scenario = world_scenario(world_dir)
         self.mapper = CallMapper(
@@ -256,7 +258,7 @@ class _Replay:
             roles=bool(world["roles"]),
         )
         self.bindings = self.scenario["tool_map"]
-        self.start_from_reads = True  # see evaluate()
+        self.start_from_reads = start_from_reads  # see evaluate()
         self.guards = _guards(world_dir)
         self.creates = frozenset(
             tool
@@ -686,8 +688,7 @@ def evaluate(
         options["experience"] = open_store(store, readonly=True)
     env = make("mcp", world_model, scenario=scenario, **options).sync()
     tally = Tally()
-    replay = _Replay(world_dir, env, tally)
-    replay.start_from_reads = start_from_reads
+    replay = _Replay(world_dir, env, tally, start_from_reads=start_from_reads)
     if heldout:
         replay.made_ids(sessions.values())
     try:
